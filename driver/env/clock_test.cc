@@ -1,0 +1,50 @@
+#include "driver/env/clock.h"
+
+#include <gtest/gtest.h>
+
+namespace pollux::env {
+namespace {
+
+TEST(VirtualClock, MovesOnlyWhenTold) {
+  VirtualClock clock(1'000'000'000, 500);
+  EXPECT_EQ(clock.now(), 500u);
+  EXPECT_EQ(clock.now(), 500u);
+  clock.advance(250);
+  EXPECT_EQ(clock.now(), 750u);
+  clock.advance_us(2);
+  EXPECT_EQ(clock.now(), 2750u);
+}
+
+TEST(VirtualClock, NeverGoesBackwards) {
+  VirtualClock clock;
+  EXPECT_TRUE(clock.set(1000));
+  EXPECT_FALSE(clock.set(999));
+  EXPECT_EQ(clock.now(), 1000u);
+  EXPECT_TRUE(clock.set(1000));
+}
+
+TEST(Clock, ConvertsUnits) {
+  VirtualClock clock(2'500'000'000);  // 2.5 GHz
+  EXPECT_EQ(clock.us_to_ticks(1), 2500u);
+  EXPECT_EQ(clock.ns_to_ticks(10), 25u);
+  EXPECT_DOUBLE_EQ(clock.ticks_to_seconds(2'500'000'000), 1.0);
+  // No overflow for a day of microseconds at 2.5 GHz.
+  EXPECT_EQ(clock.us_to_ticks(86'400'000'000ull), 86'400ull * 2'500'000'000ull);
+}
+
+TEST(TscClock, IsMonotonicAndCalibrated) {
+  const TscClock& clock = TscClock::instance();
+  // Between 100 MHz and 10 GHz whichever source was chosen.
+  EXPECT_GE(clock.ticks_per_second(), 100'000'000u);
+  EXPECT_LE(clock.ticks_per_second(), 10'000'000'000u);
+  uint64_t prev = clock.now();
+  for (int i = 0; i < 100000; ++i) {
+    const uint64_t t = clock.now();
+    ASSERT_GE(t, prev);
+    prev = t;
+  }
+  std::printf("time source: %s, %.3f MHz\n", clock.source(), clock.ticks_per_second() / 1e6);
+}
+
+}  // namespace
+}  // namespace pollux::env

@@ -1,0 +1,92 @@
+#include "driver/env/dma_memory.h"
+
+#include <linux/memfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <string>
+
+namespace pollux::env {
+namespace {
+
+constexpr std::size_t k4K = 4096;
+constexpr std::size_t k2M = 2u << 20;
+
+std::size_t round_up(std::size_t v, std::size_t align) { return (v + align - 1) / align * align; }
+
+// Maps a memfd of `size` bytes; returns MAP_FAILED (and closes fd) on failure.
+void* map_memfd(unsigned int flags, std::size_t size, int* fd_out) {
+  const int fd = memfd_create("pollux-dma", MFD_CLOEXEC | flags);
+  if (fd < 0) return MAP_FAILED;
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    close(fd);
+    return MAP_FAILED;
+  }
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  if (p == MAP_FAILED) {
+    close(fd);
+    return MAP_FAILED;
+  }
+  *fd_out = fd;
+  return p;
+}
+
+}  // namespace
+
+const char* to_string(Backing b) {
+  switch (b) {
+    case Backing::kHugetlb2M: return "hugetlb-2MiB";
+    case Backing::kMemfdLocked: return "memfd-locked";
+    case Backing::kMemfdUnlocked: return "memfd-unlocked";
+  }
+  return "unknown";
+}
+
+std::size_t free_hugepages_2m() {
+  std::ifstream in("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages");
+  std::size_t n = 0;
+  return (in >> n) ? n : 0;
+}
+
+Result<std::unique_ptr<DmaRegion>> DmaRegion::create(MemoryRegistry& registry, std::size_t size,
+                                                     DmaOptions options) {
+  if (size == 0) return make_error(EINVAL, "DMA region of size 0");
+  int fd = -1;
+  void* base = MAP_FAILED;
+  Backing backing = Backing::kMemfdLocked;
+  std::size_t mapped = 0;
+
+  // Hugepages are only tried when enough are free: a MAP_POPULATE that runs short would
+  // otherwise raise SIGBUS on first touch instead of failing here.
+  if (options.allow_hugepages && free_hugepages_2m() * k2M >= round_up(size, k2M)) {
+    mapped = round_up(size, k2M);
+    base = map_memfd(MFD_HUGETLB | MFD_HUGE_2MB, mapped, &fd);
+    backing = Backing::kHugetlb2M;
+  }
+  if (base == MAP_FAILED) {
+    mapped = round_up(size, k4K);
+    base = map_memfd(0, mapped, &fd);
+    if (base == MAP_FAILED) {
+      return make_error(errno, std::string("cannot map DMA memory: ") + std::strerror(errno));
+    }
+    backing = mlock(base, mapped) == 0 ? Backing::kMemfdLocked : Backing::kMemfdUnlocked;
+  }
+
+  MemoryRegion region{base, mapped, reinterpret_cast<uint64_t>(base), fd, 0};
+  if (const int rc = registry.add(region); rc != 0) {
+    munmap(base, mapped);
+    close(fd);
+    return make_error(rc, "cannot register DMA region");
+  }
+  return std::unique_ptr<DmaRegion>(new DmaRegion(registry, base, mapped, fd, backing));
+}
+
+DmaRegion::~DmaRegion() {
+  registry_.remove(base_);
+  munmap(base_, size_);
+  close(fd_);
+}
+
+}  // namespace pollux::env

@@ -1,0 +1,55 @@
+// Pinned, page-aligned memory that devices may DMA to, registered in a MemoryRegistry.
+// Backed by 2 MiB hugepages (hugetlbfs memfd) when the system has them reserved, else by a
+// locked memfd. A memfd either way, so a device in another process (vfio-user) can map it.
+// IOVA == virtual address, as with a vfio type-1 IOMMU mapping made by this process.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "driver/env/memory_registry.h"
+#include "driver/env/result.h"
+
+namespace pollux::env {
+
+enum class Backing {
+  kHugetlb2M,      // 2 MiB hugepages: pinned by the kernel, physically contiguous per page
+  kMemfdLocked,    // 4 KiB pages, mlock()ed
+  kMemfdUnlocked,  // 4 KiB pages, mlock() refused (RLIMIT_MEMLOCK): may be swapped
+};
+const char* to_string(Backing b);
+
+struct DmaOptions {
+  bool allow_hugepages = true;
+};
+
+class DmaRegion {
+ public:
+  // Maps `size` bytes (rounded up to the page size of the backing) and registers them.
+  static Result<std::unique_ptr<DmaRegion>> create(MemoryRegistry& registry, std::size_t size,
+                                                   DmaOptions options = {});
+  ~DmaRegion();
+  DmaRegion(const DmaRegion&) = delete;
+  DmaRegion& operator=(const DmaRegion&) = delete;
+
+  void* data() const { return base_; }
+  std::size_t size() const { return size_; }
+  uint64_t iova() const { return reinterpret_cast<uint64_t>(base_); }
+  int fd() const { return fd_; }
+  Backing backing() const { return backing_; }
+
+ private:
+  DmaRegion(MemoryRegistry& registry, void* base, std::size_t size, int fd, Backing backing)
+      : registry_(registry), base_(base), size_(size), fd_(fd), backing_(backing) {}
+  MemoryRegistry& registry_;
+  void* base_;
+  std::size_t size_;
+  int fd_;
+  Backing backing_;
+};
+
+// Number of free 2 MiB hugepages the kernel has reserved (0 when none or unknown).
+std::size_t free_hugepages_2m();
+
+}  // namespace pollux::env

@@ -1,0 +1,67 @@
+#include "driver/event/reactor.h"
+
+#include "driver/event/framework.h"
+#include "driver/event/thread.h"
+
+namespace pollux::event {
+
+Reactor::Reactor(Framework& fw, int index, int core, const env::Clock& clock)
+    : fw_(fw), index_(index), core_(core), clock_(clock), incoming_(1024) {}
+
+void Reactor::adopt(Thread* t) {
+  // The queue is sized well beyond any real thread count; spin rather than drop a thread.
+  while (!incoming_.try_push(t)) {
+  }
+}
+
+bool Reactor::run_once() {
+  Thread* arrived;
+  while (incoming_.try_pop(arrived)) {
+    threads_.push_back(arrived);
+    arrived->reactor_index_.store(index_, std::memory_order_release);
+    thread_count_.store(threads_.size(), std::memory_order_relaxed);
+  }
+
+  const uint64_t start = clock_.now();
+  uint64_t now = start;
+  bool any_busy = false;
+  for (std::size_t i = 0; i < threads_.size();) {
+    Thread* t = threads_[i];
+    bool busy;
+    {
+      CurrentThreadScope scope(t);
+      t->poll(now, &busy);
+    }
+    const uint64_t end = clock_.now();
+    t->account(busy, end - now);
+    now = end;
+    any_busy |= busy;
+
+    int to = t->move_to_;
+    const bool leaves = t->exited() || (to >= 0 && to != index_);
+    t->move_to_ = -1;
+    if (!leaves) {
+      ++i;
+      continue;
+    }
+    threads_.erase(threads_.begin() + static_cast<std::ptrdiff_t>(i));
+    thread_count_.store(threads_.size(), std::memory_order_relaxed);
+    if (t->exited()) {
+      fw_.on_thread_exited();
+    } else {
+      fw_.reactor(static_cast<std::size_t>(to)).adopt(t);
+    }
+  }
+
+  auto& ticks = any_busy ? stats_.busy_ticks : stats_.idle_ticks;
+  ticks.store(ticks.load(std::memory_order_relaxed) + (now - start), std::memory_order_relaxed);
+  stats_.iterations.store(stats_.iterations.load(std::memory_order_relaxed) + 1,
+                          std::memory_order_relaxed);
+  return any_busy;
+}
+
+void Reactor::run() {
+  while (!(fw_.stopping() && fw_.live_threads() == 0)) run_once();
+}
+
+}  // namespace pollux::event

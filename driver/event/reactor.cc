@@ -10,6 +10,7 @@ Reactor::Reactor(Framework& fw, int index, int core, const env::Clock& clock)
 
 void Reactor::adopt(Thread* t) {
   // The queue is sized well beyond any real thread count; spin rather than drop a thread.
+  thread_count_.fetch_add(1, std::memory_order_relaxed);  // counted now: placement reads it
   while (!incoming_.try_push(t)) {
   }
 }
@@ -19,7 +20,6 @@ bool Reactor::run_once() {
   while (incoming_.try_pop(arrived)) {
     threads_.push_back(arrived);
     arrived->reactor_index_.store(index_, std::memory_order_release);
-    thread_count_.store(threads_.size(), std::memory_order_relaxed);
   }
 
   const uint64_t start = clock_.now();
@@ -37,15 +37,17 @@ bool Reactor::run_once() {
     now = end;
     any_busy |= busy;
 
-    int to = t->move_to_;
+    // Read-only in the common case: senders on other cores read this thread's state, and a
+    // store to its line every iteration would bounce that line between cores.
+    const int to = t->move_to_;
+    if (to >= 0) t->move_to_ = -1;
     const bool leaves = t->exited() || (to >= 0 && to != index_);
-    t->move_to_ = -1;
     if (!leaves) {
       ++i;
       continue;
     }
     threads_.erase(threads_.begin() + static_cast<std::ptrdiff_t>(i));
-    thread_count_.store(threads_.size(), std::memory_order_relaxed);
+    thread_count_.fetch_sub(1, std::memory_order_relaxed);
     if (t->exited()) {
       fw_.on_thread_exited();
     } else {

@@ -27,6 +27,7 @@ class Reactor {
   int index() const { return index_; }
   int core() const { return core_; }
   const ReactorStats& stats() const { return stats_; }
+  // Threads scheduled here, including ones adopted but not yet picked up.
   std::size_t thread_count() const { return thread_count_.load(std::memory_order_relaxed); }
 
   // One iteration over every thread on this reactor. Returns true if any did work.

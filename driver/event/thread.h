@@ -95,11 +95,12 @@ class Thread {
   const std::string name_;
   const env::Clock& clock_;
   env::MpmcQueue<Message> msgs_;
-  std::atomic<State> state_{State::kRunning};
+  // Read by senders on other cores: kept apart from what the owner writes every iteration.
+  alignas(env::kCacheLine) std::atomic<State> state_{State::kRunning};
   std::atomic<int> reactor_index_{-1};
   int move_to_ = -1;
 
-  std::vector<Poller*> active_;
+  alignas(env::kCacheLine) std::vector<Poller*> active_;  // owner-only from here on
   std::vector<Poller*> timed_;  // min-heap on next_run_
   std::vector<Poller*> paused_;
   Poller* running_poller_ = nullptr;
@@ -107,7 +108,7 @@ class Thread {
   std::vector<std::unique_ptr<Poller>> all_pollers_;
 
   std::vector<IoChannel*> channels_;
-  ThreadStats stats_;
+  alignas(env::kCacheLine) ThreadStats stats_;
 };
 
 // Makes `t` Thread::current() for a scope: the reactor does this around poll(); tests and

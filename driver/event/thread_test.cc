@@ -113,11 +113,15 @@ TEST(Threads, MoveBetweenReactorsKeepingTheirPollers) {
 
 TEST(Threads, NewThreadsGoToTheLeastLoadedReactor) {
   StepFramework s;
-  Thread* a = s.fw->create_thread("a");
+  // Created back to back, before any reactor ran: placement must still spread them.
+  Thread* t[4] = {s.fw->create_thread("a"), s.fw->create_thread("b"), s.fw->create_thread("c"),
+                  s.fw->create_thread("d")};
   s.fw->step();
-  Thread* b = s.fw->create_thread("b");
-  s.fw->step();
-  EXPECT_NE(a->reactor_index(), b->reactor_index());
+  int on_zero = 0;
+  for (Thread* x : t) on_zero += x->reactor_index() == 0;
+  EXPECT_EQ(on_zero, 2);
+  EXPECT_EQ(s.fw->reactor(0).thread_count(), 2u);
+  EXPECT_EQ(s.fw->reactor(1).thread_count(), 2u);
 }
 
 TEST(Threads, ForEachThreadVisitsAllThenReturnsToOrigin) {

@@ -6,8 +6,7 @@
 // Verilator headers before <systemc>.
 #include "Vcounter.h"
 #include "verilated.h"
-
-// Keep this order: Verilator's headers first.
+// (A comment line, so include sorting cannot move <systemc> above them.)
 #include <systemc>
 
 #include "gtest/gtest.h"

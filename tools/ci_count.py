@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""Counts test results after `bazel test`: every test case of every test target that ran this
+time (from the targets' test.xml), plus targets that failed without a usable test.xml.
+Prints a closing line "N passed, N failed" and exits 1 if anything failed or nothing ran."""
+import pathlib
+import re
+import sys
+import xml.etree.ElementTree as ET
+
+log = pathlib.Path(sys.argv[1]).read_text(errors="replace")
+testlogs = pathlib.Path(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2] else None
+
+# "//pkg:target   PASSED in 0.1s" / "(cached) PASSED" / "FAILED in" / "FAILED TO BUILD" / ...
+status = {}
+for m in re.finditer(r"^(//\S+)\s+(?:\(cached\)\s+)?(PASSED|FAILED|TIMEOUT|FLAKY|NO STATUS|"
+                     r"FAILED TO BUILD|INCOMPLETE|SKIPPED)\b", log, re.M):
+    status[m.group(1)] = m.group(2)
+
+passed = failed = 0
+for target, st in sorted(status.items()):
+    cases = None
+    if testlogs is not None:
+        xml = testlogs / target[2:].replace(":", "/") / "test.xml"
+        if xml.exists():
+            try:
+                root = ET.parse(xml).getroot()
+                cases = [c for c in root.iter("testcase")]
+            except ET.ParseError:
+                cases = None
+    if st in ("PASSED", "FLAKY") and cases:
+        bad = sum(1 for c in cases if c.find("failure") is not None or c.find("error") is not None)
+        skipped = sum(1 for c in cases if c.find("skipped") is not None
+                      or c.get("status") == "notrun")
+        passed += len(cases) - bad - skipped
+        failed += bad
+    elif st in ("PASSED", "FLAKY"):
+        passed += 1
+    elif st == "NO STATUS":
+        failed += 1
+        print(f"ci: {target}: no status (not run)")
+    else:
+        failed += 1
+        print(f"ci: {target}: {st}")
+
+print(f"ci: {len(status)} test targets")
+print(f"{passed} passed, {failed} failed")
+sys.exit(0 if failed == 0 and passed > 0 else 1)

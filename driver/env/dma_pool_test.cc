@@ -27,6 +27,15 @@ TEST(DmaRegion, IsRegisteredPageAlignedAndWritable) {
   EXPECT_TRUE(reg.regions().empty());
 }
 
+// Whatever the machine has, hugepages can be declined and the memfd path must then serve.
+TEST(DmaRegion, FallsBackToLockedMemfdWithoutHugepages) {
+  MemoryRegistry reg;
+  auto r = DmaRegion::create(reg, 3 * 4096 + 1, DmaOptions{.allow_hugepages = false});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_NE((*r)->backing(), Backing::kHugetlb2M);
+  EXPECT_EQ((*r)->size(), 4u * 4096);  // rounded to 4 KiB pages, not 2 MiB
+}
+
 TEST(DmaRegion, ZeroSizeIsAClearError) {
   MemoryRegistry reg;
   auto r = DmaRegion::create(reg, 0);

@@ -1,0 +1,404 @@
+#include "driver/nvme/controller.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "driver/nvme/status.h"
+
+namespace pollux::nvme {
+namespace {
+
+constexpr std::size_t kScratchBytes = 64 * 1024;
+
+// Opcode bits [1:0]: 01 host→controller data, 10 controller→host, 11 both.
+bool to_device(uint8_t opcode) { return opcode & 1; }
+bool from_device(uint8_t opcode) { return opcode & 2; }
+
+}  // namespace
+
+const char* Controller::to_string(InitState s) {
+  switch (s) {
+    case InitState::kReadCap: return "read CAP";
+    case InitState::kDisable: return "disable";
+    case InitState::kWaitNotReady: return "wait for CSTS.RDY = 0";
+    case InitState::kEnable: return "enable";
+    case InitState::kWaitReady: return "wait for CSTS.RDY = 1";
+    case InitState::kIdentify: return "identify controller";
+    case InitState::kSetQueues: return "set number of queues";
+    case InitState::kIdentifyNamespaces: return "identify namespaces";
+    case InitState::kArmAer: return "arm asynchronous events";
+    case InitState::kReady: return "ready";
+    case InitState::kFailed: return "failed";
+  }
+  return "?";
+}
+
+Controller::Controller(std::unique_ptr<env::PciDevice> device, ControllerOptions options)
+    : device_(std::move(device)),
+      options_(options),
+      registry_(options.registry ? *options.registry : env::MemoryRegistry::global()),
+      clock_(options.clock ? *options.clock : env::system_clock()) {
+  qctx_.device = device_.get();
+  qctx_.registry = &registry_;
+  qctx_.clock = &clock_;
+}
+
+Result<std::unique_ptr<Controller>> Controller::attach(std::unique_ptr<env::PciDevice> device,
+                                                       ControllerOptions options) {
+  if (!device) return make_error(EINVAL, "no device");
+  auto ctrl = std::unique_ptr<Controller>(new Controller(std::move(device), options));
+  auto scratch = env::DmaRegion::create(ctrl->registry_, kScratchBytes);
+  if (!scratch) return scratch.error();
+  ctrl->scratch_ = std::move(scratch).value();
+  while (!ctrl->process_init()) {
+  }
+  if (ctrl->state_ != InitState::kReady) {
+    return make_error(EIO, ctrl->device_->address() + ": controller initialisation failed at '" +
+                               to_string(ctrl->state_ == InitState::kFailed ? InitState::kFailed
+                                                                            : ctrl->state_) +
+                               "': " + ctrl->init_error_);
+  }
+  return ctrl;
+}
+
+// Reads CSTS until (CSTS & mask) == value or the deadline passes. Set-up path only.
+bool Controller::wait_csts(uint32_t mask, uint32_t value) {
+  for (;;) {
+    const uint32_t csts = device_->read32(0, sn::reg::kCsts);
+    if (csts == ~0u) {
+      init_error_ = "device reads all ones (removed?)";
+      return false;
+    }
+    if ((csts & mask) == value) return true;
+    if (value != 0 && (csts & sn::csts::kCfs)) {
+      init_error_ = "controller fatal status (CSTS.CFS)";
+      return false;
+    }
+    if (clock_.now() > deadline_) {
+      init_error_ = "timed out after CAP.TO";
+      return false;
+    }
+    sched_yield();
+  }
+}
+
+bool Controller::process_init() {
+  auto fail = [this](std::string why) {
+    if (!why.empty()) init_error_ = std::move(why);
+    state_ = InitState::kFailed;
+    return true;
+  };
+  switch (state_) {
+    case InitState::kReadCap: {
+      cap_ = device_->read64(0, sn::reg::kCap);
+      if (cap_ == ~0ull) return fail("CAP reads all ones (device gone?)");
+      version_ = device_->read32(0, sn::reg::kVs);
+      if (!(sn::cap::css(cap_) & sn::cap::kCssNvm)) return fail("NVM command set not supported");
+      if (sn::cap::mpsmin(cap_) != 0) return fail("device does not support 4 KiB pages");
+      qctx_.doorbell_stride = static_cast<uint32_t>(sn::cap::dstrd(cap_));
+      qctx_.page_size = 4096;
+      state_ = InitState::kDisable;
+      return false;
+    }
+    case InitState::kDisable: {
+      deadline_ = clock_.now() + clock_.us_to_ticks(sn::cap::to(cap_) * 500'000 + 500'000);
+      const uint32_t cc = device_->read32(0, sn::reg::kCc);
+      if (cc & sn::cc::kEn) {
+        // A controller being enabled must finish becoming ready before it can be disabled.
+        if (!wait_csts(sn::csts::kRdy, sn::csts::kRdy)) return fail("");
+        device_->write32(0, sn::reg::kCc, cc & ~sn::cc::kEn);
+      }
+      state_ = InitState::kWaitNotReady;
+      return false;
+    }
+    case InitState::kWaitNotReady:
+      if (!wait_csts(sn::csts::kRdy, 0)) return fail("");
+      state_ = InitState::kEnable;
+      return false;
+    case InitState::kEnable: {
+      const uint32_t qsize = std::min<uint32_t>(options_.admin_queue_size, 4096);
+      QpairOptions o;
+      o.queue_size = std::min<uint32_t>(qsize, max_queue_entries());
+      o.num_requests = o.queue_size - 1 + options_.async_events;
+      o.batch_doorbells = false;
+      auto admin = Qpair::create(qctx_, 0, o);
+      if (!admin) return fail(admin.error().message);
+      admin_ = std::move(admin).value();
+      device_->write32(0, sn::reg::kAqa, sn::aqa::make(o.queue_size - 1, o.queue_size - 1));
+      device_->write64(0, sn::reg::kAsq, admin_->sq_iova());
+      device_->write64(0, sn::reg::kAcq, admin_->cq_iova());
+      device_->write32(0, sn::reg::kCc, sn::cc::make(true, 0, 0, sn::cc::kAmsRoundRobin,
+                                                     sn::cc::kShnNone, 6, 4));
+      deadline_ = clock_.now() + clock_.us_to_ticks(sn::cap::to(cap_) * 500'000 + 500'000);
+      state_ = InitState::kWaitReady;
+      return false;
+    }
+    case InitState::kWaitReady:
+      if (!wait_csts(sn::csts::kRdy, sn::csts::kRdy)) return fail("");
+      state_ = InitState::kIdentify;
+      return false;
+    case InitState::kIdentify: {
+      sn::SubmissionEntry cmd{};
+      cmd.opcode = sn::admin::kIdentify;
+      cmd.cdw10 = sn::cns::kController;
+      auto cpl = admin_sync(cmd, &cdata_, sizeof cdata_);
+      if (!cpl) return fail("identify controller: " + cpl.error().message);
+      if (cdata_.mdts != 0 && cdata_.mdts < 20) qctx_.max_transfer = (1u << cdata_.mdts) * 4096;
+      qctx_.sgl_supported = (cdata_.sgls & 3) != 0;
+      state_ = InitState::kSetQueues;
+      return false;
+    }
+    case InitState::kSetQueues: {
+      const uint32_t want = std::clamp<uint32_t>(options_.io_queues_requested, 1, 65535) - 1;
+      sn::SubmissionEntry cmd{};
+      cmd.opcode = sn::admin::kSetFeatures;
+      cmd.cdw10 = sn::feature::kNumberOfQueues;
+      cmd.cdw11 = want | want << 16;
+      auto cpl = admin_sync(cmd);
+      if (!cpl) return fail("set number of queues: " + cpl.error().message);
+      const uint32_t nsq = (cpl->dw0 & 0xffff) + 1, ncq = (cpl->dw0 >> 16) + 1;
+      io_queues_granted_ = std::min(nsq, ncq);
+      qid_used_.assign(io_queues_granted_ + 1, false);
+      qid_used_[0] = true;
+      state_ = InitState::kIdentifyNamespaces;
+      return false;
+    }
+    case InitState::kIdentifyNamespaces:
+      if (!identify_namespaces()) return fail("");
+      state_ = InitState::kArmAer;
+      return false;
+    case InitState::kArmAer: {
+      const uint32_t n = std::min<uint32_t>(options_.async_events, uint32_t{cdata_.aerl} + 1);
+      for (uint32_t i = 0; i < n; ++i) arm_async_event();
+      state_ = InitState::kReady;
+      return true;
+    }
+    case InitState::kReady:
+    case InitState::kFailed:
+      return true;
+  }
+  return true;
+}
+
+bool Controller::identify_namespaces() {
+  std::array<uint32_t, 1024> list{};
+  sn::SubmissionEntry cmd{};
+  cmd.opcode = sn::admin::kIdentify;
+  cmd.cdw10 = sn::cns::kActiveNamespaceList;
+  auto cpl = admin_sync(cmd, list.data(), sizeof list);
+  if (!cpl) {
+    init_error_ = "active namespace list: " + cpl.error().message;
+    return false;
+  }
+  for (uint32_t nsid : list) {
+    if (nsid == 0) break;
+    Namespace ns;
+    ns.id = nsid;
+    sn::SubmissionEntry id{};
+    id.opcode = sn::admin::kIdentify;
+    id.nsid = nsid;
+    id.cdw10 = sn::cns::kNamespace;
+    auto r = admin_sync(id, &ns.data, sizeof ns.data);
+    if (!r) {
+      init_error_ = "identify namespace " + std::to_string(nsid) + ": " + r.error().message;
+      return false;
+    }
+    const sn::LbaFormat& f = ns.data.lbaf[ns.data.flbas & 0xf];
+    if (f.lbads < 9 || f.lbads > 16) continue;  // not a usable format: skip the namespace
+    ns.block_size = 1u << f.lbads;
+    ns.num_blocks = ns.data.nsze;
+    ns.max_io_blocks = qctx_.max_transfer ? qctx_.max_transfer / ns.block_size : 0;
+    nsids_.push_back(nsid);
+    namespaces_[nsid] = ns;
+  }
+  return true;
+}
+
+const Namespace* Controller::ns(uint32_t nsid) const {
+  auto it = namespaces_.find(nsid);
+  return it == namespaces_.end() ? nullptr : &it->second;
+}
+
+int Controller::admin_submit(const sn::SubmissionEntry& cmd, void* buf, uint32_t len,
+                             CompletionFn cb, void* ctx) {
+  std::lock_guard lock(admin_mu_);
+  return admin_->submit_raw(cmd, buf, len, cb, ctx);
+}
+
+int Controller::process_admin_completions() {
+  std::lock_guard lock(admin_mu_);
+  return admin_->process_completions();
+}
+
+Result<sn::CompletionEntry> Controller::admin_sync(const sn::SubmissionEntry& cmd, void* data,
+                                                   uint32_t len) {
+  if (len > kScratchBytes) return make_error(E2BIG, "admin data larger than the scratch area");
+  struct Wait {
+    bool done = false;
+    sn::CompletionEntry cpl{};
+  } wait;
+  std::lock_guard lock(admin_mu_);  // one synchronous command at a time: the scratch is shared
+  void* buf = len ? scratch_->data() : nullptr;
+  if (len && to_device(cmd.opcode)) std::memcpy(buf, data, len);
+  const int rc = admin_->submit_raw(
+      cmd, buf, len,
+      [](void* ctx, const sn::CompletionEntry& cpl) {
+        auto* w = static_cast<Wait*>(ctx);
+        w->cpl = cpl;
+        w->done = true;
+      },
+      &wait);
+  if (rc != 0) return make_error(rc, "admin submit failed");
+  const uint64_t deadline = clock_.now() + clock_.us_to_ticks(options_.admin_timeout_us);
+  while (!wait.done) {
+    if (admin_->process_completions() < 0) return make_error(ENODEV, "device gone");
+    if (!wait.done && clock_.now() > deadline) {
+      // The command stays outstanding: its callback points at this frame, so the queue pair
+      // must not call it. Fail every admin request (the caller gives up on the controller).
+      admin_->fail_all(sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedByRequest));
+      return make_error(ETIMEDOUT, "admin command timed out");
+    }
+  }
+  if (cpl_is_error(wait.cpl))
+    return make_error(EIO, describe(Status::from_cqe(wait.cpl.status)));
+  if (len && from_device(cmd.opcode)) std::memcpy(data, buf, len);
+  return wait.cpl;
+}
+
+int Controller::abort(uint16_t sqid, uint16_t cid) {
+  sn::SubmissionEntry cmd{};
+  cmd.opcode = sn::admin::kAbort;
+  cmd.cdw10 = uint32_t{cid} << 16 | sqid;
+  ++stats_.aborts_sent;
+  return admin_submit(cmd, nullptr, 0, nullptr, nullptr);
+}
+
+void Controller::set_async_event_callback(AsyncEventFn fn, void* ctx) {
+  aer_fn_ = fn;
+  aer_ctx_ = ctx;
+}
+
+void Controller::arm_async_event() {
+  sn::SubmissionEntry cmd{};
+  cmd.opcode = sn::admin::kAsyncEventRequest;
+  admin_->submit_raw(cmd, nullptr, 0, on_async_event, this);
+}
+
+// Runs with admin_mu_ held (inside process_completions), so it may use admin_ directly.
+void Controller::on_async_event(void* ctx, const sn::CompletionEntry& cpl) {
+  auto* self = static_cast<Controller*>(ctx);
+  if (cpl_is_error(cpl)) return;  // aborted (reset, shutdown) or refused: don't re-arm
+  ++self->stats_.async_events;
+  if (self->aer_fn_) self->aer_fn_(self->aer_ctx_, cpl);
+  self->arm_async_event();
+}
+
+void Controller::on_io_timeout(void* ctx, Qpair& qp, uint16_t cid) {
+  auto* hook = static_cast<TimeoutHook*>(ctx);
+  ++hook->ctrl->stats_.io_timeouts;
+  if (hook->user_cb) hook->user_cb(hook->user_ctx, qp, cid);
+  hook->ctrl->abort(qp.id(), cid);
+}
+
+Result<std::unique_ptr<Qpair>> Controller::alloc_io_qpair(const QpairOptions& options) {
+  if (state_ != InitState::kReady) return make_error(ENODEV, "controller not ready");
+  QpairOptions o = options;
+  o.queue_size = std::min(o.queue_size, max_queue_entries());
+  uint16_t qid = 0;
+  {
+    std::lock_guard lock(admin_mu_);
+    for (uint32_t i = 1; i < qid_used_.size(); ++i) {
+      if (!qid_used_[i]) {
+        qid = static_cast<uint16_t>(i);
+        qid_used_[i] = true;
+        break;
+      }
+    }
+  }
+  if (qid == 0) return make_error(EBUSY, "all granted I/O queues are in use");
+  auto release_qid = [this, qid] {
+    std::lock_guard lock(admin_mu_);
+    qid_used_[qid] = false;
+  };
+  std::unique_ptr<TimeoutHook> hook;
+  if (o.timeout_us) {
+    hook = std::make_unique<TimeoutHook>(TimeoutHook{this, o.timeout_cb, o.timeout_ctx});
+    o.timeout_cb = on_io_timeout;
+    o.timeout_ctx = hook.get();
+  }
+  auto qp = Qpair::create(qctx_, qid, o);
+  if (!qp) {
+    release_qid();
+    return qp.error();
+  }
+  sn::SubmissionEntry cq{};
+  cq.opcode = sn::admin::kCreateIoCq;
+  cq.dptr.prp.prp1 = (*qp)->cq_iova();
+  cq.cdw10 = ((*qp)->queue_size() - 1) << 16 | qid;
+  cq.cdw11 = 1;  // physically contiguous, interrupts off: we poll
+  if (auto r = admin_sync(cq); !r) {
+    release_qid();
+    return make_error(EIO, "create I/O CQ " + std::to_string(qid) + ": " + r.error().message);
+  }
+  sn::SubmissionEntry sq{};
+  sq.opcode = sn::admin::kCreateIoSq;
+  sq.dptr.prp.prp1 = (*qp)->sq_iova();
+  sq.cdw10 = ((*qp)->queue_size() - 1) << 16 | qid;
+  sq.cdw11 = uint32_t{qid} << 16 | 1;  // bound to CQ qid, physically contiguous
+  if (auto r = admin_sync(sq); !r) {
+    sn::SubmissionEntry del{};
+    del.opcode = sn::admin::kDeleteIoCq;
+    del.cdw10 = qid;
+    (void)admin_sync(del);
+    release_qid();
+    return make_error(EIO, "create I/O SQ " + std::to_string(qid) + ": " + r.error().message);
+  }
+  if (hook) {
+    std::lock_guard lock(admin_mu_);
+    timeout_hooks_[qid] = std::move(hook);
+  }
+  return std::move(qp).value();
+}
+
+int Controller::free_io_qpair(std::unique_ptr<Qpair> qp) {
+  if (!qp) return -EINVAL;
+  const uint16_t qid = qp->id();
+  int rc = 0;
+  if (!device_->removed()) {
+    sn::SubmissionEntry del{};
+    del.opcode = sn::admin::kDeleteIoSq;
+    del.cdw10 = qid;
+    if (!admin_sync(del)) rc = -EIO;
+    qp->process_completions();  // the device posts "aborted: SQ deletion" for what it held
+    del.opcode = sn::admin::kDeleteIoCq;
+    if (!admin_sync(del)) rc = -EIO;
+  }
+  qp->fail_all(sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedSqDeletion));
+  std::lock_guard lock(admin_mu_);
+  qid_used_[qid] = false;
+  timeout_hooks_.erase(qid);
+  return rc;
+}
+
+void Controller::shutdown() {
+  if (device_->removed() || state_ != InitState::kReady) return;
+  const uint32_t cc = device_->read32(0, sn::reg::kCc);
+  device_->write32(0, sn::reg::kCc, (cc & ~(3u << 14)) | sn::cc::kShnNormal << 14);
+  const uint64_t deadline = clock_.now() + clock_.us_to_ticks(
+      std::max<uint64_t>(cdata_.rtd3e, 5'000'000));
+  while (clock_.now() < deadline) {
+    const uint32_t csts = device_->read32(0, sn::reg::kCsts);
+    if (csts == ~0u || sn::csts::shst(csts) == sn::csts::kShstComplete) break;
+    sched_yield();
+  }
+  device_->write32(0, sn::reg::kCc, 0);
+}
+
+Controller::~Controller() {
+  shutdown();
+  if (admin_) admin_->fail_all(sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedByRequest));
+}
+
+}  // namespace pollux::nvme

@@ -1,0 +1,129 @@
+// An NVMe controller attached through a PciDevice (vfio-user today, vfio-pci later): the
+// initialisation state machine, the admin queue, namespaces, I/O queue pairs, AERs, abort.
+//
+// Threading: I/O queue pairs have one owner each and take no lock. The admin queue is
+// shared (allocating queues, aborts from timeout handlers on any thread), so admin
+// submission and completion take the controller's admin mutex: they are off the hot path.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "driver/env/clock.h"
+#include "driver/env/dma_memory.h"
+#include "driver/env/memory_registry.h"
+#include "driver/env/pci_device.h"
+#include "driver/env/result.h"
+#include "driver/nvme/namespace.h"
+#include "driver/nvme/qpair.h"
+#include "spec/nvme.h"
+
+namespace pollux::nvme {
+
+struct ControllerOptions {
+  uint32_t admin_queue_size = 32;
+  uint32_t io_queues_requested = 16;  // Set Features Number of Queues asks for this many
+  uint32_t async_events = 4;          // AERs kept outstanding (capped by AERL+1)
+  uint64_t admin_timeout_us = 5'000'000;
+  env::MemoryRegistry* registry = nullptr;  // default: env::MemoryRegistry::global()
+  const env::Clock* clock = nullptr;        // default: env::system_clock()
+};
+
+struct ControllerStats {
+  uint64_t async_events = 0;
+  uint64_t aborts_sent = 0;
+  uint64_t io_timeouts = 0;
+};
+
+class Controller {
+ public:
+  enum class InitState {
+    kReadCap, kDisable, kWaitNotReady, kEnable, kWaitReady, kIdentify, kSetQueues,
+    kIdentifyNamespaces, kArmAer, kReady, kFailed
+  };
+  static const char* to_string(InitState s);
+
+  // Runs the initialisation state machine to the end. The device is owned from here on.
+  static Result<std::unique_ptr<Controller>> attach(std::unique_ptr<env::PciDevice> device,
+                                                    ControllerOptions options = {});
+  ~Controller();  // normal shutdown (CC.SHN), then disable; I/O queue pairs must be freed first
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  env::PciDevice& device() { return *device_; }
+  uint64_t cap() const { return cap_; }
+  uint32_t version() const { return version_; }
+  const sn::IdentifyController& identify() const { return cdata_; }
+  const std::vector<uint32_t>& namespace_ids() const { return nsids_; }
+  const Namespace* ns(uint32_t nsid) const;
+  uint32_t io_queues_granted() const { return io_queues_granted_; }
+  uint32_t max_transfer_bytes() const { return qctx_.max_transfer; }
+  uint32_t max_queue_entries() const { return static_cast<uint32_t>(sn::cap::mqes(cap_)) + 1; }
+  const ControllerStats& stats() const { return stats_; }
+
+  // Creates the CQ then the SQ with admin commands (synchronous; any thread).
+  Result<std::unique_ptr<Qpair>> alloc_io_qpair(const QpairOptions& options = {});
+  // Deletes the SQ then the CQ. Outstanding I/O is aborted by the device (SQ deletion).
+  int free_io_qpair(std::unique_ptr<Qpair> qpair);
+
+  // Admin commands, asynchronous. Any thread.
+  int admin_submit(const sn::SubmissionEntry& cmd, void* buf, uint32_t len, CompletionFn cb,
+                   void* ctx);
+  int process_admin_completions();
+  // Synchronous helper for set-up paths: submits and polls until done or admin_timeout_us.
+  // The data buffer, if any, is bounced through the controller's DMA scratch area.
+  Result<sn::CompletionEntry> admin_sync(const sn::SubmissionEntry& cmd, void* data = nullptr,
+                                         uint32_t len = 0);
+  // Asks the device to abort command `cid` of queue `sqid` (asynchronous, best effort).
+  int abort(uint16_t sqid, uint16_t cid);
+
+  using AsyncEventFn = void (*)(void* ctx, const sn::CompletionEntry& cpl);
+  void set_async_event_callback(AsyncEventFn fn, void* ctx);
+
+ private:
+  struct TimeoutHook {
+    Controller* ctrl;
+    TimeoutFn user_cb;
+    void* user_ctx;
+  };
+  Controller(std::unique_ptr<env::PciDevice> device, ControllerOptions options);
+  // One step of initialisation; returns false when it must be called again.
+  bool process_init();
+  bool wait_csts(uint32_t mask, uint32_t value);
+  bool identify_namespaces();
+  void arm_async_event();
+  static void on_async_event(void* ctx, const sn::CompletionEntry& cpl);
+  static void on_io_timeout(void* ctx, Qpair& qp, uint16_t cid);
+  void shutdown();
+
+  std::unique_ptr<env::PciDevice> device_;
+  ControllerOptions options_;
+  env::MemoryRegistry& registry_;
+  const env::Clock& clock_;
+  QpairContext qctx_;
+  InitState state_ = InitState::kReadCap;
+  std::string init_error_;
+  uint64_t deadline_ = 0;
+  uint64_t cap_ = 0;
+  uint32_t version_ = 0;
+
+  std::mutex admin_mu_;
+  std::unique_ptr<Qpair> admin_;
+  std::unique_ptr<env::DmaRegion> scratch_;  // bounce area for admin data (identify, logs)
+
+  sn::IdentifyController cdata_{};
+  std::vector<uint32_t> nsids_;
+  std::map<uint32_t, Namespace> namespaces_;
+  uint32_t io_queues_granted_ = 0;
+  std::vector<bool> qid_used_;
+  std::map<uint16_t, std::unique_ptr<TimeoutHook>> timeout_hooks_;
+  AsyncEventFn aer_fn_ = nullptr;
+  void* aer_ctx_ = nullptr;
+  ControllerStats stats_;
+};
+
+}  // namespace pollux::nvme

@@ -1,0 +1,153 @@
+// An NVMe queue pair (SQ + CQ) and its preallocated requests. One owner thread; the hot path
+// (submit, process_completions) takes no lock, allocates nothing, makes no syscall: SQEs go
+// straight into DMA memory, the doorbell is a store to a mapped page (batched by default),
+// completions are found by their phase tag.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "driver/env/clock.h"
+#include "driver/env/dma_memory.h"
+#include "driver/env/memory_registry.h"
+#include "driver/env/pci_device.h"
+#include "driver/env/result.h"
+#include "spec/nvme.h"
+
+namespace pollux::nvme {
+
+namespace sn = spec::nvme;
+
+class Qpair;
+struct Namespace;
+
+using CompletionFn = void (*)(void* ctx, const sn::CompletionEntry& cpl);
+using TimeoutFn = void (*)(void* ctx, Qpair& qpair, uint16_t cid);
+
+struct QpairOptions {
+  uint32_t queue_size = 256;     // entries per queue; one SQ slot always stays empty
+  uint32_t num_requests = 0;     // 0: 2 × queue_size. Beyond what fits in the SQ, requests
+                                 // wait in software and are submitted as completions free slots
+  bool batch_doorbells = true;   // ring the SQ doorbell once per process_completions()/flush()
+  bool prefer_sgl = false;       // describe data with SGLs when the controller supports them
+  uint64_t timeout_us = 0;       // 0: no timeout detection
+  TimeoutFn timeout_cb = nullptr;
+  void* timeout_ctx = nullptr;
+};
+
+struct QpairStats {
+  uint64_t submitted = 0;        // reached the SQ
+  uint64_t completed = 0;
+  uint64_t errors = 0;           // completions with a non-zero status
+  uint64_t queued = 0;           // had to wait for an SQ slot
+  uint64_t timeouts = 0;
+  uint64_t bad_completions = 0;  // unknown or not-outstanding CID: ignored, counted
+  uint64_t doorbells = 0;        // SQ tail doorbell writes
+};
+
+// What the controller knows that a queue pair needs.
+struct QpairContext {
+  env::PciDevice* device = nullptr;
+  env::MemoryRegistry* registry = nullptr;
+  const env::Clock* clock = nullptr;
+  uint32_t doorbell_stride = 0;  // CAP.DSTRD
+  uint32_t page_size = 4096;     // CC.MPS
+  uint32_t max_transfer = 0;     // bytes, from MDTS; 0 = unlimited
+  bool sgl_supported = false;
+};
+
+class Qpair {
+ public:
+  static Result<std::unique_ptr<Qpair>> create(const QpairContext& ctx, uint16_t qid,
+                                               const QpairOptions& options);
+  ~Qpair();
+  Qpair(const Qpair&) = delete;
+  Qpair& operator=(const Qpair&) = delete;
+
+  uint16_t id() const { return qid_; }
+  uint32_t queue_size() const { return size_; }
+  uint64_t sq_iova() const { return sq_iova_; }
+  uint64_t cq_iova() const { return cq_iova_; }
+  const QpairStats& stats() const { return stats_; }
+  uint32_t outstanding() const { return outstanding_; }  // submitted or queued, not completed
+
+  // I/O. 0, or -ENOMEM (no free request: retry after completions), -EINVAL (bad
+  // arguments, buffer not in registered DMA memory, layout the device can't take),
+  // -E2BIG (beyond MDTS), -ENODEV (the device is gone). Flags: CDW12 bits (FUA...).
+  int read(const Namespace& ns, void* buf, uint64_t lba, uint32_t nlb, CompletionFn cb,
+           void* cb_ctx, uint32_t io_flags = 0);
+  int write(const Namespace& ns, const void* buf, uint64_t lba, uint32_t nlb, CompletionFn cb,
+            void* cb_ctx, uint32_t io_flags = 0);
+  int readv(const Namespace& ns, const iovec* iov, int iovcnt, uint64_t lba, uint32_t nlb,
+            CompletionFn cb, void* cb_ctx, uint32_t io_flags = 0);
+  int writev(const Namespace& ns, const iovec* iov, int iovcnt, uint64_t lba, uint32_t nlb,
+             CompletionFn cb, void* cb_ctx, uint32_t io_flags = 0);
+  int compare(const Namespace& ns, const void* buf, uint64_t lba, uint32_t nlb, CompletionFn cb,
+              void* cb_ctx);
+  int flush(const Namespace& ns, CompletionFn cb, void* cb_ctx);
+  int write_zeroes(const Namespace& ns, uint64_t lba, uint32_t nlb, CompletionFn cb,
+                   void* cb_ctx, uint32_t io_flags = 0);
+  // `ranges` must live in registered DMA memory until completion.
+  int deallocate(const Namespace& ns, const sn::nvm::DsmRange* ranges, uint32_t count,
+                 CompletionFn cb, void* cb_ctx);
+  // Any command; the driver fills CID and the data pointer (buf may be null).
+  int submit_raw(const sn::SubmissionEntry& cmd, void* buf, uint32_t len, CompletionFn cb,
+                 void* cb_ctx);
+
+  // Reaps up to max completions (0: all available), calling their callbacks. Then rings the
+  // CQ head doorbell once, moves waiting requests into freed SQ slots, rings the SQ doorbell
+  // once, and checks timeouts. Returns completions reaped, or -ENODEV if the device is gone.
+  int process_completions(uint32_t max = 0);
+  // Rings the SQ doorbell now if submissions are pending (batched mode).
+  void flush_doorbell();
+
+  // Fails every outstanding and waiting request with `status` (no device involved), e.g.
+  // after surprise removal. Returns how many.
+  uint32_t fail_all(uint16_t status);
+
+ private:
+  struct Request;
+  Qpair(const QpairContext& ctx, uint16_t qid, const QpairOptions& options);
+  Request* get_request(CompletionFn cb, void* cb_ctx);
+  void put_request(Request* r);
+  int build_data(Request* r, const iovec* iov, int iovcnt, uint32_t len);
+  int build_prp(Request* r, const iovec* iov, int iovcnt, uint32_t len);
+  int build_sgl(Request* r, const iovec* iov, int iovcnt, uint32_t len);
+  int rw(uint8_t opcode, const Namespace& ns, const iovec* iov, int iovcnt, uint64_t lba,
+         uint32_t nlb, CompletionFn cb, void* cb_ctx, uint32_t io_flags);
+  int submit(Request* r);
+  void place_in_sq(Request* r);
+  void ring_sq_doorbell();
+  void check_timeouts();
+  void unlink_outstanding(Request* r);
+
+  QpairContext ctx_;
+  uint16_t qid_;
+  uint32_t size_;
+  QpairOptions options_;
+  std::unique_ptr<env::DmaRegion> memory_;
+
+  sn::SubmissionEntry* sq_ = nullptr;
+  sn::CompletionEntry* cq_ = nullptr;
+  uint64_t sq_iova_ = 0, cq_iova_ = 0;
+  volatile uint32_t* sq_doorbell_ = nullptr;  // null: ring through bar_write
+  volatile uint32_t* cq_doorbell_ = nullptr;
+  uint32_t sq_tail_ = 0, sq_head_ = 0, cq_head_ = 0;
+  uint16_t phase_ = 1;
+  bool doorbell_pending_ = false;
+
+  std::unique_ptr<Request[]> requests_;
+  uint32_t num_requests_ = 0;
+  Request* free_ = nullptr;
+  Request* wait_head_ = nullptr;  // FIFO of requests waiting for an SQ slot
+  Request* wait_tail_ = nullptr;
+  Request* out_head_ = nullptr;   // submitted, oldest first (timeouts look here)
+  Request* out_tail_ = nullptr;
+  uint32_t outstanding_ = 0;
+  uint64_t timeout_ticks_ = 0;
+  QpairStats stats_;
+};
+
+}  // namespace pollux::nvme

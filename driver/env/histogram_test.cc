@@ -1,0 +1,65 @@
+#include "driver/env/histogram.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+namespace pollux::env {
+namespace {
+
+TEST(LatencyHistogram, BucketsAreMonotonicAndCoverEverything) {
+  int prev = -1;
+  for (uint64_t v : {0ull, 1ull, 31ull, 32ull, 33ull, 63ull, 64ull, 1000ull, 1ull << 40, ~0ull}) {
+    const int b = LatencyHistogram::bucket_of(v);
+    EXPECT_GT(b, prev) << v;
+    EXPECT_LT(b, LatencyHistogram::kBuckets);
+    EXPECT_LE(LatencyHistogram::bucket_floor(b), v);
+    if (b + 1 < LatencyHistogram::kBuckets) {
+      EXPECT_GT(LatencyHistogram::bucket_floor(b + 1), v);
+    }
+    prev = b;
+  }
+}
+
+TEST(LatencyHistogram, QuantilesWithinThreePercentOfExact) {
+  const uint64_t seed = 20261122;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  std::lognormal_distribution<double> dist(9.0, 1.0);  // ~8000 ticks median, long tail
+  LatencyHistogram h;
+  std::vector<uint64_t> all;
+  for (int i = 0; i < 100000; ++i) {
+    const auto v = static_cast<uint64_t>(dist(rng));
+    h.record(v);
+    all.push_back(v);
+  }
+  std::sort(all.begin(), all.end());
+  for (double q : {0.5, 0.9, 0.99, 0.999}) {
+    const double exact = static_cast<double>(all[static_cast<std::size_t>(q * (all.size() - 1))]);
+    EXPECT_NEAR(static_cast<double>(h.quantile(q)), exact, exact * 0.032) << q;
+  }
+  EXPECT_EQ(h.min(), all.front());
+  EXPECT_EQ(h.max(), all.back());
+  EXPECT_EQ(h.count(), all.size());
+}
+
+TEST(LatencyHistogram, MergeAddsCounts) {
+  LatencyHistogram a, b;
+  a.record(10);
+  b.record(1000);
+  b.record(5);
+  a.merge(b);
+  EXPECT_EQ(a.count(), 3u);
+  EXPECT_EQ(a.min(), 5u);
+  EXPECT_EQ(a.max(), 1000u);
+  EXPECT_EQ(a.quantile(0.0), 5u);
+  EXPECT_EQ(a.quantile(1.0), a.max());
+  LatencyHistogram empty;
+  EXPECT_EQ(empty.quantile(0.5), 0u);
+}
+
+}  // namespace
+}  // namespace pollux::env

@@ -1,0 +1,354 @@
+// Queue-pair behaviour against a scripted device: the test plays the controller, reading
+// SQEs the driver wrote to DMA memory and posting CQEs (any CQE, including wrong ones).
+#include "driver/nvme/qpair.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "driver/env/dma_memory.h"
+#include "driver/nvme/namespace.h"
+#include "driver/nvme/status.h"
+
+namespace pollux::nvme {
+namespace {
+
+// A PciDevice whose doorbells are plain memory the test reads, with a switch for removal.
+class ScriptedDevice : public env::PciDevice {
+ public:
+  int config_read(uint32_t, void*, std::size_t) override { return -ENOTSUP; }
+  int config_write(uint32_t, const void*, std::size_t) override { return -ENOTSUP; }
+  int bar_read(int, uint64_t off, void* buf, std::size_t len) override {
+    if (removed_) return -ENODEV;
+    std::memcpy(buf, regs_ + off, len);
+    return 0;
+  }
+  int bar_write(int, uint64_t off, const void* buf, std::size_t len) override {
+    if (removed_) return -ENODEV;
+    std::memcpy(regs_ + off, buf, len);
+    ++slow_writes;
+    return 0;
+  }
+  volatile void* bar_map(int, uint64_t off, std::size_t) override {
+    return mapped_doorbells ? regs_ + off : nullptr;
+  }
+  int reset() override { return 0; }
+  bool removed() const override { return removed_; }
+  std::string address() const override { return "scripted"; }
+
+  uint32_t doorbell(uint32_t off) const {
+    uint32_t v;
+    std::memcpy(&v, regs_ + off, 4);
+    return v;
+  }
+  bool mapped_doorbells = true;
+  bool removed_ = false;
+  int slow_writes = 0;
+
+ private:
+  alignas(8) uint8_t regs_[0x2000] = {};
+};
+
+struct Harness : ::testing::Test {
+  void SetUp() override {
+    ctx.device = &dev;
+    ctx.registry = &registry;
+    ctx.clock = &clock;
+    ns.id = 1;
+    ns.block_size = 512;
+    ns.num_blocks = 1 << 20;
+    auto mem = env::DmaRegion::create(registry, 1 << 20);
+    ASSERT_TRUE(mem.ok());
+    data = std::move(mem).value();
+  }
+  std::unique_ptr<Qpair> make(QpairOptions o = {}) {
+    auto qp = Qpair::create(ctx, 1, o);
+    EXPECT_TRUE(qp.ok()) << qp.error().message;
+    sq = reinterpret_cast<spec::nvme::SubmissionEntry*>(registry.find(
+        reinterpret_cast<void*>((*qp)->sq_iova())).vaddr);
+    cq = reinterpret_cast<spec::nvme::CompletionEntry*>((*qp)->cq_iova());
+    size = o.queue_size;
+    return std::move(qp).value();
+  }
+  uint32_t sq_doorbell() const { return dev.doorbell(spec::nvme::reg::sq_tail_doorbell(1, 0)); }
+  uint32_t cq_doorbell() const { return dev.doorbell(spec::nvme::reg::cq_head_doorbell(1, 0)); }
+
+  // The device's side: take the next SQE, post a completion for it.
+  spec::nvme::SubmissionEntry fetch() {
+    spec::nvme::SubmissionEntry e = sq[dev_sq_head];
+    dev_sq_head = (dev_sq_head + 1) % size;
+    return e;
+  }
+  void post(uint16_t cid, uint16_t status = 0) {
+    spec::nvme::CompletionEntry c{};
+    c.cid = cid;
+    c.sqid = 1;
+    c.sqhd = static_cast<uint16_t>(dev_sq_head);
+    c.status = static_cast<uint16_t>(status | dev_phase);
+    cq[dev_cq_tail] = c;
+    if (++dev_cq_tail == size) {
+      dev_cq_tail = 0;
+      dev_phase ^= 1;
+    }
+  }
+  uint8_t* buf(std::size_t off = 0) { return static_cast<uint8_t*>(data->data()) + off; }
+
+  env::MemoryRegistry registry;
+  env::VirtualClock clock{1'000'000'000};
+  ScriptedDevice dev;
+  QpairContext ctx;
+  Namespace ns;
+  std::unique_ptr<env::DmaRegion> data;
+  spec::nvme::SubmissionEntry* sq = nullptr;
+  spec::nvme::CompletionEntry* cq = nullptr;
+  uint32_t size = 0, dev_sq_head = 0, dev_cq_tail = 0;
+  uint16_t dev_phase = 1;
+};
+
+struct Done {
+  int calls = 0;
+  spec::nvme::CompletionEntry last{};
+  static void cb(void* ctx, const spec::nvme::CompletionEntry& c) {
+    auto* d = static_cast<Done*>(ctx);
+    ++d->calls;
+    d->last = c;
+  }
+};
+
+TEST_F(Harness, ReadBuildsTheCommandAndBatchesTheDoorbell) {
+  auto qp = make();
+  Done d;
+  ASSERT_EQ(qp->read(ns, buf(), 0x123456789ull, 8, Done::cb, &d, spec::nvme::nvm::kCdw12Fua), 0);
+  EXPECT_EQ(sq_doorbell(), 0u);  // batched: not rung yet
+  qp->flush_doorbell();
+  EXPECT_EQ(sq_doorbell(), 1u);
+  const auto e = fetch();
+  EXPECT_EQ(e.opcode, spec::nvme::nvm::kRead);
+  EXPECT_EQ(e.nsid, 1u);
+  EXPECT_EQ(e.cdw10, 0x23456789u);
+  EXPECT_EQ(e.cdw11, 0x1u);
+  EXPECT_EQ(e.cdw12, 7u | spec::nvme::nvm::kCdw12Fua);
+  EXPECT_EQ(e.psdt(), spec::nvme::kPsdtPrp);
+  EXPECT_EQ(e.dptr.prp.prp1, data->iova());
+  EXPECT_EQ(e.dptr.prp.prp2, 0u);  // 4 KiB, page aligned: one page
+  post(e.cid);
+  EXPECT_EQ(qp->process_completions(), 1);
+  EXPECT_EQ(d.calls, 1);
+  EXPECT_EQ(cq_doorbell(), 1u);
+  EXPECT_EQ(qp->outstanding(), 0u);
+}
+
+TEST_F(Harness, UnbatchedModeRingsOnEverySubmit) {
+  QpairOptions o;
+  o.batch_doorbells = false;
+  auto qp = make(o);
+  Done d;
+  ASSERT_EQ(qp->write(ns, buf(), 0, 1, Done::cb, &d), 0);
+  EXPECT_EQ(sq_doorbell(), 1u);
+  ASSERT_EQ(qp->write(ns, buf(), 1, 1, Done::cb, &d), 0);
+  EXPECT_EQ(sq_doorbell(), 2u);
+  EXPECT_EQ(qp->stats().doorbells, 2u);
+}
+
+TEST_F(Harness, DoorbellsWithoutAMappingGoThroughBarWrites) {
+  dev.mapped_doorbells = false;
+  auto qp = make();
+  Done d;
+  ASSERT_EQ(qp->read(ns, buf(), 0, 1, Done::cb, &d), 0);
+  qp->flush_doorbell();
+  EXPECT_EQ(dev.slow_writes, 1);
+  EXPECT_EQ(sq_doorbell(), 1u);
+}
+
+TEST_F(Harness, PrpListsForMultiPageAndUnalignedBuffers) {
+  auto qp = make();
+  Done d;
+  // 8 KiB aligned: PRP2 is the second page itself.
+  ASSERT_EQ(qp->read(ns, buf(), 0, 16, Done::cb, &d), 0);
+  auto e = fetch();
+  EXPECT_EQ(e.dptr.prp.prp2, data->iova() + 4096);
+  // 12 KiB starting 512 bytes into a page: 4 pages → PRP1 + a list of 3.
+  ASSERT_EQ(qp->read(ns, buf(512), 0, 24, Done::cb, &d), 0);
+  e = fetch();
+  EXPECT_EQ(e.dptr.prp.prp1, data->iova() + 512);
+  const auto* list = reinterpret_cast<const uint64_t*>(e.dptr.prp.prp2);  // IOVA == vaddr
+  ASSERT_NE(list, nullptr);
+  EXPECT_EQ(e.dptr.prp.prp2 % 4096, 0u);
+  EXPECT_EQ(list[0], data->iova() + 4096);
+  EXPECT_EQ(list[1], data->iova() + 8192);
+  EXPECT_EQ(list[2], data->iova() + 12288);
+  // Exactly one page but misaligned by 512: spans two pages.
+  ASSERT_EQ(qp->read(ns, buf(512), 0, 8, Done::cb, &d), 0);
+  e = fetch();
+  EXPECT_EQ(e.dptr.prp.prp2, data->iova() + 4096);
+}
+
+TEST_F(Harness, VectoredPrpRulesAndSglFallback) {
+  auto qp = make();
+  Done d;
+  iovec ok[2] = {{buf(0), 4096}, {buf(8192), 4096}};
+  ASSERT_EQ(qp->readv(ns, ok, 2, 0, 16, Done::cb, &d), 0);
+  auto e = fetch();
+  EXPECT_EQ(e.dptr.prp.prp1, data->iova());
+  EXPECT_EQ(e.dptr.prp.prp2, data->iova() + 8192);
+  // A middle element not ending on a page boundary cannot be a PRP.
+  iovec bad[2] = {{buf(0), 2048}, {buf(8192), 2048}};
+  EXPECT_EQ(qp->readv(ns, bad, 2, 0, 8, Done::cb, &d), -EINVAL);
+  // With SGL support the same layout is fine.
+  ctx.sgl_supported = true;
+  QpairOptions o;
+  o.prefer_sgl = true;
+  auto sglqp = Qpair::create(ctx, 2, o);
+  ASSERT_TRUE(sglqp.ok());
+  ASSERT_EQ((*sglqp)->readv(ns, bad, 2, 0, 8, Done::cb, &d), 0);
+  auto* sq2 = reinterpret_cast<spec::nvme::SubmissionEntry*>((*sglqp)->sq_iova());
+  const auto& s = sq2[0];
+  EXPECT_EQ(s.psdt(), spec::nvme::kPsdtSglMptrContiguous);
+  EXPECT_EQ(s.dptr.sgl1.type(), spec::nvme::sgl::kTypeLastSegment);
+  EXPECT_EQ(s.dptr.sgl1.length, 32u);
+  const auto* descs = reinterpret_cast<const spec::nvme::SglDescriptor*>(s.dptr.sgl1.address);
+  EXPECT_EQ(descs[0].address, data->iova());
+  EXPECT_EQ(descs[0].length, 2048u);
+  EXPECT_EQ(descs[1].address, data->iova() + 8192);
+  EXPECT_EQ(descs[1].type(), spec::nvme::sgl::kTypeDataBlock);
+}
+
+TEST_F(Harness, RefusesBadBuffersAndOversizedTransfers) {
+  auto qp = make();
+  Done d;
+  std::vector<uint8_t> heap(4096);  // not DMA memory
+  EXPECT_EQ(qp->read(ns, heap.data(), 0, 8, Done::cb, &d), -EINVAL);
+  EXPECT_EQ(qp->read(ns, buf(), 0, 0, Done::cb, &d), -EINVAL);
+  ctx.max_transfer = 128 * 1024;
+  auto limited = Qpair::create(ctx, 2, {});
+  ASSERT_TRUE(limited.ok());
+  EXPECT_EQ((*limited)->read(ns, buf(), 0, 257, Done::cb, &d), -E2BIG);
+  EXPECT_EQ((*limited)->read(ns, buf(), 0, 256, Done::cb, &d), 0);
+  EXPECT_EQ(qp->outstanding(), 0u);  // refused submissions left nothing behind
+}
+
+TEST_F(Harness, FullSubmissionQueueQueuesInOrderInsteadOfFailing) {
+  QpairOptions o;
+  o.queue_size = 4;  // 3 usable slots
+  o.num_requests = 8;
+  auto qp = make(o);
+  std::vector<Done> d(8);
+  for (int i = 0; i < 8; ++i) ASSERT_EQ(qp->read(ns, buf(), i, 1, Done::cb, &d[i]), 0) << i;
+  Done extra;
+  EXPECT_EQ(qp->read(ns, buf(), 9, 1, Done::cb, &extra), -ENOMEM);  // requests exhausted
+  qp->flush_doorbell();
+  EXPECT_EQ(qp->stats().submitted, 3u);
+  EXPECT_EQ(qp->stats().queued, 5u);
+  std::vector<uint64_t> lbas;
+  for (int round = 0; lbas.size() < 8 && round < 10; ++round) {
+    while (dev_sq_head != sq_doorbell()) {
+      const auto e = fetch();
+      lbas.push_back(e.cdw10);
+      post(e.cid);
+    }
+    qp->process_completions();
+  }
+  EXPECT_EQ(lbas, (std::vector<uint64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  for (auto& x : d) EXPECT_EQ(x.calls, 1);
+}
+
+TEST_F(Harness, PhaseTagWrapsAcrossManyPasses) {
+  QpairOptions o;
+  o.queue_size = 8;
+  auto qp = make(o);
+  Done d;
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_EQ(qp->read(ns, buf(), i, 1, Done::cb, &d), 0);
+    qp->flush_doorbell();
+    post(fetch().cid);
+    ASSERT_EQ(qp->process_completions(), 1) << i;
+    ASSERT_EQ(qp->process_completions(), 0) << "stale entry seen as new at " << i;
+  }
+  EXPECT_EQ(d.calls, 100);
+}
+
+TEST_F(Harness, CompletionsForUnknownCommandsAreIgnoredSafely) {
+  auto qp = make();
+  Done d;
+  ASSERT_EQ(qp->read(ns, buf(), 0, 1, Done::cb, &d), 0);
+  qp->flush_doorbell();
+  const auto e = fetch();
+  post(static_cast<uint16_t>(e.cid + 1));  // never submitted
+  post(60000);                             // out of range
+  post(e.cid);
+  post(e.cid);                             // duplicate
+  EXPECT_EQ(qp->process_completions(), 4);
+  EXPECT_EQ(d.calls, 1);
+  EXPECT_EQ(qp->stats().bad_completions, 3u);
+}
+
+TEST_F(Harness, ErrorStatusReachesTheCallback) {
+  auto qp = make();
+  Done d;
+  ASSERT_EQ(qp->read(ns, buf(), 0, 1, Done::cb, &d), 0);
+  qp->flush_doorbell();
+  post(fetch().cid, spec::nvme::status::make(spec::nvme::sct::kMediaError,
+                                             spec::nvme::sc_media::kUnrecoveredReadError));
+  qp->process_completions();
+  ASSERT_EQ(d.calls, 1);
+  EXPECT_TRUE(cpl_is_error(d.last));
+  EXPECT_EQ(Status::from_cqe(d.last.status).sc, spec::nvme::sc_media::kUnrecoveredReadError);
+  EXPECT_EQ(qp->stats().errors, 1u);
+}
+
+struct Timeouts {
+  std::vector<uint16_t> cids;
+  static void cb(void* ctx, Qpair&, uint16_t cid) { static_cast<Timeouts*>(ctx)->cids.push_back(cid); }
+};
+
+TEST_F(Harness, TimeoutsAreDetectedOnPollOncePerCommand) {
+  Timeouts t;
+  QpairOptions o;
+  o.timeout_us = 100;
+  o.timeout_cb = Timeouts::cb;
+  o.timeout_ctx = &t;
+  auto qp = make(o);
+  Done d;
+  ASSERT_EQ(qp->read(ns, buf(), 0, 1, Done::cb, &d), 0);
+  clock.advance_us(50);
+  ASSERT_EQ(qp->read(ns, buf(), 1, 1, Done::cb, &d), 0);
+  qp->process_completions();
+  EXPECT_TRUE(t.cids.empty());
+  clock.advance_us(60);  // first is 110 µs old, second 60
+  qp->process_completions();
+  ASSERT_EQ(t.cids.size(), 1u);
+  qp->process_completions();
+  EXPECT_EQ(t.cids.size(), 1u);  // reported once
+  clock.advance_us(50);
+  qp->process_completions();
+  EXPECT_EQ(t.cids.size(), 2u);
+  EXPECT_NE(t.cids[0], t.cids[1]);
+  EXPECT_EQ(qp->stats().timeouts, 2u);
+  // A late completion of a timed-out command is still delivered.
+  const auto e = fetch();
+  post(e.cid);
+  qp->process_completions();
+  EXPECT_EQ(d.calls, 1);
+}
+
+TEST_F(Harness, FailAllAndRemovedDevice) {
+  QpairOptions o;
+  o.queue_size = 2;  // 1 slot: the second request waits in software
+  auto qp = make(o);
+  Done d;
+  ASSERT_EQ(qp->read(ns, buf(), 0, 1, Done::cb, &d), 0);
+  ASSERT_EQ(qp->read(ns, buf(), 1, 1, Done::cb, &d), 0);
+  dev.removed_ = true;
+  EXPECT_EQ(qp->read(ns, buf(), 2, 1, Done::cb, &d), -ENODEV);
+  EXPECT_EQ(qp->process_completions(), -ENODEV);
+  const uint16_t st = spec::nvme::status::make(spec::nvme::sct::kGeneric,
+                                               spec::nvme::sc::kAbortedSqDeletion);
+  EXPECT_EQ(qp->fail_all(st), 2u);
+  EXPECT_EQ(d.calls, 2);
+  EXPECT_EQ(Status::from_cqe(d.last.status).sc, spec::nvme::sc::kAbortedSqDeletion);
+  EXPECT_EQ(qp->outstanding(), 0u);
+}
+
+}  // namespace
+}  // namespace pollux::nvme

@@ -104,6 +104,16 @@ void Qpair::put_request(Request* r) {
 // end page-aligned.
 int Qpair::build_prp(Request* r, const iovec* iov, int iovcnt, uint32_t len) {
   const uint32_t page = ctx_.page_size;
+  if (iovcnt == 1) {  // the common case: one buffer, at most two pages, no list
+    const uint64_t iova = ctx_.registry->translate(iov[0].iov_base, len);
+    if (iova == env::kInvalidIova || (iova & 3) || len == 0) return -EINVAL;
+    const uint64_t in_page = iova & (page - 1);
+    if (in_page + len <= 2ull * page) {
+      r->cmd.dptr.prp.prp1 = iova;
+      r->cmd.dptr.prp.prp2 = in_page + len <= page ? 0 : iova - in_page + page;
+      return 0;
+    }
+  }
   uint64_t first = 0;
   uint32_t nlist = 0;
   uint64_t second = 0;

@@ -580,6 +580,9 @@ inline constexpr uint8_t kTypeSmart = 1;
 inline constexpr uint8_t kTypeNotice = 2;
 inline constexpr uint8_t kTypeIoCommandSet = 6;
 inline constexpr uint8_t kInfoNoticeNamespaceChanged = 0x00;
+inline constexpr uint8_t kInfoErrorInvalidDoorbellRegister = 0x00;     // type Error
+inline constexpr uint8_t kInfoErrorInvalidDoorbellWriteValue = 0x01;   // type Error
+inline constexpr uint8_t kInfoSmartTemperatureThreshold = 0x01;        // type SMART/health
 constexpr uint32_t make_dw0(uint8_t type, uint8_t info, uint8_t log_page) {
   return (uint32_t{type} & 7) | uint32_t{info} << 8 | uint32_t{log_page} << 16;
 }

@@ -32,8 +32,12 @@ class PciDevice {
   // Function-level reset. 0 or a negative errno.
   virtual int reset() = 0;
 
-  // True once the backend knows the device is gone (surprise removal, disconnect).
+  // True once the backend knows the device is gone (surprise removal, disconnect). Must be
+  // cheap — a flag, no syscall: queue pairs read it on every submit and poll.
   virtual bool removed() const = 0;
+  // Looks actively for removal (may make a syscall); for control paths such as the admin
+  // poller. Returns removed() afterwards.
+  virtual bool probe_removed() { return removed(); }
 
   // "vfio-user:/path/to.sock", "pcie:0000:01:00.0", ...
   virtual std::string address() const = 0;

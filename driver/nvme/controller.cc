@@ -92,6 +92,12 @@ bool Controller::process_init() {
   };
   switch (state_) {
     case InitState::kReadCap: {
+      // Memory space and bus mastering on: without the latter a real function cannot DMA.
+      uint16_t command = 0;
+      if (device_->config_read(0x04, &command, 2) == 0) {
+        command |= 0x6;
+        device_->config_write(0x04, &command, 2);
+      }
       cap_ = device_->read64(0, sn::reg::kCap);
       if (cap_ == ~0ull) return fail("CAP reads all ones (device gone?)");
       version_ = device_->read32(0, sn::reg::kVs);
@@ -228,6 +234,7 @@ int Controller::admin_submit(const sn::SubmissionEntry& cmd, void* buf, uint32_t
 }
 
 int Controller::process_admin_completions() {
+  if (device_->probe_removed()) return -ENODEV;  // the control path looks for removal
   std::lock_guard lock(admin_mu_);
   return admin_->process_completions();
 }

@@ -286,15 +286,14 @@ int Qpair::submit_raw(const sn::SubmissionEntry& cmd, void* buf, uint32_t len, C
   if (r == nullptr) return -ENOMEM;
   r->cmd = cmd;
   r->cmd.cid = r->cid;
-  r->cmd.set_psdt(sn::kPsdtPrp);
+  // Without a buffer the caller's DPTR stands (Create I/O SQ/CQ carry the queue's address).
   if (buf != nullptr && len != 0) {
+    r->cmd.set_psdt(sn::kPsdtPrp);
     const iovec v{buf, len};
     if (const int rc = build_data(r, &v, 1, len); rc != 0) {
       put_request(r);
       return rc;
     }
-  } else {
-    r->cmd.dptr.prp.prp1 = r->cmd.dptr.prp.prp2 = 0;
   }
   return submit(r);
 }

@@ -92,7 +92,8 @@ class Qpair {
   // `ranges` must live in registered DMA memory until completion.
   int deallocate(const Namespace& ns, const sn::nvm::DsmRange* ranges, uint32_t count,
                  CompletionFn cb, void* cb_ctx);
-  // Any command; the driver fills CID and the data pointer (buf may be null).
+  // Any command; the driver fills the CID, and the data pointer when buf is given (else
+  // the command's own DPTR is kept).
   int submit_raw(const sn::SubmissionEntry& cmd, void* buf, uint32_t len, CompletionFn cb,
                  void* cb_ctx);
 

@@ -176,6 +176,13 @@ bool Controller::process_init() {
       state_ = InitState::kArmAer;
       return false;
     case InitState::kArmAer: {
+      // Notices are sent only when enabled (Asynchronous Event Configuration): ask for SMART
+      // critical warnings plus whichever notices the controller advertises in OAES.
+      sn::SubmissionEntry aec{};
+      aec.opcode = sn::admin::kSetFeatures;
+      aec.cdw10 = sn::feature::kAsyncEventConfig;
+      aec.cdw11 = 0xff | (cdata_.oaes & 0x300u);
+      if (auto r = admin_sync(aec); !r) return fail("async event configuration: " + r.error().message);
       const uint32_t n = std::min<uint32_t>(options_.async_events, uint32_t{cdata_.aerl} + 1);
       for (uint32_t i = 0; i < n; ++i) arm_async_event();
       state_ = InitState::kReady;

@@ -21,19 +21,33 @@ class Dt : public ::testing::Test {
   std::vector<uint8_t> seed(size_t n, uint8_t s = 1) {
     std::vector<uint8_t> v(n);
     for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(s + i * 31 + (i >> 12));
-    uint8_t* b = h.alloc(n);
+    const size_t page = h.ctrl().memory_page_size();
+    uint8_t* b = h.alloc(n, page);
     std::memcpy(b, v.data(), n);
     std::vector<uint64_t> pages;
-    for (size_t o = 4096; o < n; o += 4096) pages.push_back(TestHost::iova(b) + o);
+    for (size_t o = page; o < n; o += page) pages.push_back(TestHost::iova(b) + o);
     auto c = TestHost::rw(sp::nvm::kWrite, 2, 0, static_cast<uint32_t>(n / 4096), TestHost::iova(b));
     if (pages.size() == 1) c.dptr.prp.prp2 = pages[0];
-    if (pages.size() > 1) {
-      auto* list = reinterpret_cast<uint64_t*>(h.alloc(pages.size() * 8));
-      std::memcpy(list, pages.data(), pages.size() * 8);
-      c.dptr.prp.prp2 = TestHost::iova(list);
-    }
+    if (pages.size() > 1) c.dptr.prp.prp2 = prp_list(pages);
     EXPECT_TRUE(ok(io(c)));
     return v;
+  }
+  // PRP list pages (one page each, page aligned), chained through their last entry.
+  uint64_t prp_list(const std::vector<uint64_t>& pages) {
+    const size_t page = h.ctrl().memory_page_size(), slots = page / 8;
+    uint64_t first = 0;
+    uint64_t* prev_chain = nullptr;
+    size_t i = 0;
+    while (i < pages.size()) {
+      auto* l = reinterpret_cast<uint64_t*>(h.alloc(page, page));
+      if (prev_chain) *prev_chain = TestHost::iova(l);
+      if (!first) first = TestHost::iova(l);
+      const size_t left = pages.size() - i;
+      const size_t n = left <= slots ? left : slots - 1;
+      for (size_t k = 0; k < n; ++k) l[k] = pages[i++];
+      prev_chain = n == slots - 1 && left > slots - 1 ? &l[slots - 1] : nullptr;
+    }
+    return first;
   }
   static sp::SubmissionEntry read(uint32_t nlb) { return TestHost::rw(sp::nvm::kRead, 2, 0, nlb, 0); }
   void expect(const sp::CompletionEntry& c, uint8_t sc) {

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The main job until the scenario runner exists: Pollux's emulated NVMe SSD (pollux-emu, a
+# vfio-user server in its own process) driven by the polled user-space driver (pollux-perf):
+# verified random writes and reads, then random-read throughput. Emulator on core 1,
+# driver on core 0 when the machine has two cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bazel build -c opt //emulator/device:pollux-emu //driver/nvme/perf:pollux-perf >/dev/null 2>&1 ||
+  bazel build -c opt //emulator/device:pollux-emu //driver/nvme/perf:pollux-perf
+bin=$(bazel info -c opt bazel-bin 2>/dev/null)
+dir=$(mktemp -d /tmp/pollux-demo.XXXXXX)
+sock=$dir/emu.sock
+pin_emu=() pin_perf=()
+if [ "$(nproc)" -ge 2 ]; then pin_emu=(taskset -c 1); fi
+"${pin_emu[@]}" "$bin/emulator/device/pollux-emu" --socket "$sock" &
+emu=$!
+trap 'kill $emu 2>/dev/null; wait $emu 2>/dev/null || true; rm -rf "$dir"' EXIT
+for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
+
+echo; echo "== verified random 4 KiB writes/reads, QD 32, both namespaces, 3 s"
+"$bin/driver/nvme/perf/pollux-perf" -r "trtype:vfio-user traddr:$sock" -q 32 -o 4096 \
+  -w randwrite --verify -t 3 -c 0x1 --json "$dir/verify.json"
+echo; echo "== random 4 KiB reads, QD 128, namespace 1, 3 s"
+"$bin/driver/nvme/perf/pollux-perf" -r "trtype:vfio-user traddr:$sock" -q 128 -o 4096 \
+  -w randread -t 3 -c 0x1 -n 1

@@ -495,6 +495,7 @@ int main(int argc, char** argv) {
   } else if (!c.json_path.empty()) {
     std::ofstream(c.json_path) << js.dump(2) << "\n";
   }
+  run.cores.clear();  // per-core buffer caches flush into the pool: before the pool goes
   run.ctrls.clear();
   if (rc != 0 || terr != 0 || tverify != 0) return 1;
   return 0;

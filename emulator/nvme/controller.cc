@@ -391,7 +391,9 @@ void Controller::update_cq_head(Cq& cq) {
 }
 
 bool Controller::refresh_sq_tail(Sq& sq) {
-  const uint32_t v = db_[sq_db_index(sq.qid)];
+  // An acquire load pairs with the host's release store of the doorbell: the SQEs it
+  // covers are visible once the new tail is.
+  const uint32_t v = __atomic_load_n(&db_[sq_db_index(sq.qid)], __ATOMIC_ACQUIRE);
   if (v == sq.last_db) return true;
   sq.last_db = v;
   if (v >= sq.size) {
@@ -399,7 +401,6 @@ bool Controller::refresh_sq_tail(Sq& sq) {
     return false;
   }
   sq.tail = v;
-  std::atomic_thread_fence(std::memory_order_acquire);  // SQEs were written before the doorbell
   return true;
 }
 

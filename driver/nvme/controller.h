@@ -81,6 +81,8 @@ class Controller {
   // Asks the device to abort command `cid` of queue `sqid` (asynchronous, best effort).
   int abort(uint16_t sqid, uint16_t cid);
 
+  // Called from process_admin_completions() with the admin lock held: it must not call
+  // admin functions of this controller itself (defer them, e.g. with a message).
   using AsyncEventFn = void (*)(void* ctx, const sn::CompletionEntry& cpl);
   void set_async_event_callback(AsyncEventFn fn, void* ctx);
 

@@ -1,0 +1,582 @@
+// The I/O path: channels, bdev_io caches, submission, splitting, bounce buffers, retries of
+// ENOMEM, reset quiescing, QoS and statistics.
+#include <algorithm>
+#include <cstring>
+
+#include "driver/bdev/bounce.h"
+#include "driver/bdev/channel.h"
+
+namespace pollux::bdev {
+
+namespace {
+
+constexpr uint8_t kMaxRetries = 100;
+
+uint64_t iov_bytes(const iovec* iov, int n) {
+  uint64_t b = 0;
+  for (int i = 0; i < n; ++i) b += iov[i].iov_len;
+  return b;
+}
+
+// Copies into dst the iovec pieces covering [skip, skip+len) of src. -1 if more than max.
+int slice_iovs(const iovec* src, int srccnt, uint64_t skip, uint64_t len, iovec* dst, int max) {
+  int n = 0;
+  for (int i = 0; i < srccnt && len > 0; ++i) {
+    if (skip >= src[i].iov_len) {
+      skip -= src[i].iov_len;
+      continue;
+    }
+    if (n == max) return -1;
+    const uint64_t take = std::min<uint64_t>(src[i].iov_len - skip, len);
+    dst[n++] = {static_cast<uint8_t*>(src[i].iov_base) + skip, take};
+    len -= take;
+    skip = 0;
+  }
+  return len == 0 ? n : -1;
+}
+
+}  // namespace
+
+void BdevIo::complete(IoStatus status) {
+  status_ = status;
+  bdev_->mgr_->io_done(*this);
+}
+
+void BdevIo::complete_nvme(uint16_t status_field) {
+  nvme_status_ = static_cast<uint16_t>(status_field & 0xfffe);
+  complete(nvme_status_ == 0 ? IoStatus::kSuccess : IoStatus::kNvmeError);
+}
+
+// ------------------------------------------------------------------------- channels ----
+
+int Manager::channel_create(void* io_device, void* ctx) {
+  auto* bdev = static_cast<Bdev*>(io_device);
+  auto* ch = new (ctx) Channel;
+  ch->mgr = bdev->mgr_;
+  ch->bdev = bdev;
+  event::Framework& fw = bdev->mgr_->fw_;
+  ch->module_ch = fw.get_io_channel(bdev->backend_->io_device());
+  if (ch->module_ch == nullptr) {
+    ch->~Channel();
+    return -ENOMEM;
+  }
+  ch->module_ctx = ch->module_ch->ctx();
+  ch->poller = event::Thread::current()->register_poller(channel_poll, ch, 0, "bdev_retry");
+  return 0;
+}
+
+void Manager::channel_destroy(void* io_device, void* ctx) {
+  auto* bdev = static_cast<Bdev*>(io_device);
+  auto* ch = static_cast<Channel*>(ctx);
+  Manager* mgr = bdev->mgr_;
+  {
+    std::lock_guard lock(mgr->mu_);
+    bdev->retired_.merge(ch->stats);
+  }
+  while (ch->free != nullptr) {
+    BdevIo* io = ch->free;
+    ch->free = io->next_;
+    mgr->io_pool_.try_push(io);
+  }
+  event::Thread::current()->unregister_poller(ch->poller);
+  mgr->fw_.put_io_channel(ch->module_ch);
+  ch->~Channel();
+}
+
+event::IoChannel* Manager::get_io_channel(Desc* d) { return fw_.get_io_channel(d->bdev_); }
+void Manager::put_io_channel(event::IoChannel* ch) { fw_.put_io_channel(ch); }
+
+BdevIo* Manager::get_io(Channel& ch) {
+  if (ch.free == nullptr) {  // refill half a cache from the shared pool
+    for (std::size_t i = 0; i < opts_.io_cache_size / 2; ++i) {
+      BdevIo* io;
+      if (!io_pool_.try_pop(io)) break;
+      io->next_ = ch.free;
+      ch.free = io;
+      ++ch.free_count;
+    }
+    if (ch.free == nullptr) return nullptr;
+  }
+  BdevIo* io = ch.free;
+  ch.free = io->next_;
+  --ch.free_count;
+  return io;
+}
+
+void Manager::put_io(Channel& ch, BdevIo* io) {
+  if (ch.free_count >= opts_.io_cache_size) {
+    io_pool_.try_push(io);
+    return;
+  }
+  io->next_ = ch.free;
+  ch.free = io;
+  ++ch.free_count;
+}
+
+// ----------------------------------------------------------------------- submission ----
+
+BdevIo* Manager::prepare(Desc* d, event::IoChannel* ich, IoType type, uint64_t offset,
+                         uint64_t num, IoCompletionFn cb, void* arg, int* rc) {
+  Bdev& b = *d->bdev_;
+  if (ich == nullptr || cb == nullptr) {
+    *rc = -EINVAL;
+    return nullptr;
+  }
+  const bool writes = type == IoType::kWrite || type == IoType::kWriteZeroes ||
+                      type == IoType::kUnmap || type == IoType::kCompareAndWrite ||
+                      type == IoType::kNvmePassthru;
+  if (writes && !d->write_) {
+    *rc = -EBADF;
+    return nullptr;
+  }
+  if (!b.backend_->supports(type)) {
+    *rc = -ENOTSUP;
+    return nullptr;
+  }
+  if (type != IoType::kReset && type != IoType::kNvmePassthru &&
+      (offset > b.props_.num_blocks || num > b.props_.num_blocks - offset)) {
+    *rc = -EINVAL;
+    return nullptr;
+  }
+  auto& ch = *static_cast<Channel*>(ich->ctx());
+  BdevIo* io = get_io(ch);
+  if (io == nullptr) {
+    *rc = -ENOMEM;
+    return nullptr;
+  }
+  io->ch_ = &ch;
+  io->bdev_ = &b;
+  io->type_ = type;
+  io->status_ = IoStatus::kPending;
+  io->nvme_status_ = 0;
+  io->retries_ = 0;
+  io->offset_ = offset;
+  io->num_ = num;
+  io->iovs_ = io->iov_storage_;
+  io->iovcnt_ = 0;
+  io->write_iovs_ = nullptr;
+  io->write_iovcnt_ = 0;
+  io->cb_ = cb;
+  io->cb_arg_ = arg;
+  io->parent_ = nullptr;
+  io->children_left_ = 0;
+  io->bounce_ = nullptr;
+  io->nvme_cmd_ = nullptr;
+  *rc = 0;
+  return io;
+}
+
+int Manager::submit_rw(Desc* d, event::IoChannel* ich, IoType type, const iovec* iov,
+                       int iovcnt, uint64_t offset, uint64_t num, IoCompletionFn cb, void* arg) {
+  if (iovcnt <= 0 || iovcnt > BdevIo::kMaxIovs || num == 0) return -EINVAL;
+  if (iov_bytes(iov, iovcnt) < num * d->bdev_->props_.block_size) return -EINVAL;
+  int rc;
+  BdevIo* io = prepare(d, ich, type, offset, num, cb, arg, &rc);
+  if (io == nullptr) return rc;
+  std::copy(iov, iov + iovcnt, io->iov_storage_);
+  io->iovcnt_ = iovcnt;
+  start(io);
+  return 0;
+}
+
+int Manager::read(Desc* d, event::IoChannel* ch, void* buf, uint64_t off, uint64_t num,
+                  IoCompletionFn cb, void* arg) {
+  const iovec v{buf, num * d->bdev_->props_.block_size};
+  return submit_rw(d, ch, IoType::kRead, &v, 1, off, num, cb, arg);
+}
+int Manager::readv(Desc* d, event::IoChannel* ch, const iovec* iov, int n, uint64_t off,
+                   uint64_t num, IoCompletionFn cb, void* arg) {
+  return submit_rw(d, ch, IoType::kRead, iov, n, off, num, cb, arg);
+}
+int Manager::write(Desc* d, event::IoChannel* ch, const void* buf, uint64_t off, uint64_t num,
+                   IoCompletionFn cb, void* arg) {
+  const iovec v{const_cast<void*>(buf), num * d->bdev_->props_.block_size};
+  return submit_rw(d, ch, IoType::kWrite, &v, 1, off, num, cb, arg);
+}
+int Manager::writev(Desc* d, event::IoChannel* ch, const iovec* iov, int n, uint64_t off,
+                    uint64_t num, IoCompletionFn cb, void* arg) {
+  return submit_rw(d, ch, IoType::kWrite, iov, n, off, num, cb, arg);
+}
+int Manager::compare(Desc* d, event::IoChannel* ch, const void* buf, uint64_t off, uint64_t num,
+                     IoCompletionFn cb, void* arg) {
+  const iovec v{const_cast<void*>(buf), num * d->bdev_->props_.block_size};
+  return submit_rw(d, ch, IoType::kCompare, &v, 1, off, num, cb, arg);
+}
+
+int Manager::write_zeroes(Desc* d, event::IoChannel* ch, uint64_t off, uint64_t num,
+                          IoCompletionFn cb, void* arg) {
+  int rc;
+  if (num == 0) return -EINVAL;
+  BdevIo* io = prepare(d, ch, IoType::kWriteZeroes, off, num, cb, arg, &rc);
+  if (io) start(io);
+  return rc;
+}
+int Manager::unmap(Desc* d, event::IoChannel* ch, uint64_t off, uint64_t num, IoCompletionFn cb,
+                   void* arg) {
+  int rc;
+  if (num == 0) return -EINVAL;
+  BdevIo* io = prepare(d, ch, IoType::kUnmap, off, num, cb, arg, &rc);
+  if (io) start(io);
+  return rc;
+}
+int Manager::flush(Desc* d, event::IoChannel* ch, uint64_t off, uint64_t num, IoCompletionFn cb,
+                   void* arg) {
+  int rc;
+  BdevIo* io = prepare(d, ch, IoType::kFlush, off, num, cb, arg, &rc);
+  if (io) start(io);
+  return rc;
+}
+
+int Manager::compare_and_write(Desc* d, event::IoChannel* ch, const void* cmp, const void* wr,
+                               uint64_t off, uint64_t num, IoCompletionFn cb, void* arg) {
+  if (num == 0) return -EINVAL;
+  int rc;
+  BdevIo* io = prepare(d, ch, IoType::kCompareAndWrite, off, num, cb, arg, &rc);
+  if (!io) return rc;
+  const std::size_t bytes = num * d->bdev_->props_.block_size;
+  io->iov_storage_[0] = {const_cast<void*>(cmp), bytes};
+  io->iov_storage_[1] = {const_cast<void*>(wr), bytes};
+  io->iovcnt_ = 1;
+  io->write_iovs_ = &io->iov_storage_[1];
+  io->write_iovcnt_ = 1;
+  start(io);
+  return 0;
+}
+
+int Manager::nvme_passthru(Desc* d, event::IoChannel* ch, const void* cmd64, void* buf,
+                           std::size_t len, IoCompletionFn cb, void* arg) {
+  if (cmd64 == nullptr) return -EINVAL;
+  int rc;
+  BdevIo* io = prepare(d, ch, IoType::kNvmePassthru, 0, 0, cb, arg, &rc);
+  if (!io) return rc;
+  io->nvme_cmd_ = cmd64;
+  if (buf != nullptr && len != 0) {
+    io->iov_storage_[0] = {buf, len};
+    io->iovcnt_ = 1;
+  }
+  start(io);
+  return 0;
+}
+
+// Rate limits are checked here, once per user I/O (never for split children).
+bool Manager::qos_admit(Bdev& b, const BdevIo& io) {
+  if (b.qos_iops_ == 0 && b.qos_bps_ == 0) return true;
+  if (b.qos_iops_ && b.qos_io_tokens_.fetch_sub(1, std::memory_order_relaxed) <= 0) {
+    b.qos_io_tokens_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  const auto bytes = static_cast<int64_t>(io.num_blocks() * b.block_size());
+  if (b.qos_bps_ && b.qos_byte_tokens_.fetch_sub(bytes, std::memory_order_relaxed) <= 0) {
+    b.qos_byte_tokens_.fetch_add(bytes, std::memory_order_relaxed);
+    if (b.qos_iops_) b.qos_io_tokens_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  return true;
+}
+
+void Manager::start(BdevIo* io) {
+  Channel& ch = *io->ch_;
+  io->submit_tick_ = fw_.clock().now();
+  ++ch.outstanding;
+  if (ch.frozen || ch.wait_head != nullptr) {  // keep order behind what already waits
+    if (ch.frozen) ++ch.stats.reset_queued;
+    ch.enqueue(io);
+    return;
+  }
+  if (!qos_admit(*io->bdev_, *io)) {
+    ++ch.stats.qos_queued;
+    ch.enqueue(io);
+    return;
+  }
+  dispatch(io);
+}
+
+bool Manager::needs_split(const BdevIo& io) const {
+  if (io.type_ != IoType::kRead && io.type_ != IoType::kWrite) return false;
+  const BdevProperties& p = io.bdev_->props_;
+  if (p.max_transfer_blocks && io.num_ > p.max_transfer_blocks) return true;
+  if (p.split_on_optimal_io_boundary && p.optimal_io_boundary) {
+    const uint64_t b = p.optimal_io_boundary;
+    if (io.offset_ / b != (io.offset_ + io.num_ - 1) / b) return true;
+  }
+  return false;
+}
+
+void Manager::dispatch(BdevIo* io) {
+  if (io->parent_ == nullptr && needs_split(*io)) {
+    split(io);
+    return;
+  }
+  if (io->bdev_->props_.required_alignment && io->bounce_ == nullptr && !bounce_in(io)) return;
+  io->bdev_->backend_->submit(*io, io->ch_->module_ctx);
+}
+
+// Children cover the parent's range in pieces no larger than max_transfer and not crossing
+// an optimal-I/O boundary. A guard count keeps the parent alive while children complete
+// inline inside their own submission.
+void Manager::split(BdevIo* parent) {
+  Channel& ch = *parent->ch_;
+  const BdevProperties& p = parent->bdev_->props_;
+  const uint64_t bs = p.block_size;
+  ++ch.stats.splits;
+  parent->children_left_ = 1;  // the guard
+  parent->children_status_ = IoStatus::kSuccess;
+  uint64_t off = parent->offset_;
+  const uint64_t end = parent->offset_ + parent->num_;
+  while (off < end) {
+    uint64_t n = end - off;
+    if (p.max_transfer_blocks) n = std::min<uint64_t>(n, p.max_transfer_blocks);
+    if (p.split_on_optimal_io_boundary && p.optimal_io_boundary) {
+      const uint64_t b = p.optimal_io_boundary;
+      n = std::min(n, (off / b + 1) * b - off);
+    }
+    BdevIo* child = get_io(ch);
+    int cnt = -1;
+    if (child != nullptr) {
+      cnt = slice_iovs(parent->iovs_, parent->iovcnt_, (off - parent->offset_) * bs, n * bs,
+                       child->iov_storage_, BdevIo::kMaxIovs);
+    }
+    if (child == nullptr || cnt < 0) {
+      if (child) put_io(ch, child);
+      parent->children_status_ = child ? IoStatus::kFailed : IoStatus::kNoMemory;
+      break;
+    }
+    child->ch_ = &ch;
+    child->retries_ = 0;
+    child->nvme_status_ = 0;
+    child->bounce_ = nullptr;
+    child->cb_ = nullptr;
+    child->write_iovs_ = nullptr;
+    child->write_iovcnt_ = 0;
+    child->children_left_ = 0;
+    child->nvme_cmd_ = nullptr;
+    child->bdev_ = parent->bdev_;
+    child->type_ = parent->type_;
+    child->status_ = IoStatus::kPending;
+    child->offset_ = off;
+    child->num_ = n;
+    child->iovs_ = child->iov_storage_;
+    child->iovcnt_ = cnt;
+    child->parent_ = parent;
+    child->submit_tick_ = parent->submit_tick_;
+    ++parent->children_left_;
+    off += n;
+    dispatch(child);
+  }
+  if (--parent->children_left_ == 0) {
+    parent->status_ = parent->children_status_;
+    finish(parent);
+  }
+}
+
+// Misaligned caller buffers: copy through a DMA bounce buffer aligned for the module.
+bool Manager::bounce_in(BdevIo* io) {
+  const uint64_t align = uint64_t{1} << io->bdev_->props_.required_alignment;
+  bool aligned = true;
+  for (int i = 0; i < io->iovcnt_; ++i)
+    aligned &= reinterpret_cast<uintptr_t>(io->iovs_[i].iov_base) % align == 0 &&
+               io->iovs_[i].iov_len % align == 0;
+  if (aligned || io->iovcnt_ == 0) return true;
+  const uint64_t bytes = io->num_ * io->bdev_->props_.block_size;
+  void* buf = nullptr;
+  if (bounce_->pool && bytes <= bounce_->pool->buffer_size()) bounce_->pool->get_bulk(&buf, 1);
+  if (buf == nullptr) {  // none free (or too big): fail softly, the retry poller tries again
+    io->status_ = IoStatus::kNoMemory;
+    io_done(*io);
+    return false;
+  }
+  ++io->ch_->stats.bounced;
+  io->bounce_ = buf;
+  io->user_iovs_ = io->iovs_;
+  io->user_iovcnt_ = io->iovcnt_;
+  if (io->type_ != IoType::kRead) {
+    uint64_t at = 0;
+    for (int i = 0; i < io->iovcnt_ && at < bytes; ++i) {
+      const uint64_t n = std::min<uint64_t>(io->iovs_[i].iov_len, bytes - at);
+      std::memcpy(static_cast<uint8_t*>(buf) + at, io->iovs_[i].iov_base, n);
+      at += n;
+    }
+  }
+  io->bounce_iov_ = {buf, bytes};
+  io->iovs_ = &io->bounce_iov_;
+  io->iovcnt_ = 1;
+  return true;
+}
+
+void Manager::bounce_out(BdevIo* io) {
+  const uint64_t bytes = io->bounce_iov_.iov_len;
+  if (io->type_ == IoType::kRead && io->status_ == IoStatus::kSuccess) {
+    uint64_t at = 0;
+    for (int i = 0; i < io->user_iovcnt_ && at < bytes; ++i) {
+      const uint64_t n = std::min<uint64_t>(io->user_iovs_[i].iov_len, bytes - at);
+      std::memcpy(io->user_iovs_[i].iov_base, static_cast<uint8_t*>(io->bounce_) + at, n);
+      at += n;
+    }
+  }
+  bounce_->pool->put_bulk(&io->bounce_, 1);
+  io->bounce_ = nullptr;
+  io->iovs_ = io->user_iovs_;
+  io->iovcnt_ = io->user_iovcnt_;
+}
+
+// ----------------------------------------------------------------------- completion ----
+
+void Manager::io_done(BdevIo& io) {
+  if (io.bounce_ != nullptr) bounce_out(&io);
+  Channel& ch = *io.ch_;
+  if (io.status_ == IoStatus::kNoMemory && io.retries_ < kMaxRetries) {
+    ++io.retries_;  // the module (or the bounce pool) ran dry: try again from the poller
+    ++ch.stats.retries;
+    io.status_ = IoStatus::kPending;
+    ch.enqueue(&io);
+    return;
+  }
+  if (BdevIo* parent = io.parent_) {
+    if (io.status_ != IoStatus::kSuccess && parent->children_status_ == IoStatus::kSuccess) {
+      parent->children_status_ = io.status_;
+      parent->nvme_status_ = io.nvme_status_;
+    }
+    put_io(ch, &io);
+    if (--parent->children_left_ == 0) {
+      parent->status_ = parent->children_status_;
+      finish(parent);
+    }
+    return;
+  }
+  if (io.type_ == IoType::kReset) {
+    // Resume every channel before telling the caller: then nothing queued is left behind.
+    io.bdev_->resetting_ = false;
+    fw_.for_each_channel(
+        io.bdev_,
+        [](event::ChannelIter& it) {
+          auto* c = static_cast<Channel*>(it.channel()->ctx());
+          c->frozen = false;
+          it.next(0);
+        },
+        &io, [](void* arg, int) {
+          auto* r = static_cast<BdevIo*>(arg);
+          r->bdev_->mgr_->finish(r);
+        });
+    return;
+  }
+  finish(&io);
+}
+
+void Manager::finish(BdevIo* io) {
+  Channel& ch = *io->ch_;
+  const uint64_t now = fw_.clock().now();
+  const uint64_t lat = now - io->submit_tick_;
+  IoTypeStats& s = ch.stats.by_type[static_cast<std::size_t>(io->type_)];
+  const bool ok = io->status_ == IoStatus::kSuccess;
+  ++s.ops;
+  s.latency_ticks += lat;
+  if (ok) s.bytes += io->num_ * io->bdev_->props_.block_size; else ++s.errors;
+  switch (io->type_) {
+    case IoType::kRead: ch.stats.read_latency.record(lat); break;
+    case IoType::kWrite: ch.stats.write_latency.record(lat); break;
+    default: ch.stats.other_latency.record(lat); break;
+  }
+  --ch.outstanding;
+  const IoCompletionFn cb = io->cb_;
+  void* const arg = io->cb_arg_;
+  cb(*io, ok, arg);
+  put_io(ch, io);
+}
+
+// Resubmits waiting I/O: after a reset thaws the channel, as QoS tokens return, or after a
+// module ran out of resources.
+event::PollStatus Manager::channel_poll(void* ctx) {
+  auto* ch = static_cast<Channel*>(ctx);
+  if (ch->wait_head == nullptr || ch->frozen) return event::PollStatus::kIdle;
+  int n = 0;
+  while (ch->wait_head != nullptr && !ch->frozen) {
+    BdevIo* io = ch->wait_head;
+    if (io->retries_ == 0 && io->parent_ == nullptr && !qos_admit(*io->bdev_, *io)) break;
+    ch->dequeue();
+    ++n;
+    if (io->parent_ == nullptr && io->retries_ == 0) {
+      ch->mgr->dispatch(io);
+    } else {
+      io->bdev_->backend_->submit(*io, ch->module_ctx);  // a retry: already split/bounced
+    }
+  }
+  return n ? event::PollStatus::kBusy : event::PollStatus::kIdle;
+}
+
+// ---------------------------------------------------------------------------- reset ----
+
+int Manager::reset(Desc* d, event::IoChannel* ich, IoCompletionFn cb, void* arg) {
+  int rc;
+  BdevIo* io = prepare(d, ich, IoType::kReset, 0, 0, cb, arg, &rc);
+  if (!io) return rc;
+  io->submit_tick_ = fw_.clock().now();
+  ++io->ch_->outstanding;
+  io->bdev_->resetting_ = true;
+  // Freeze every channel (new I/O waits), then reset through the module.
+  fw_.for_each_channel(
+      io->bdev_,
+      [](event::ChannelIter& it) {
+        static_cast<Channel*>(it.channel()->ctx())->frozen = true;
+        it.next(0);
+      },
+      io, [](void* arg, int) {
+        auto* r = static_cast<BdevIo*>(arg);
+        r->bdev_->backend_->submit(*r, r->ch_->module_ctx);
+      });
+  return 0;
+}
+
+// ------------------------------------------------------------------------------ QoS ----
+
+event::PollStatus Manager::qos_refill(void* ctx) {
+  auto* b = static_cast<Bdev*>(ctx);
+  // One millisecond's budget; unused tokens do not pile up into bursts.
+  if (b->qos_iops_) b->qos_io_tokens_.store(std::max<int64_t>(1, b->qos_iops_ / 1000));
+  if (b->qos_bps_) b->qos_byte_tokens_.store(std::max<int64_t>(1, b->qos_bps_ / 1000));
+  return event::PollStatus::kBusy;
+}
+
+int Manager::set_qos(Bdev& b, uint64_t iops, uint64_t bps) {
+  event::Thread* t = event::Thread::current();
+  if (t == nullptr) return -EINVAL;
+  std::lock_guard lock(mu_);
+  if (b.qos_poller_ != nullptr) b.qos_thread_->unregister_poller(b.qos_poller_);
+  b.qos_poller_ = nullptr;
+  b.qos_iops_ = iops;
+  b.qos_bps_ = bps;
+  if (iops || bps) {
+    qos_refill(&b);
+    b.qos_poller_ = t->register_poller(qos_refill, &b, 1000, "bdev_qos_" + b.name());
+    b.qos_thread_ = t;
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------------------- stats ----
+
+void Manager::get_stats(Bdev& b, StatsFn done, void* ctx) {
+  struct Walk {
+    IoStats sum;
+    StatsFn done;
+    void* ctx;
+    Bdev* bdev;
+  };
+  auto* w = new Walk{{}, done, ctx, &b};
+  fw_.for_each_channel(
+      &b,
+      [](event::ChannelIter& it) {
+        static_cast<Walk*>(it.ctx())->sum.merge(static_cast<Channel*>(it.channel()->ctx())->stats);
+        it.next(0);
+      },
+      w, [](void* arg, int) {
+        auto* walk = static_cast<Walk*>(arg);
+        {
+          std::lock_guard lock(walk->bdev->mgr_->mu_);
+          walk->sum.merge(walk->bdev->retired_);
+        }
+        walk->done(walk->sum, walk->ctx);
+        delete walk;
+      });
+}
+
+}  // namespace pollux::bdev

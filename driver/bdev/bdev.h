@@ -315,6 +315,7 @@ class Manager {
   bool bounce_in(BdevIo* io);
   void bounce_out(BdevIo* io);
   void finish(BdevIo* io);
+  void complete_to_user(BdevIo* io);
   void maybe_destruct(Bdev* bdev);
   static int channel_create(void* io_device, void* ctx);
   static void channel_destroy(void* io_device, void* ctx);

@@ -17,6 +17,11 @@ struct Channel {
   BdevIo* wait_tail = nullptr;
   bool frozen = false;
   uint32_t outstanding = 0;
+  // Completions that happened inside a submission wait here for the channel poller, so a
+  // callback that submits again never recurses (a module may complete inside submit()).
+  uint32_t in_submit = 0;
+  BdevIo* done_head = nullptr;
+  BdevIo* done_tail = nullptr;
   event::Poller* poller = nullptr;
 
   void enqueue(BdevIo* io) {

@@ -308,7 +308,10 @@ void Manager::dispatch(BdevIo* io) {
     return;
   }
   if (io->bdev_->props_.required_alignment && io->bounce_ == nullptr && !bounce_in(io)) return;
-  io->bdev_->backend_->submit(*io, io->ch_->module_ctx);
+  Channel& ch = *io->ch_;
+  ++ch.in_submit;
+  io->bdev_->backend_->submit(*io, ch.module_ctx);
+  --ch.in_submit;
 }
 
 // Children cover the parent's range in pieces no larger than max_transfer and not crossing
@@ -319,6 +322,7 @@ void Manager::split(BdevIo* parent) {
   const BdevProperties& p = parent->bdev_->props_;
   const uint64_t bs = p.block_size;
   ++ch.stats.splits;
+  ++ch.in_submit;  // the parent may finish below: its callback must not run inside submit
   parent->children_left_ = 1;  // the guard
   parent->children_status_ = IoStatus::kSuccess;
   uint64_t off = parent->offset_;
@@ -367,6 +371,7 @@ void Manager::split(BdevIo* parent) {
     parent->status_ = parent->children_status_;
     finish(parent);
   }
+  --ch.in_submit;
 }
 
 // Misaligned caller buffers: copy through a DMA bounce buffer aligned for the module.
@@ -464,6 +469,17 @@ void Manager::io_done(BdevIo& io) {
 
 void Manager::finish(BdevIo* io) {
   Channel& ch = *io->ch_;
+  if (ch.in_submit != 0) {  // completed inside a submission: the poller finishes it
+    io->next_ = nullptr;
+    if (ch.done_tail) ch.done_tail->next_ = io; else ch.done_head = io;
+    ch.done_tail = io;
+    return;
+  }
+  complete_to_user(io);
+}
+
+void Manager::complete_to_user(BdevIo* io) {
+  Channel& ch = *io->ch_;
   const uint64_t now = fw_.clock().now();
   const uint64_t lat = now - io->submit_tick_;
   IoTypeStats& s = ch.stats.by_type[static_cast<std::size_t>(io->type_)];
@@ -487,8 +503,20 @@ void Manager::finish(BdevIo* io) {
 // module ran out of resources.
 event::PollStatus Manager::channel_poll(void* ctx) {
   auto* ch = static_cast<Channel*>(ctx);
-  if (ch->wait_head == nullptr || ch->frozen) return event::PollStatus::kIdle;
   int n = 0;
+  if (ch->done_head != nullptr) {  // deferred completions, oldest first; new ones wait a turn
+    BdevIo* io = ch->done_head;
+    ch->done_head = ch->done_tail = nullptr;
+    while (io != nullptr) {
+      BdevIo* next = io->next_;
+      ch->mgr->complete_to_user(io);
+      io = next;
+      ++n;
+    }
+  }
+  if (ch->wait_head == nullptr || ch->frozen) {
+    return n ? event::PollStatus::kBusy : event::PollStatus::kIdle;
+  }
   while (ch->wait_head != nullptr && !ch->frozen) {
     BdevIo* io = ch->wait_head;
     if (io->retries_ == 0 && io->parent_ == nullptr && !qos_admit(*io->bdev_, *io)) break;
@@ -496,8 +524,10 @@ event::PollStatus Manager::channel_poll(void* ctx) {
     ++n;
     if (io->parent_ == nullptr && io->retries_ == 0) {
       ch->mgr->dispatch(io);
-    } else {
-      io->bdev_->backend_->submit(*io, ch->module_ctx);  // a retry: already split/bounced
+    } else {  // a retry: already split/bounced
+      ++ch->in_submit;
+      io->bdev_->backend_->submit(*io, ch->module_ctx);
+      --ch->in_submit;
     }
   }
   return n ? event::PollStatus::kBusy : event::PollStatus::kIdle;

@@ -1,0 +1,476 @@
+// The bdev core against a scriptable backend, in step mode on a virtual clock.
+#include "driver/bdev/bdev.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "driver/bdev/modules/malloc.h"
+#include "driver/bdev/modules/null.h"
+#include "driver/env/dma_memory.h"
+#include "driver/event/test_util.h"
+
+namespace pollux::bdev {
+namespace {
+
+// Records what reaches it; completes inline, holds I/O until told, or fails by script.
+class ScriptBackend final : public Backend {
+ public:
+  enum class Mode { kInline, kHold, kFail, kNoMemoryThenOk };
+  explicit ScriptBackend(event::Framework& fw, uint32_t bs, uint64_t blocks)
+      : fw_(fw), bs_(bs), disk_(bs * blocks) {
+    fw_.register_io_device(this, [](void*, void*) { return 0; }, [](void*, void*) {}, 0, "script");
+  }
+  bool supports(IoType t) const override { return t != IoType::kNvmePassthru; }
+  void* io_device() override { return this; }
+  void destruct() override {
+    destructed = true;
+    if (destructed_flag) *destructed_flag = true;  // the backend itself is freed next
+    fw_.unregister_io_device(this, nullptr, nullptr);
+  }
+  void submit(BdevIo& io, void*) override {
+    seen.push_back({io.type(), io.offset_blocks(), io.num_blocks(), io.iovcnt(),
+                    io.iovcnt() ? io.iovs()[0].iov_base : nullptr});
+    if (mode == Mode::kHold) {
+      held.push_back(&io);
+      return;
+    }
+    if (mode == Mode::kFail) {
+      io.complete(IoStatus::kFailed);
+      return;
+    }
+    if (mode == Mode::kNoMemoryThenOk && nomem_left > 0) {
+      --nomem_left;
+      io.complete(IoStatus::kNoMemory);
+      return;
+    }
+    execute(io);
+  }
+  void execute(BdevIo& io) {
+    uint8_t* at = disk_.data() + io.offset_blocks() * bs_;
+    std::size_t left = io.num_blocks() * bs_;
+    for (int i = 0; i < io.iovcnt() && left; ++i) {
+      const std::size_t n = std::min(io.iovs()[i].iov_len, left);
+      if (io.type() == IoType::kWrite) std::memcpy(at, io.iovs()[i].iov_base, n);
+      if (io.type() == IoType::kRead) std::memcpy(io.iovs()[i].iov_base, at, n);
+      at += n;
+      left -= n;
+    }
+    io.complete(IoStatus::kSuccess);
+  }
+  void release_all() {
+    auto h = std::move(held);
+    held.clear();
+    for (BdevIo* io : h) execute(*io);
+  }
+  struct Seen {
+    IoType type;
+    uint64_t offset, num;
+    int iovcnt;
+    void* base0;
+  };
+  Mode mode = Mode::kInline;
+  int nomem_left = 0;
+  bool destructed = false;
+  bool* destructed_flag = nullptr;
+  std::vector<Seen> seen;
+  std::vector<BdevIo*> held;
+
+ private:
+  event::Framework& fw_;
+  uint32_t bs_;
+  std::vector<uint8_t> disk_;
+};
+
+struct Done {
+  int calls = 0, ok = 0;
+  IoStatus last = IoStatus::kPending;
+  static void cb(BdevIo& io, bool success, void* arg) {
+    auto* d = static_cast<Done*>(arg);
+    ++d->calls;
+    d->ok += success;
+    d->last = io.status();
+  }
+};
+
+class BdevTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ManagerOptions o;
+    o.io_pool_size = 4096;
+    o.bounce_buffers = 8;
+    o.bounce_buffer_size = 256 * 1024;
+    auto m = Manager::create(*s.fw, o);
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    mgr = std::move(m).value();
+    t0 = s.fw->create_thread("t0", 0);
+    t1 = s.fw->create_thread("t1", 1);
+    auto mem = env::DmaRegion::create(env::MemoryRegistry::global(), 4 << 20);
+    ASSERT_TRUE(mem.ok());
+    buf = std::move(mem).value();
+  }
+  void TearDown() override {
+    for (auto* ch : channels) {
+      event::CurrentThreadScope on(ch->thread());
+      mgr->put_io_channel(ch);
+    }
+    s.settle();
+  }
+  ScriptBackend* add_script(const std::string& name, BdevProperties p = {}) {
+    auto be = std::make_unique<ScriptBackend>(*s.fw, 512, 1 << 16);
+    ScriptBackend* raw = be.get();
+    p.name = name;
+    p.block_size = 512;
+    p.num_blocks = 1 << 16;
+    auto b = mgr->register_bdev(p, std::move(be), "script");
+    EXPECT_TRUE(b.ok()) << b.error().message;
+    return raw;
+  }
+  event::IoChannel* channel(Desc* d, event::Thread* t) {
+    event::CurrentThreadScope on(t);
+    auto* ch = mgr->get_io_channel(d);
+    channels.push_back(ch);
+    return ch;
+  }
+  uint8_t* mem(std::size_t off = 0) { return static_cast<uint8_t*>(buf->data()) + off; }
+
+  event::testing::StepFramework s;
+  std::unique_ptr<Manager> mgr;
+  event::Thread *t0 = nullptr, *t1 = nullptr;
+  std::unique_ptr<env::DmaRegion> buf;
+  std::vector<event::IoChannel*> channels;
+};
+
+TEST_F(BdevTest, RegistryNamesAliasesAndBadSizes) {
+  BdevProperties p;
+  p.aliases = {"disk0"};
+  add_script("S0", p);
+  EXPECT_NE(mgr->find("S0"), nullptr);
+  EXPECT_EQ(mgr->find("disk0"), mgr->find("S0"));
+  BdevProperties q;
+  q.name = "disk0";  // collides with an alias
+  q.num_blocks = 8;
+  auto dup = mgr->register_bdev(q, std::make_unique<ScriptBackend>(*s.fw, 512, 8), "script");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_EQ(dup.error().code, -EEXIST);
+  BdevProperties z;
+  z.name = "Z";
+  auto zero = mgr->register_bdev(z, std::make_unique<ScriptBackend>(*s.fw, 512, 8), "script");
+  EXPECT_FALSE(zero.ok());
+  EXPECT_FALSE(mgr->open("nope", false).ok());
+}
+
+TEST_F(BdevTest, ClaimsAreExclusiveForWriters) {
+  add_script("S0");
+  auto base = mgr->open("S0", false);
+  ASSERT_TRUE(base.ok());
+  ASSERT_EQ(mgr->claim(*base, "vbdev"), 0);
+  auto w = mgr->open("S0", true);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.error().code, -EPERM);
+  auto r = mgr->open("S0", false);  // readers still welcome
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(mgr->claim(*r, "other"), -EPERM);
+  mgr->close(*base);  // closing the claimer releases the claim
+  auto w2 = mgr->open("S0", true);
+  EXPECT_TRUE(w2.ok());
+  EXPECT_EQ(mgr->claim(*r, "other"), -EPERM);  // a writer exists now
+  mgr->close(*r);
+  mgr->close(*w2);
+}
+
+TEST_F(BdevTest, ReadWriteRoundTripAndValidation) {
+  MallocOptions mo{"M0", 2048, 512};
+  ASSERT_TRUE(create_malloc_bdev(*mgr, mo).ok());
+  auto d = mgr->open("M0", true);
+  ASSERT_TRUE(d.ok());
+  auto* ch = channel(*d, t0);
+  event::CurrentThreadScope on(t0);
+  for (int i = 0; i < 4096; ++i) mem()[i] = static_cast<uint8_t>(i * 7);
+  Done w, r;
+  ASSERT_EQ(mgr->write(*d, ch, mem(), 100, 8, Done::cb, &w), 0);
+  EXPECT_EQ(w.calls, 0);  // completed inside submit: the callback waits for the poller
+  s.settle();
+  ASSERT_EQ(mgr->read(*d, ch, mem(8192), 100, 8, Done::cb, &r), 0);
+  s.settle();
+  EXPECT_EQ(w.ok, 1);
+  EXPECT_EQ(r.ok, 1);
+  EXPECT_EQ(std::memcmp(mem(), mem(8192), 4096), 0);
+  Done x;
+  EXPECT_EQ(mgr->read(*d, ch, mem(), 2047, 2, Done::cb, &x), -EINVAL);   // past the end
+  EXPECT_EQ(mgr->read(*d, ch, mem(), 0, 0, Done::cb, &x), -EINVAL);      // empty
+  EXPECT_EQ(mgr->read(*d, ch, mem(), UINT64_MAX, 2, Done::cb, &x), -EINVAL);  // overflow
+  auto ro = mgr->open("M0", false);
+  EXPECT_EQ(mgr->write(*ro, ch, mem(), 0, 1, Done::cb, &x), -EBADF);
+  EXPECT_EQ(x.calls, 0);
+  mgr->close(*ro);
+  // Stats: one read, one write, bytes counted.
+  static IoStats got;
+  mgr->get_stats(*mgr->find("M0"), [](const IoStats& st, void*) { got = st; }, nullptr);
+  s.settle();
+  EXPECT_EQ(got.by_type[0].ops, 1u);
+  EXPECT_EQ(got.by_type[1].ops, 1u);
+  EXPECT_EQ(got.by_type[0].bytes, 4096u);
+  EXPECT_EQ(got.read_latency.count(), 1u);
+  mgr->close(*d);
+}
+
+TEST_F(BdevTest, UnsupportedTypesAreRefused) {
+  ASSERT_TRUE(create_null_bdev(*mgr, {"N0", 1024, 512}).ok());
+  auto d = mgr->open("N0", true);
+  auto* ch = channel(*d, t0);
+  event::CurrentThreadScope on(t0);
+  Done x;
+  EXPECT_EQ(mgr->compare(*d, ch, mem(), 0, 1, Done::cb, &x), -ENOTSUP);
+  mgr->close(*d);
+}
+
+TEST_F(BdevTest, SplitsAtMaxTransferAndOptimalBoundary) {
+  BdevProperties p;
+  p.max_transfer_blocks = 8;
+  p.optimal_io_boundary = 16;
+  p.split_on_optimal_io_boundary = true;
+  ScriptBackend* be = add_script("S0", p);
+  auto d = mgr->open("S0", true);
+  auto* ch = channel(*d, t0);
+  event::CurrentThreadScope on(t0);
+  for (int i = 0; i < 20 * 512; ++i) mem()[i] = static_cast<uint8_t>(i % 251);
+  Done w;
+  ASSERT_EQ(mgr->write(*d, ch, mem(), 10, 20, Done::cb, &w), 0);  // blocks 10..29
+  s.settle();
+  ASSERT_EQ(w.ok, 1);
+  ASSERT_EQ(be->seen.size(), 3u);
+  EXPECT_EQ(be->seen[0].offset, 10u);  // 10..15: stops at the boundary 16
+  EXPECT_EQ(be->seen[0].num, 6u);
+  EXPECT_EQ(be->seen[1].offset, 16u);  // 16..23: max transfer
+  EXPECT_EQ(be->seen[1].num, 8u);
+  EXPECT_EQ(be->seen[2].offset, 24u);
+  EXPECT_EQ(be->seen[2].num, 6u);
+  EXPECT_EQ(be->seen[1].base0, mem(6 * 512));
+  Done r;
+  std::memset(mem(1 << 20), 0, 20 * 512);
+  ASSERT_EQ(mgr->read(*d, ch, mem(1 << 20), 10, 20, Done::cb, &r), 0);
+  s.settle();
+  ASSERT_EQ(r.ok, 1);
+  EXPECT_EQ(std::memcmp(mem(), mem(1 << 20), 20 * 512), 0);
+  mgr->close(*d);
+}
+
+TEST_F(BdevTest, SplitChildFailureFailsTheParentOnce) {
+  BdevProperties p;
+  p.max_transfer_blocks = 4;
+  ScriptBackend* be = add_script("S0", p);
+  be->mode = ScriptBackend::Mode::kHold;
+  auto d = mgr->open("S0", true);
+  auto* ch = channel(*d, t0);
+  event::CurrentThreadScope on(t0);
+  Done w;
+  ASSERT_EQ(mgr->write(*d, ch, mem(), 0, 12, Done::cb, &w), 0);
+  ASSERT_EQ(be->held.size(), 3u);
+  be->held[1]->complete(IoStatus::kFailed);
+  be->held[0]->complete(IoStatus::kSuccess);
+  EXPECT_EQ(w.calls, 0);  // still one child out
+  be->held[2]->complete(IoStatus::kSuccess);
+  EXPECT_EQ(w.calls, 1);
+  EXPECT_EQ(w.ok, 0);
+  EXPECT_EQ(w.last, IoStatus::kFailed);
+  mgr->close(*d);
+}
+
+TEST_F(BdevTest, MisalignedBuffersAreBounced) {
+  BdevProperties p;
+  p.required_alignment = 12;  // 4 KiB
+  ScriptBackend* be = add_script("S0", p);
+  auto d = mgr->open("S0", true);
+  auto* ch = channel(*d, t0);
+  event::CurrentThreadScope on(t0);
+  for (int i = 0; i < 4096; ++i) mem(100)[i] = static_cast<uint8_t>(i ^ 0x5a);
+  Done w, r;
+  ASSERT_EQ(mgr->write(*d, ch, mem(100), 0, 8, Done::cb, &w), 0);
+  s.settle();
+  ASSERT_EQ(w.ok, 1);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(be->seen[0].base0) % 4096, 0u);
+  EXPECT_NE(be->seen[0].base0, mem(100));
+  ASSERT_EQ(mgr->read(*d, ch, mem(3 << 20) + 7, 0, 8, Done::cb, &r), 0);
+  s.settle();
+  ASSERT_EQ(r.ok, 1);
+  EXPECT_EQ(std::memcmp(mem(100), mem(3 << 20) + 7, 4096), 0);
+  ASSERT_EQ(mgr->read(*d, ch, mem(4096), 0, 8, Done::cb, &r), 0);  // aligned: not bounced
+  EXPECT_EQ(be->seen.back().base0, mem(4096));
+  mgr->close(*d);
+}
+
+TEST_F(BdevTest, NoMemoryFromTheModuleIsRetriedNotFailed) {
+  ScriptBackend* be = add_script("S0");
+  be->mode = ScriptBackend::Mode::kNoMemoryThenOk;
+  be->nomem_left = 3;
+  auto d = mgr->open("S0", true);
+  auto* ch = channel(*d, t0);
+  Done w;
+  {
+    event::CurrentThreadScope on(t0);
+    ASSERT_EQ(mgr->write(*d, ch, mem(), 0, 1, Done::cb, &w), 0);
+  }
+  s.settle();
+  EXPECT_EQ(w.ok, 1);
+  EXPECT_EQ(be->seen.size(), 4u);
+  mgr->close(*d);
+}
+
+TEST_F(BdevTest, ResetQuiescesChannelsAndLosesNothing) {
+  ScriptBackend* be = add_script("S0");
+  auto d = mgr->open("S0", true);
+  auto* c0 = channel(*d, t0);
+  auto* c1 = channel(*d, t1);
+  be->mode = ScriptBackend::Mode::kHold;
+  Done reset, during0, during1;
+  {
+    event::CurrentThreadScope on(t0);
+    ASSERT_EQ(mgr->reset(*d, c0, Done::cb, &reset), 0);
+  }
+  s.settle();  // every channel frozen, the reset reached the module and is held there
+  ASSERT_EQ(be->held.size(), 1u);
+  EXPECT_EQ(be->held[0]->type(), IoType::kReset);
+  {
+    event::CurrentThreadScope on(t0);
+    ASSERT_EQ(mgr->write(*d, c0, mem(), 0, 1, Done::cb, &during0), 0);
+  }
+  {
+    event::CurrentThreadScope on(t1);
+    ASSERT_EQ(mgr->read(*d, c1, mem(4096), 0, 1, Done::cb, &during1), 0);
+  }
+  s.settle();
+  EXPECT_EQ(be->held.size(), 1u);  // the new I/O waits in the channels, not in the module
+  be->mode = ScriptBackend::Mode::kInline;
+  {
+    event::CurrentThreadScope on(t0);
+    be->release_all();  // the reset completes
+  }
+  s.settle();
+  EXPECT_EQ(reset.ok, 1);
+  EXPECT_EQ(during0.ok, 1);
+  EXPECT_EQ(during1.ok, 1);
+  mgr->close(*d);
+}
+
+TEST_F(BdevTest, HotRemoveTellsDescriptorsAndDestructsAfterTheLastClose) {
+  ScriptBackend* be = add_script("S0");
+  bool destructed = false;
+  be->destructed_flag = &destructed;
+  struct Events {
+    int removes = 0;
+  } ev;
+  auto d = mgr->open("S0", true, [](DescEvent e, Bdev&, void* ctx) {
+    if (e == DescEvent::kRemove) ++static_cast<Events*>(ctx)->removes;
+  }, &ev);
+  auto* ch = channel(*d, t0);
+  be->mode = ScriptBackend::Mode::kHold;
+  Done inflight;
+  static bool unregistered;
+  unregistered = false;
+  {
+    event::CurrentThreadScope on(t0);
+    ASSERT_EQ(mgr->write(*d, ch, mem(), 0, 1, Done::cb, &inflight), 0);
+    ASSERT_EQ(mgr->unregister_bdev("S0", [](void*) { unregistered = true; }, nullptr), 0);
+  }
+  s.settle();
+  EXPECT_EQ(ev.removes, 1);
+  EXPECT_EQ(mgr->find("S0"), nullptr);  // invisible to new users at once
+  EXPECT_FALSE(mgr->open("S0", false).ok());
+  {
+    event::CurrentThreadScope on(t0);
+    be->release_all();  // in-flight I/O still completes to its owner
+  }
+  EXPECT_EQ(inflight.ok, 1);
+  EXPECT_FALSE(destructed);  // a descriptor is still open
+  {
+    event::CurrentThreadScope on(t0);
+    mgr->put_io_channel(ch);
+    channels.clear();
+    mgr->close(*d);
+  }
+  s.settle();
+  EXPECT_TRUE(destructed);
+  EXPECT_TRUE(unregistered);
+}
+
+TEST_F(BdevTest, QosLimitsIopsInVirtualTime) {
+  ASSERT_TRUE(create_null_bdev(*mgr, {"N0", 1 << 20, 512}).ok());
+  auto d = mgr->open("N0", true);
+  auto* ch = channel(*d, t0);
+  {
+    event::CurrentThreadScope on(t0);
+    ASSERT_EQ(mgr->set_qos(*mgr->find("N0"), 20000, 0), 0);  // 20 per millisecond
+  }
+  struct Loop {
+    Manager* mgr;
+    Desc* d;
+    event::IoChannel* ch;
+    uint8_t* buf;
+    int done = 0;
+    bool stop = false;
+    static void cb(BdevIo&, bool, void* arg) {
+      auto* l = static_cast<Loop*>(arg);
+      ++l->done;
+      if (!l->stop) l->mgr->read(l->d, l->ch, l->buf, 0, 1, cb, l);  // keep the queue full
+    }
+  } loop{mgr.get(), *d, ch, mem()};
+  {
+    event::CurrentThreadScope on(t0);
+    for (int i = 0; i < 64; ++i) mgr->read(*d, ch, mem(), 0, 1, Loop::cb, &loop);
+  }
+  const int before = loop.done;
+  for (int step = 0; step < 1000; ++step) {  // 100 ms of virtual time in 100 µs steps
+    s.clock.advance_us(100);
+    s.fw->step();
+  }
+  const int admitted = loop.done - before;
+  EXPECT_GE(admitted, 1900);  // 20,000 IOPS × 0.1 s = 2000
+  EXPECT_LE(admitted, 2100);
+  const int at_stop = loop.done;
+  loop.stop = true;
+  {
+    event::CurrentThreadScope on(t0);
+    mgr->set_qos(*mgr->find("N0"), 0, 0);
+  }
+  s.settle(100000);
+  EXPECT_EQ(loop.done - at_stop, 64);  // the 64 held back by QoS all complete: none lost
+  mgr->close(*d);
+}
+
+TEST_F(BdevTest, PoolExhaustionIsAClearError) {
+  ManagerOptions o;
+  o.io_pool_size = 4;
+  o.io_cache_size = 4;
+  o.bounce_buffers = 0;
+  auto small = Manager::create(*s.fw, o);
+  ASSERT_TRUE(small.ok());
+  auto be = std::make_unique<ScriptBackend>(*s.fw, 512, 64);
+  be->mode = ScriptBackend::Mode::kHold;
+  ScriptBackend* raw = be.get();
+  BdevProperties p;
+  p.name = "tiny";
+  p.num_blocks = 64;
+  ASSERT_TRUE((*small)->register_bdev(p, std::move(be), "script").ok());
+  auto d = (*small)->open("tiny", true);
+  event::CurrentThreadScope on(t0);
+  auto* ch = (*small)->get_io_channel(*d);
+  Done w;
+  int accepted = 0, refused = 0;
+  for (int i = 0; i < 8; ++i) {
+    const int rc = (*small)->write(*d, ch, mem(), 0, 1, Done::cb, &w);
+    if (rc == 0) ++accepted; else if (rc == -ENOMEM) ++refused;
+  }
+  EXPECT_EQ(accepted, 4);
+  EXPECT_EQ(refused, 4);
+  raw->mode = ScriptBackend::Mode::kInline;
+  raw->release_all();
+  EXPECT_EQ(w.ok, 4);
+  (*small)->put_io_channel(ch);
+  (*small)->close(*d);
+  s.settle();
+}
+
+}  // namespace
+}  // namespace pollux::bdev

@@ -16,6 +16,7 @@
 
 #include "driver/env/dma_pool.h"
 #include "driver/env/histogram.h"
+#include "driver/env/pattern.h"
 #include "driver/event/framework.h"
 #include "driver/nvme/connect.h"
 #include "driver/nvme/status.h"
@@ -105,38 +106,6 @@ struct Run {
 };
 Run* g_run = nullptr;
 
-// Per-block verify header: LBA, generation, then a pattern derived from both.
-void fill_pattern(uint8_t* buf, uint64_t lba, uint32_t nlb, uint32_t bs, uint64_t gen) {
-  for (uint32_t b = 0; b < nlb; ++b) {
-    uint64_t* p = reinterpret_cast<uint64_t*>(buf + std::size_t{b} * bs);
-    uint64_t x = (lba + b) * 0x9e3779b97f4a7c15ull ^ gen;
-    p[0] = lba + b;
-    p[1] = gen;
-    for (uint32_t i = 2; i < bs / 8; ++i) {
-      x ^= x << 13;
-      x ^= x >> 7;
-      x ^= x << 17;
-      p[i] = x;
-    }
-  }
-}
-
-bool check_pattern(const uint8_t* buf, uint64_t lba, uint32_t nlb, uint32_t bs, uint64_t gen,
-                   std::string* why) {
-  std::vector<uint8_t> want(bs);
-  for (uint32_t b = 0; b < nlb; ++b) {
-    fill_pattern(want.data(), lba + b, 1, bs, gen);
-    const uint8_t* got = buf + std::size_t{b} * bs;
-    if (std::memcmp(got, want.data(), bs) != 0) {
-      const auto* h = reinterpret_cast<const uint64_t*>(got);
-      *why = fmt::format("LBA {}: expected (lba {}, gen {}), found (lba {}, gen {})", lba + b,
-                         lba + b, gen, h[0], h[1]);
-      return false;
-    }
-  }
-  return true;
-}
-
 void on_complete(void* ctx, const sn::CompletionEntry& cpl);
 
 void submit_task(Task& t) {
@@ -160,7 +129,7 @@ void submit_task(Task& t) {
                             (c.read_pct > 0 && static_cast<int>(j.rng() % 100) < c.read_pct));
     if (c.verify) {
       t.generation = j.rng() | 1;
-      fill_pattern(t.buf, t.lba, j.nlb, j.ns->block_size, t.generation);
+      env::fill_pattern(t.buf, t.lba, j.nlb, j.ns->block_size, t.generation);
     }
   } else {
     t.is_read = true;
@@ -195,7 +164,7 @@ void on_complete(void* ctx, const sn::CompletionEntry& cpl) {
     if (t.verify_read) {
       ++j.verified;
       std::string why;
-      if (!check_pattern(t.buf, t.lba, j.nlb, j.ns->block_size, t.generation, &why)) {
+      if (!env::check_pattern(t.buf, t.lba, j.nlb, j.ns->block_size, t.generation, &why)) {
         ++j.verify_failures;
         if (j.first_error.empty()) j.first_error = "verify: " + why;
       }

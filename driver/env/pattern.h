@@ -1,0 +1,18 @@
+// Data patterns for verifying workloads (pollux-perf, pollux-bdevperf, scenarios): every
+// block starts with its LBA and a generation number, the rest is derived from both, so a
+// read that returns misdirected (wrong LBA), stale (old generation) or torn data is caught
+// and described.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace pollux::env {
+
+void fill_pattern(uint8_t* buf, uint64_t lba, uint32_t blocks, uint32_t block_size,
+                  uint64_t generation);
+// True if every block matches; otherwise false with `why` naming the first bad block.
+bool check_pattern(const uint8_t* buf, uint64_t lba, uint32_t blocks, uint32_t block_size,
+                   uint64_t generation, std::string* why);
+
+}  // namespace pollux::env

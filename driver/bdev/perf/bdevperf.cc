@@ -26,7 +26,12 @@ using event::Thread;
 
 namespace {
 
+enum class Workload { kRead, kWrite, kRandRead, kRandWrite, kRw, kRandRw, kVerify, kReset, kUnmap, kFlush };
+
 struct Config {
+  Workload kind = Workload::kRandRead;  // parsed once: the hot path never looks at strings
+  bool random = true;
+  bool verify = false;
   std::string json;
   std::vector<std::string> nulls, mallocs;
   uint32_t qd = 128;
@@ -91,10 +96,9 @@ void on_done(bdev::BdevIo& io, bool ok, void* arg);
 void submit(Task& t) {
   Job& j = *t.job;
   const Config& c = *j.cfg;
-  const bool verify = c.workload == "verify" || c.workload == "reset";
+  const bool verify = c.verify;
   if (!t.verify_read) {
-    uint64_t slot = c.workload.rfind("rand", 0) == 0 || verify ? j.rng() % j.slots
-                                                                 : j.seq++ % j.slots;
+    uint64_t slot = c.random ? j.rng() % j.slots : j.seq++ % j.slots;
     if (verify) {
       slot = slot / j.stripe_count * j.stripe_count + j.stripe_base + t.index;
       if (slot >= j.slots) slot = j.stripe_base + t.index;
@@ -105,9 +109,9 @@ void submit(Task& t) {
       t.generation = j.rng() | 1;
       env::fill_pattern(t.buf, t.offset, j.blocks_per_io, j.desc->bdev().block_size(),
                         t.generation);
-    } else if (c.workload == "unmap") {
+    } else if (c.kind == Workload::kUnmap) {
       t.type = bdev::IoType::kUnmap;
-    } else if (c.workload == "flush") {
+    } else if (c.kind == Workload::kFlush) {
       t.type = bdev::IoType::kFlush;
     } else {
       const bool read = c.read_pct == 100 ||
@@ -169,8 +173,7 @@ void on_done(bdev::BdevIo& io, bool ok, void* arg) {
     --j.busy;
     return;
   }
-  t.verify_read = t.type == bdev::IoType::kWrite && ok &&
-                  (j.cfg->workload == "verify" || j.cfg->workload == "reset");
+  t.verify_read = t.type == bdev::IoType::kWrite && ok && j.cfg->verify;
   submit(t);
 }
 
@@ -187,7 +190,7 @@ PollStatus watch(void* arg) {
   const uint64_t now = j.clock->now();
   if (now >= j.started + static_cast<uint64_t>(j.cfg->seconds * j.clock->ticks_per_second()))
     j.draining = true;
-  if (j.cfg->workload == "reset" && !j.draining && !j.reset_outstanding && now >= j.next_reset) {
+  if (j.cfg->kind == Workload::kReset && !j.draining && !j.reset_outstanding && now >= j.next_reset) {
     j.reset_outstanding = true;
     j.mgr->reset(j.desc, j.ch,
                  [](bdev::BdevIo&, bool ok, void* a) {
@@ -211,7 +214,7 @@ void start_job(void* arg) {
   Job& j = *static_cast<Job*>(arg);
   Thread* self = Thread::current();
   j.core = g_run->fw->reactor(static_cast<std::size_t>(self->reactor_index())).core();
-  const bool writes = j.cfg->workload != "read" && j.cfg->workload != "randread";
+  const bool writes = j.cfg->kind != Workload::kRead && j.cfg->kind != Workload::kRandRead;
   auto d = j.mgr->open(j.name, writes);
   if (!d) {
     fmt::print(stderr, "pollux-bdevperf: {}\n", d.error().message);
@@ -267,8 +270,18 @@ int main(int argc, char** argv) {
   app.add_option("--seed", c.seed);
   app.add_option("--summary", c.summary, "write the JSON summary to this file");
   CLI11_PARSE(app, argc, argv);
-  if (c.workload == "read" || c.workload == "randread") c.read_pct = 100;
-  if (c.workload == "write" || c.workload == "randwrite") c.read_pct = 0;
+  static const std::pair<const char*, Workload> kinds[] = {
+      {"read", Workload::kRead},     {"write", Workload::kWrite}, {"randread", Workload::kRandRead},
+      {"randwrite", Workload::kRandWrite}, {"rw", Workload::kRw}, {"randrw", Workload::kRandRw},
+      {"verify", Workload::kVerify}, {"reset", Workload::kReset}, {"unmap", Workload::kUnmap},
+      {"flush", Workload::kFlush}};
+  for (const auto& [name, kind] : kinds)
+    if (c.workload == name) c.kind = kind;
+  c.verify = c.kind == Workload::kVerify || c.kind == Workload::kReset;
+  c.random = c.verify || c.kind == Workload::kRandRead || c.kind == Workload::kRandWrite ||
+             c.kind == Workload::kRandRw;
+  if (c.kind == Workload::kRead || c.kind == Workload::kRandRead) c.read_pct = 100;
+  if (c.kind == Workload::kWrite || c.kind == Workload::kRandWrite) c.read_pct = 0;
   fmt::print("pollux-bdevperf: seed {}\n", c.seed);
 
   event::FrameworkOptions fo;

@@ -85,14 +85,19 @@ std::vector<Bdev*> Manager::bdevs() {
 
 Result<Bdev*> Manager::register_bdev(BdevProperties props, std::unique_ptr<Backend> backend,
                                      std::string module) {
-  if (props.name.empty()) return make_error(EINVAL, "bdev needs a name");
-  if (props.num_blocks == 0 || props.block_size == 0 || props.block_size % 512 != 0)
-    return make_error(EINVAL, "bdev " + props.name + ": bad size (" +
-                                  std::to_string(props.num_blocks) + " blocks of " +
-                                  std::to_string(props.block_size) + " B)");
   if (!backend) return make_error(EINVAL, "bdev " + props.name + ": no backend");
+  // A refused backend still gets destruct(): it may have registered an io_device already.
+  auto refuse = [&backend](int code, std::string why) {
+    backend->destruct();
+    return make_error(code, std::move(why));
+  };
+  if (props.name.empty()) return refuse(EINVAL, "bdev needs a name");
+  if (props.num_blocks == 0 || props.block_size == 0 || props.block_size % 512 != 0)
+    return refuse(EINVAL, "bdev " + props.name + ": bad size (" +
+                              std::to_string(props.num_blocks) + " blocks of " +
+                              std::to_string(props.block_size) + " B)");
   if (backend->io_ctx_size() > BdevIo::kMaxModuleCtx)
-    return make_error(EINVAL, "bdev " + props.name + ": module context too large");
+    return refuse(EINVAL, "bdev " + props.name + ": module context too large");
   Bdev* b;
   std::vector<VirtualModule*> examiners;
   {
@@ -105,7 +110,7 @@ Result<Bdev*> Manager::register_bdev(BdevProperties props, std::unique_ptr<Backe
       theirs.push_back(other->props_.name);
       for (const auto& n : names)
         if (std::find(theirs.begin(), theirs.end(), n) != theirs.end())
-          return make_error(EEXIST, "bdev name '" + n + "' is already taken");
+          return refuse(EEXIST, "bdev name '" + n + "' is already taken");
     }
     auto owned = std::make_unique<Bdev>();
     owned->props_ = std::move(props);

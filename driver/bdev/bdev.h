@@ -132,9 +132,11 @@ class BdevIo {
 
   // The module's verdict. complete_nvme() keeps the NVMe status (SCT/SC/DNR) for the caller.
   void complete(IoStatus status);
-  void complete_nvme(uint16_t status_field);
+  // Keeps the NVMe status (and DW0, for passthru); a compare failure becomes kMiscompare.
+  void complete_nvme(uint16_t status_field, uint32_t cdw0 = 0);
   IoStatus status() const { return status_; }
   uint16_t nvme_status() const { return nvme_status_; }  // 0 unless complete_nvme()
+  uint32_t nvme_cdw0() const { return nvme_cdw0_; }
 
  private:
   friend class Manager;
@@ -144,7 +146,8 @@ class BdevIo {
   IoType type_ = IoType::kRead;
   IoStatus status_ = IoStatus::kPending;
   uint16_t nvme_status_ = 0;
-  uint8_t retries_ = 0;
+  uint32_t nvme_cdw0_ = 0;
+  uint32_t retries_ = 0;
   uint64_t offset_ = 0, num_ = 0;
   iovec* iovs_ = nullptr;
   int iovcnt_ = 0;
@@ -191,7 +194,11 @@ class Bdev {
   Desc* claimed_by_ = nullptr;
   std::string claim_module_;
   bool removing_ = false;
+  // Resets: one at a time; one arriving meanwhile waits and completes with it (off the hot
+  // path, so a mutex).
+  std::mutex reset_mu_;
   bool resetting_ = false;
+  std::vector<BdevIo*> reset_waiters_;
   event::Thread* unregister_thread_ = nullptr;
   event::MsgFn unregister_done_ = nullptr;
   void* unregister_ctx_ = nullptr;

@@ -354,6 +354,35 @@ TEST_F(BdevTest, ResetQuiescesChannelsAndLosesNothing) {
   mgr->close(*d);
 }
 
+TEST_F(BdevTest, ConcurrentResetsShareOneModuleReset) {
+  ScriptBackend* be = add_script("S0");
+  auto d = mgr->open("S0", true);
+  auto* c0 = channel(*d, t0);
+  auto* c1 = channel(*d, t1);
+  be->mode = ScriptBackend::Mode::kHold;
+  Done r0, r1;
+  {
+    event::CurrentThreadScope on(t0);
+    ASSERT_EQ(mgr->reset(*d, c0, Done::cb, &r0), 0);
+  }
+  s.settle();
+  {
+    event::CurrentThreadScope on(t1);
+    ASSERT_EQ(mgr->reset(*d, c1, Done::cb, &r1), 0);  // arrives while the first is running
+  }
+  s.settle();
+  ASSERT_EQ(be->held.size(), 1u);  // the module saw one reset
+  be->mode = ScriptBackend::Mode::kInline;
+  {
+    event::CurrentThreadScope on(t0);
+    be->release_all();
+  }
+  s.settle();
+  EXPECT_EQ(r0.ok, 1);
+  EXPECT_EQ(r1.ok, 1);
+  mgr->close(*d);
+}
+
 TEST_F(BdevTest, HotRemoveTellsDescriptorsAndDestructsAfterTheLastClose) {
   ScriptBackend* be = add_script("S0");
   bool destructed = false;

@@ -8,6 +8,7 @@ namespace pollux::bdev {
 struct Channel {
   Manager* mgr = nullptr;
   Bdev* bdev = nullptr;
+  event::Thread* thread = nullptr;
   event::IoChannel* module_ch = nullptr;
   void* module_ctx = nullptr;
   IoStats stats;

@@ -10,7 +10,6 @@ namespace pollux::bdev {
 
 namespace {
 
-constexpr uint8_t kMaxRetries = 100;
 
 uint64_t iov_bytes(const iovec* iov, int n) {
   uint64_t b = 0;
@@ -42,9 +41,13 @@ void BdevIo::complete(IoStatus status) {
   bdev_->mgr_->io_done(*this);
 }
 
-void BdevIo::complete_nvme(uint16_t status_field) {
+void BdevIo::complete_nvme(uint16_t status_field, uint32_t cdw0) {
   nvme_status_ = static_cast<uint16_t>(status_field & 0xfffe);
-  complete(nvme_status_ == 0 ? IoStatus::kSuccess : IoStatus::kNvmeError);
+  nvme_cdw0_ = cdw0;
+  // SCT 2 (media and data integrity) / SC 85h: Compare Failure.
+  const bool miscompare = ((nvme_status_ >> 9) & 7) == 2 && ((nvme_status_ >> 1) & 0xff) == 0x85;
+  complete(nvme_status_ == 0 ? IoStatus::kSuccess
+                             : miscompare ? IoStatus::kMiscompare : IoStatus::kNvmeError);
 }
 
 // ------------------------------------------------------------------------- channels ----
@@ -54,6 +57,7 @@ int Manager::channel_create(void* io_device, void* ctx) {
   auto* ch = new (ctx) Channel;
   ch->mgr = bdev->mgr_;
   ch->bdev = bdev;
+  ch->thread = event::Thread::current();
   event::Framework& fw = bdev->mgr_->fw_;
   ch->module_ch = fw.get_io_channel(bdev->backend_->io_device());
   if (ch->module_ch == nullptr) {
@@ -149,6 +153,7 @@ BdevIo* Manager::prepare(Desc* d, event::IoChannel* ich, IoType type, uint64_t o
   io->type_ = type;
   io->status_ = IoStatus::kPending;
   io->nvme_status_ = 0;
+  io->nvme_cdw0_ = 0;
   io->retries_ = 0;
   io->offset_ = offset;
   io->num_ = num;
@@ -410,7 +415,11 @@ bool Manager::bounce_in(BdevIo* io) {
 
 void Manager::bounce_out(BdevIo* io) {
   const uint64_t bytes = io->bounce_iov_.iov_len;
-  if (io->type_ == IoType::kRead && io->status_ == IoStatus::kSuccess) {
+  // Data comes back for reads and for passthru commands whose opcode moves data to the host.
+  const bool to_host =
+      io->type_ == IoType::kRead ||
+      (io->type_ == IoType::kNvmePassthru && (static_cast<const uint8_t*>(io->nvme_cmd_)[0] & 2));
+  if (to_host && io->status_ == IoStatus::kSuccess) {
     uint64_t at = 0;
     for (int i = 0; i < io->user_iovcnt_ && at < bytes; ++i) {
       const uint64_t n = std::min<uint64_t>(io->user_iovs_[i].iov_len, bytes - at);
@@ -429,8 +438,8 @@ void Manager::bounce_out(BdevIo* io) {
 void Manager::io_done(BdevIo& io) {
   if (io.bounce_ != nullptr) bounce_out(&io);
   Channel& ch = *io.ch_;
-  if (io.status_ == IoStatus::kNoMemory && io.retries_ < kMaxRetries) {
-    ++io.retries_;  // the module (or the bounce pool) ran dry: try again from the poller
+  if (io.status_ == IoStatus::kNoMemory) {
+    ++io.retries_;  // the module (or the bounce pool) ran dry: wait and try again, forever
     ++ch.stats.retries;
     io.status_ = IoStatus::kPending;
     ch.enqueue(&io);
@@ -450,7 +459,6 @@ void Manager::io_done(BdevIo& io) {
   }
   if (io.type_ == IoType::kReset) {
     // Resume every channel before telling the caller: then nothing queued is left behind.
-    io.bdev_->resetting_ = false;
     fw_.for_each_channel(
         io.bdev_,
         [](event::ChannelIter& it) {
@@ -460,7 +468,22 @@ void Manager::io_done(BdevIo& io) {
         },
         &io, [](void* arg, int) {
           auto* r = static_cast<BdevIo*>(arg);
-          r->bdev_->mgr_->finish(r);
+          Bdev& b = *r->bdev_;
+          std::vector<BdevIo*> waiters;
+          {
+            std::lock_guard lock(b.reset_mu_);
+            b.resetting_ = false;
+            waiters.swap(b.reset_waiters_);
+          }
+          b.mgr_->finish(r);
+          for (BdevIo* w : waiters) {  // each completes on its own channel's thread
+            w->status_ = r->status_;
+            auto done = [](void* a) {
+              auto* x = static_cast<BdevIo*>(a);
+              x->bdev_->mgr_->finish(x);
+            };
+            if (w->ch_->thread->send_msg(done, w) != 0) done(w);
+          }
         });
     return;
   }
@@ -528,6 +551,7 @@ event::PollStatus Manager::channel_poll(void* ctx) {
       ++ch->in_submit;
       io->bdev_->backend_->submit(*io, ch->module_ctx);
       --ch->in_submit;
+      if (ch->wait_tail == io) break;  // refused again: the module is still full, stop here
     }
   }
   return n ? event::PollStatus::kBusy : event::PollStatus::kIdle;
@@ -541,7 +565,14 @@ int Manager::reset(Desc* d, event::IoChannel* ich, IoCompletionFn cb, void* arg)
   if (!io) return rc;
   io->submit_tick_ = fw_.clock().now();
   ++io->ch_->outstanding;
-  io->bdev_->resetting_ = true;
+  {
+    std::lock_guard lock(io->bdev_->reset_mu_);
+    if (io->bdev_->resetting_) {  // one is running: this one completes with it
+      io->bdev_->reset_waiters_.push_back(io);
+      return 0;
+    }
+    io->bdev_->resetting_ = true;
+  }
   // Freeze every channel (new I/O waits), then reset through the module.
   fw_.for_each_channel(
       io->bdev_,

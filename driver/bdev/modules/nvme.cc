@@ -1,0 +1,631 @@
+#include "driver/bdev/modules/nvme.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+
+#include "driver/env/dma_memory.h"
+#include "driver/nvme/connect.h"
+#include "driver/nvme/status.h"
+
+namespace pollux::bdev {
+namespace {
+
+namespace sn = spec::nvme;
+
+// What outstanding I/O is failed with when the device is gone: Host Pathing Error, DNR.
+constexpr uint16_t kRemovedStatus = sn::status::make(sn::sct::kPath, 0x70, /*dnr=*/true);
+constexpr uint32_t kMaxWriteZeroesBlocks = 65536;
+constexpr uint64_t kMaxDsmBlocks = 0xffffffffull;
+
+class NvmeCtrlr;
+class NvmeBackend;
+struct NvmeChannel;
+
+// Per-I/O state, in BdevIo::module_ctx() (not DMA memory).
+struct IoCtx {
+  BdevIo* io;
+  NvmeBackend* be;
+  NvmeChannel* ch;
+  uint32_t attempts;  // retries so far of the current command
+  uint64_t lba;       // next command's range (multi-command types)
+  uint64_t left;
+  uint64_t done_bytes;  // compare: bytes of the buffer already compared
+  int dsm_slot;
+  IoCtx* next;
+};
+static_assert(sizeof(IoCtx) <= BdevIo::kMaxModuleCtx);
+
+struct NvmeChannel {
+  NvmeCtrlr* ctrlr = nullptr;
+  std::unique_ptr<nvme::Qpair> qp;
+  event::Poller* poller = nullptr;
+  std::unique_ptr<env::DmaRegion> dsm;  // dsm_slots ranges, one per unmap command in flight
+  std::vector<uint32_t> dsm_free;
+  IoCtx* retry_head = nullptr;  // commands to resubmit from the poller
+  IoCtx* retry_tail = nullptr;
+  uint32_t retry_count = 0;
+  std::vector<event::ChannelIter*> reset_waiters;  // resets waiting for this queue to drain
+  bool destroying = false;
+
+  sn::nvm::DsmRange* range(int slot) {
+    return static_cast<sn::nvm::DsmRange*>(dsm->data()) + slot;
+  }
+  void push_retry(IoCtx* c) {
+    c->next = nullptr;
+    if (retry_tail) retry_tail->next = c; else retry_head = c;
+    retry_tail = c;
+    ++retry_count;
+  }
+  IoCtx* pop_retry() {
+    IoCtx* c = retry_head;
+    if (c) {
+      retry_head = c->next;
+      if (!retry_head) retry_tail = nullptr;
+      --retry_count;
+    }
+    return c;
+  }
+  void push_retry_front(IoCtx* c) {
+    c->next = retry_head;
+    retry_head = c;
+    if (!retry_tail) retry_tail = c;
+    ++retry_count;
+  }
+  bool idle() const { return (qp == nullptr || qp->outstanding() == 0) && retry_head == nullptr; }
+};
+
+// The module's registry of controllers.
+std::mutex g_mu;
+std::vector<NvmeCtrlr*> g_ctrlrs;
+
+class NvmeCtrlr {
+ public:
+  NvmeCtrlr(Manager& mgr, std::unique_ptr<nvme::Controller> c, const NvmeBdevOptions& o)
+      : mgr_(mgr), fw_(mgr.framework()), ctrlr_(std::move(c)), opts_(o) {
+    if (opts_.registry == nullptr) opts_.registry = &env::MemoryRegistry::global();
+    if (opts_.dsm_slots == 0) opts_.dsm_slots = 1;
+  }
+
+  Manager& mgr() { return mgr_; }
+  const std::string& name() const { return opts_.name; }
+  nvme::Controller& ctrlr() { return *ctrlr_; }
+  const NvmeBdevOptions& opts() const { return opts_; }
+  bool gone() const {
+    return removed_.load(std::memory_order_acquire) || ctrlr_->device().removed();
+  }
+  void count_retry() { retries_.fetch_add(1, std::memory_order_relaxed); }
+  void count_removed() { removed_failures_.fetch_add(1, std::memory_order_relaxed); }
+  NvmeControllerStats stats() const {
+    return {retries_.load(std::memory_order_relaxed),
+            removed_failures_.load(std::memory_order_relaxed),
+            channels_.load(std::memory_order_relaxed)};
+  }
+  bool detaching() const {
+    std::lock_guard lock(mu_);
+    return tearing_down_;
+  }
+
+  Result<std::vector<std::string>> start(event::Thread* thread);
+  void bdev_destructed();
+  // On the admin thread: stop polling, unregister the bdevs, free once all are gone.
+  void teardown(bool removed);
+  void add_detach_waiter(event::Thread* t, event::MsgFn fn, void* ctx) {
+    std::lock_guard lock(mu_);
+    waiters_.push_back({t, fn, ctx});
+  }
+  event::Thread* admin_thread() const { return admin_thread_; }
+  // Keeps this alive across a message in flight (detach's teardown request).
+  void hold() {
+    std::lock_guard lock(mu_);
+    ++holds_;
+  }
+  void release() {
+    {
+      std::lock_guard lock(mu_);
+      --holds_;
+    }
+    maybe_free();
+  }
+
+  static int channel_create(void* io_device, void* ctx);
+  static void channel_destroy(void* io_device, void* ctx);
+  static event::PollStatus channel_poll(void* arg);
+  static event::PollStatus admin_poll(void* arg);
+
+ private:
+  struct Waiter {
+    event::Thread* t;
+    event::MsgFn fn;
+    void* ctx;
+  };
+  void maybe_free();
+
+  Manager& mgr_;
+  event::Framework& fw_;
+  std::unique_ptr<nvme::Controller> ctrlr_;
+  NvmeBdevOptions opts_;
+  event::Thread* admin_thread_ = nullptr;
+  event::Poller* admin_poller_ = nullptr;
+  std::atomic<bool> removed_{false};
+  std::atomic<uint64_t> retries_{0}, removed_failures_{0}, channels_{0};
+
+  mutable std::mutex mu_;
+  std::vector<std::string> bdev_names_;
+  uint32_t bdevs_alive_ = 0;
+  bool tearing_down_ = false;
+  bool freeing_ = false;
+  uint32_t holds_ = 0;
+  std::vector<Waiter> waiters_;
+};
+
+// ------------------------------------------------------------------------ backend ----
+
+class NvmeBackend final : public Backend {
+ public:
+  NvmeBackend(NvmeCtrlr* c, const nvme::Namespace* ns) : c_(c), ns_(ns) {
+    const uint16_t oncs = c->ctrlr().identify().oncs;
+    for (IoType t : {IoType::kRead, IoType::kWrite, IoType::kFlush, IoType::kReset,
+                     IoType::kNvmePassthru})
+      supported_[static_cast<std::size_t>(t)] = true;
+    supported_[static_cast<std::size_t>(IoType::kWriteZeroes)] = oncs & sn::oncs::kWriteZeroes;
+    supported_[static_cast<std::size_t>(IoType::kUnmap)] = oncs & sn::oncs::kDatasetManagement;
+    supported_[static_cast<std::size_t>(IoType::kCompare)] = oncs & sn::oncs::kCompare;
+    // Compare-and-write needs a fused Compare+Write pair placed adjacently in the SQ; the
+    // driver has no fused submission, and the emulator offers no fused operations (FUSES=0).
+    supported_[static_cast<std::size_t>(IoType::kCompareAndWrite)] = false;
+  }
+  bool supports(IoType t) const override { return supported_[static_cast<std::size_t>(t)]; }
+  void* io_device() override { return c_; }
+  std::size_t io_ctx_size() const override { return sizeof(IoCtx); }
+  void destruct() override { c_->bdev_destructed(); }
+  void submit(BdevIo& io, void* chctx) override;
+
+  const nvme::Namespace& ns() const { return *ns_; }
+  NvmeCtrlr* ctrlr() const { return c_; }
+
+  // Issues the current command of c. 0, or the queue pair's negative errno.
+  int issue(IoCtx* c);
+  static void on_done(void* arg, const sn::CompletionEntry& cpl);
+  static void finish(IoCtx* c, IoStatus s, uint16_t nvme_status = 0);
+  static void reset_step(event::ChannelIter& it);
+
+ private:
+  NvmeCtrlr* c_;
+  const nvme::Namespace* ns_;
+  bool supported_[kIoTypes] = {};
+};
+
+void NvmeBackend::finish(IoCtx* c, IoStatus s, uint16_t nvme_status) {
+  if (c->dsm_slot >= 0) {
+    c->ch->dsm_free.push_back(static_cast<uint32_t>(c->dsm_slot));
+    c->dsm_slot = -1;
+  }
+  if (s == IoStatus::kRemoved) c->be->ctrlr()->count_removed();
+  if (s == IoStatus::kNvmeError) {
+    c->io->complete_nvme(nvme_status);
+  } else {
+    c->io->complete(s);
+  }
+}
+
+int NvmeBackend::issue(IoCtx* c) {
+  BdevIo& io = *c->io;
+  nvme::Qpair& qp = *c->ch->qp;
+  const nvme::Namespace& ns = *ns_;
+  switch (io.type()) {
+    case IoType::kRead:
+      return qp.readv(ns, io.iovs(), io.iovcnt(), io.offset_blocks(),
+                      static_cast<uint32_t>(io.num_blocks()), on_done, c);
+    case IoType::kWrite:
+      return qp.writev(ns, io.iovs(), io.iovcnt(), io.offset_blocks(),
+                       static_cast<uint32_t>(io.num_blocks()), on_done, c);
+    case IoType::kFlush: return qp.flush(ns, on_done, c);
+    case IoType::kWriteZeroes:
+      return qp.write_zeroes(ns, c->lba,
+                             static_cast<uint32_t>(std::min<uint64_t>(c->left, kMaxWriteZeroesBlocks)),
+                             on_done, c);
+    case IoType::kUnmap: {
+      if (c->dsm_slot < 0) {
+        if (c->ch->dsm_free.empty()) return -ENOMEM;
+        c->dsm_slot = static_cast<int>(c->ch->dsm_free.back());
+        c->ch->dsm_free.pop_back();
+      }
+      sn::nvm::DsmRange* r = c->ch->range(c->dsm_slot);
+      std::memset(r, 0, sizeof *r);
+      r->length = static_cast<uint32_t>(std::min<uint64_t>(c->left, kMaxDsmBlocks));
+      r->slba = c->lba;
+      return qp.deallocate(ns, r, 1, on_done, c);
+    }
+    case IoType::kCompare: {
+      // One buffer (Manager::compare); issued in pieces of at most MDTS, one after another.
+      if (io.iovcnt() != 1) return -EINVAL;
+      const uint64_t max = ns.max_io_blocks ? ns.max_io_blocks : 65536;
+      const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>({c->left, max, 65536}));
+      return qp.compare(ns, static_cast<uint8_t*>(io.iovs()[0].iov_base) + c->done_bytes, c->lba,
+                        n, on_done, c);
+    }
+    case IoType::kNvmePassthru: {
+      sn::SubmissionEntry cmd;
+      std::memcpy(&cmd, io.nvme_cmd(), sizeof cmd);
+      cmd.nsid = ns.id;
+      void* buf = io.iovcnt() > 0 ? io.iovs()[0].iov_base : nullptr;
+      const uint32_t len = io.iovcnt() > 0 ? static_cast<uint32_t>(io.iovs()[0].iov_len) : 0;
+      if (io.iovcnt() > 1) return -EINVAL;
+      return qp.submit_raw(cmd, buf, len, on_done, c);
+    }
+    default: return -EINVAL;
+  }
+}
+
+void NvmeBackend::submit(BdevIo& io, void* chctx) {
+  auto* ch = static_cast<NvmeChannel*>(chctx);
+  if (io.type() == IoType::kReset) {
+    // No controller reset in the driver yet: a reset waits until every queue pair of the
+    // controller has nothing outstanding (this bdev's channels are already frozen).
+    c_->mgr().framework().for_each_channel(
+        c_, reset_step, &io, [](void* arg, int) {
+          auto* r = static_cast<BdevIo*>(arg);
+          auto& be = static_cast<NvmeBackend&>(r->bdev().backend());
+          r->complete(be.ctrlr()->gone() ? IoStatus::kRemoved : IoStatus::kSuccess);
+        });
+    return;
+  }
+  auto* c = new (io.module_ctx()) IoCtx{&io, this, ch, 0, io.offset_blocks(), io.num_blocks(),
+                                        0, -1, nullptr};
+  if (c_->gone()) {
+    finish(c, IoStatus::kRemoved);
+    return;
+  }
+  const int rc = issue(c);
+  if (rc == 0) return;
+  if (c->dsm_slot >= 0) {
+    ch->dsm_free.push_back(static_cast<uint32_t>(c->dsm_slot));
+    c->dsm_slot = -1;
+  }
+  finish(c, rc == -ENOMEM ? IoStatus::kNoMemory
+                          : rc == -ENODEV ? IoStatus::kRemoved : IoStatus::kFailed);
+}
+
+void NvmeBackend::on_done(void* arg, const sn::CompletionEntry& cpl) {
+  auto* c = static_cast<IoCtx*>(arg);
+  NvmeChannel* ch = c->ch;
+  const uint16_t status = static_cast<uint16_t>(cpl.status & 0xfffe);
+  if (status != 0) {
+    const nvme::Status st = nvme::Status::from_cqe(status);
+    if (ch->ctrlr->gone()) return finish(c, IoStatus::kRemoved);
+    if (ch->destroying) return finish(c, IoStatus::kAborted);
+    if (st.sct == sn::sct::kMediaError && st.sc == sn::sc_media::kCompareFailure)
+      return finish(c, IoStatus::kMiscompare);
+    if (nvme_should_retry(status, c->attempts, ch->ctrlr->opts().retry_count)) {
+      ++c->attempts;
+      ch->ctrlr->count_retry();
+      ch->push_retry(c);  // resubmitted by the channel's poller
+      return;
+    }
+    return finish(c, IoStatus::kNvmeError, status);
+  }
+  // Success of one command: multi-command types move on to their next piece.
+  BdevIo& io = *c->io;
+  uint64_t did = 0;
+  switch (io.type()) {
+    case IoType::kWriteZeroes: did = std::min<uint64_t>(c->left, kMaxWriteZeroesBlocks); break;
+    case IoType::kUnmap: did = std::min<uint64_t>(c->left, kMaxDsmBlocks); break;
+    case IoType::kCompare: {
+      const nvme::Namespace& ns = c->be->ns();
+      const uint64_t max = ns.max_io_blocks ? ns.max_io_blocks : 65536;
+      did = std::min<uint64_t>({c->left, max, 65536});
+      c->done_bytes += did * ns.block_size;
+      break;
+    }
+    default: return finish(c, IoStatus::kSuccess);
+  }
+  c->lba += did;
+  c->left -= did;
+  if (c->left == 0) return finish(c, IoStatus::kSuccess);
+  c->attempts = 0;
+  const int rc = c->be->issue(c);
+  if (rc == -ENOMEM) {
+    ch->push_retry(c);
+  } else if (rc != 0) {
+    finish(c, rc == -ENODEV ? IoStatus::kRemoved : IoStatus::kFailed);
+  }
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------- retry policy ----
+
+bool nvme_should_retry(uint16_t status, uint32_t attempts, uint32_t retry_count) {
+  const nvme::Status st = nvme::Status::from_cqe(status);
+  if (!st.retriable() || attempts >= retry_count) return false;
+  // A miscompare is an answer, not a failure.
+  return !(st.sct == sn::sct::kMediaError && st.sc == sn::sc_media::kCompareFailure);
+}
+
+namespace {
+
+// ------------------------------------------------------------------------- reset ----
+
+void NvmeBackend::reset_step(event::ChannelIter& it) {
+  auto* ch = static_cast<NvmeChannel*>(it.channel()->ctx());
+  if (ch->idle() || ch->ctrlr->gone()) {
+    it.next(0);
+    return;
+  }
+  ch->reset_waiters.push_back(&it);  // the channel's poller calls next() once it drains
+}
+
+// ----------------------------------------------------------------------- channels ----
+
+int NvmeCtrlr::channel_create(void* io_device, void* ctx) {
+  auto* self = static_cast<NvmeCtrlr*>(io_device);
+  if (self->gone()) return -ENODEV;
+  auto qp = self->ctrlr_->alloc_io_qpair(self->opts_.qpair);
+  if (!qp) return qp.error().code;
+  const std::size_t dsm_bytes =
+      std::max<std::size_t>(4096, std::size_t{self->opts_.dsm_slots} * sizeof(sn::nvm::DsmRange));
+  auto dsm = env::DmaRegion::create(*self->opts_.registry, dsm_bytes);
+  if (!dsm) {
+    self->ctrlr_->free_io_qpair(std::move(qp).value());
+    return dsm.error().code;
+  }
+  auto* ch = new (ctx) NvmeChannel;
+  ch->ctrlr = self;
+  ch->qp = std::move(qp).value();
+  ch->dsm = std::move(dsm).value();
+  ch->dsm_free.reserve(self->opts_.dsm_slots);
+  for (uint32_t i = self->opts_.dsm_slots; i-- > 0;) ch->dsm_free.push_back(i);
+  ch->reset_waiters.reserve(4);
+  ch->poller = event::Thread::current()->register_poller(channel_poll, ch, 0,
+                                                         "bdev_nvme_" + self->name());
+  self->channels_.fetch_add(1, std::memory_order_relaxed);
+  return 0;
+}
+
+void NvmeCtrlr::channel_destroy(void* io_device, void* ctx) {
+  auto* self = static_cast<NvmeCtrlr*>(io_device);
+  auto* ch = static_cast<NvmeChannel*>(ctx);
+  ch->destroying = true;
+  event::Thread::current()->unregister_poller(ch->poller);
+  // Nothing should be left (the bdev channel above is gone); be safe if something is.
+  while (IoCtx* c = ch->pop_retry()) NvmeBackend::finish(c, IoStatus::kAborted);
+  self->ctrlr_->free_io_qpair(std::move(ch->qp));
+  for (event::ChannelIter* it : ch->reset_waiters) it->next(0);
+  ch->~NvmeChannel();
+  self->channels_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+event::PollStatus NvmeCtrlr::channel_poll(void* arg) {
+  auto* ch = static_cast<NvmeChannel*>(arg);
+  int n = ch->qp->process_completions();
+  if (n < 0) {  // the device is gone: fail what it held, and what waits to be retried
+    n = static_cast<int>(ch->qp->fail_all(kRemovedStatus));
+    while (IoCtx* c = ch->pop_retry()) {
+      NvmeBackend::finish(c, IoStatus::kRemoved);
+      ++n;
+    }
+  } else if (ch->retry_head != nullptr) {
+    // Resubmit what completed with a retriable status (or found the queue pair full).
+    uint32_t count = ch->retry_count;
+    while (count-- > 0) {
+      IoCtx* c = ch->pop_retry();
+      if (c == nullptr) break;
+      const int rc = c->be->issue(c);
+      if (rc == -ENOMEM) {
+        ch->push_retry_front(c);
+        break;
+      }
+      if (rc != 0) NvmeBackend::finish(c, rc == -ENODEV ? IoStatus::kRemoved : IoStatus::kFailed);
+      ++n;
+    }
+  }
+  if (!ch->reset_waiters.empty() && (ch->idle() || ch->ctrlr->gone())) {
+    std::vector<event::ChannelIter*> waiters;
+    waiters.swap(ch->reset_waiters);
+    for (event::ChannelIter* it : waiters) it->next(0);
+    ++n;
+  }
+  return n > 0 ? event::PollStatus::kBusy : event::PollStatus::kIdle;
+}
+
+// -------------------------------------------------------------- admin and teardown ----
+
+event::PollStatus NvmeCtrlr::admin_poll(void* arg) {
+  auto* self = static_cast<NvmeCtrlr*>(arg);
+  const int rc = self->ctrlr_->process_admin_completions();
+  if (rc < 0) {
+    self->teardown(/*removed=*/true);
+    return event::PollStatus::kBusy;
+  }
+  return rc > 0 ? event::PollStatus::kBusy : event::PollStatus::kIdle;
+}
+
+Result<std::vector<std::string>> NvmeCtrlr::start(event::Thread* thread) {
+  admin_thread_ = thread;
+  fw_.register_io_device(this, channel_create, channel_destroy, sizeof(NvmeChannel),
+                         "bdev_nvme_" + name());
+  std::vector<std::string> names;
+  for (uint32_t nsid : ctrlr_->namespace_ids()) {
+    const nvme::Namespace* ns = ctrlr_->ns(nsid);
+    if (ns == nullptr || ns->num_blocks == 0 || ns->block_size == 0) continue;
+    BdevProperties p;
+    p.name = name() + "n" + std::to_string(nsid);
+    p.product = "NVMe disk";
+    p.block_size = ns->block_size;
+    p.num_blocks = ns->num_blocks;
+    p.max_transfer_blocks = ns->max_io_blocks;
+    p.required_alignment = 2;  // dword-aligned data pointers
+    p.write_cache = ctrlr_->identify().vwc & 1;
+    {
+      std::lock_guard lock(mu_);
+      ++bdevs_alive_;
+    }
+    auto b = mgr_.register_bdev(std::move(p), std::make_unique<NvmeBackend>(this, ns), "nvme");
+    if (!b) {
+      {
+        std::lock_guard lock(mu_);
+        --bdevs_alive_;
+      }
+      admin_poller_ = nullptr;
+      teardown(false);  // frees this once the bdevs registered so far are gone
+      return b.error();
+    }
+    std::lock_guard lock(mu_);
+    bdev_names_.push_back((*b)->name());
+    names.push_back((*b)->name());
+  }
+  admin_poller_ = thread->register_poller(admin_poll, this, opts_.admin_poll_period_us,
+                                          "bdev_nvme_admin_" + name());
+  return names;
+}
+
+void NvmeCtrlr::teardown(bool removed) {
+  std::vector<std::string> names;
+  {
+    std::lock_guard lock(mu_);
+    if (removed) removed_.store(true, std::memory_order_release);
+    if (tearing_down_) return;
+    tearing_down_ = true;
+    names = bdev_names_;
+  }
+  if (admin_poller_ != nullptr) {
+    admin_thread_->unregister_poller(admin_poller_);
+    admin_poller_ = nullptr;
+  }
+  for (const std::string& n : names) (void)mgr_.unregister_bdev(n);
+  maybe_free();
+}
+
+void NvmeCtrlr::bdev_destructed() {
+  {
+    std::lock_guard lock(mu_);
+    --bdevs_alive_;
+  }
+  maybe_free();
+}
+
+void NvmeCtrlr::maybe_free() {
+  {
+    std::lock_guard lock(mu_);
+    if (!tearing_down_ || bdevs_alive_ != 0 || holds_ != 0 || freeing_) return;
+    freeing_ = true;
+  }
+  // Every bdev is gone; wait for the last module channel (queue pair), then free.
+  fw_.unregister_io_device(
+      this,
+      [](void* arg) {
+        auto* self = static_cast<NvmeCtrlr*>(arg);
+        {
+          std::lock_guard lock(g_mu);
+          g_ctrlrs.erase(std::remove(g_ctrlrs.begin(), g_ctrlrs.end(), self), g_ctrlrs.end());
+        }
+        std::vector<Waiter> waiters;
+        {
+          std::lock_guard lock(self->mu_);
+          waiters.swap(self->waiters_);
+        }
+        delete self;  // shuts the controller down (skipped if it is gone)
+        for (const Waiter& w : waiters) {
+          if (w.fn == nullptr) continue;
+          if (w.t == nullptr || w.t->send_msg(w.fn, w.ctx) != 0) w.fn(w.ctx);
+        }
+      },
+      this);
+}
+
+NvmeCtrlr* find_ctrlr(Manager& mgr, const std::string& name) {
+  for (NvmeCtrlr* c : g_ctrlrs)
+    if (&c->mgr() == &mgr && c->name() == name) return c;
+  return nullptr;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------ public API ----
+
+Result<std::vector<std::string>> nvme_attach_controller(Manager& mgr,
+                                                        std::unique_ptr<nvme::Controller> ctrlr,
+                                                        const NvmeBdevOptions& options) {
+  if (ctrlr == nullptr) return make_error(EINVAL, "bdev_nvme: no controller");
+  if (options.name.empty()) return make_error(EINVAL, "bdev_nvme: controller name is empty");
+  event::Thread* thread = event::Thread::current();
+  if (thread == nullptr)
+    return make_error(EINVAL, "bdev_nvme: attach must run on a framework thread");
+  NvmeCtrlr* c;
+  {
+    std::lock_guard lock(g_mu);
+    if (find_ctrlr(mgr, options.name) != nullptr)
+      return make_error(EEXIST, "bdev_nvme: controller '" + options.name + "' already exists");
+    c = new NvmeCtrlr(mgr, std::move(ctrlr), options);
+    g_ctrlrs.push_back(c);
+  }
+  return c->start(thread);  // on failure c frees itself once its bdevs are gone
+}
+
+Result<std::vector<std::string>> nvme_attach_controller(Manager& mgr,
+                                                        const nvme::TransportId& trid,
+                                                        const NvmeBdevOptions& options,
+                                                        nvme::ControllerOptions ctrlr_options) {
+  if (ctrlr_options.registry == nullptr) ctrlr_options.registry = options.registry;
+  {
+    std::lock_guard lock(g_mu);
+    if (find_ctrlr(mgr, options.name) != nullptr)
+      return make_error(EEXIST, "bdev_nvme: controller '" + options.name + "' already exists");
+  }
+  auto c = nvme::connect(trid, ctrlr_options);
+  if (!c) return make_error(c.error().code, "bdev_nvme: " + trid.to_string() + ": " + c.error().message);
+  NvmeBdevOptions o = options;
+  if (o.registry == nullptr) o.registry = ctrlr_options.registry;
+  return nvme_attach_controller(mgr, std::move(c).value(), o);
+}
+
+Result<std::vector<std::string>> nvme_attach_controller_by_address(Manager& mgr,
+                                                                   const std::string& name,
+                                                                   const std::string& trtype,
+                                                                   const std::string& traddr) {
+  auto trid = nvme::parse_transport_id("trtype:" + trtype + " traddr:" + traddr);
+  if (!trid) return make_error(trid.error().code, "bdev_nvme_attach_controller: " + trid.error().message);
+  NvmeBdevOptions o;
+  o.name = name;
+  return nvme_attach_controller(mgr, *trid, o);
+}
+
+int nvme_detach_controller(Manager& mgr, const std::string& name, event::MsgFn done, void* ctx) {
+  NvmeCtrlr* c;
+  {
+    std::lock_guard lock(g_mu);
+    c = find_ctrlr(mgr, name);
+    if (c == nullptr) return -ENODEV;
+    c->add_detach_waiter(event::Thread::current(), done, ctx);
+    if (c->detaching()) return 0;  // already going (hot-remove): done() runs when freed
+    c->hold();
+  }
+  // The admin poller belongs to the attaching thread: tear down there.
+  auto run = [](void* arg) {
+    auto* self = static_cast<NvmeCtrlr*>(arg);
+    self->teardown(false);
+    self->release();
+  };
+  if (c->admin_thread() == event::Thread::current() || c->admin_thread()->send_msg(run, c) != 0)
+    run(c);
+  return 0;
+}
+
+std::vector<std::string> nvme_controller_names(Manager& mgr) {
+  std::lock_guard lock(g_mu);
+  std::vector<std::string> names;
+  for (NvmeCtrlr* c : g_ctrlrs)
+    if (&c->mgr() == &mgr) names.push_back(c->name());
+  return names;
+}
+
+Result<NvmeControllerStats> nvme_controller_stats(Manager& mgr, const std::string& name) {
+  std::lock_guard lock(g_mu);
+  NvmeCtrlr* c = find_ctrlr(mgr, name);
+  if (c == nullptr) return make_error(ENODEV, "bdev_nvme: no controller '" + name + "'");
+  return c->stats();
+}
+
+}  // namespace pollux::bdev

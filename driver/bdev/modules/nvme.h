@@ -1,0 +1,90 @@
+// bdev_nvme: an NVMe controller attached through the Pollux driver, one bdev per active
+// namespace ("<name>n<nsid>", as SPDK names them).
+//
+// The controller wrapper is the io_device: each thread that uses one of its bdevs gets a
+// channel holding its own I/O queue pair and an active poller reaping its completions
+// (created with the channel on that thread, unregistered and the queue pair freed when the
+// channel goes). A timed admin poller on the thread that attached the controller reaps admin
+// completions and probes for removal; when the device is gone, every channel fails what it
+// has outstanding with kRemoved and the bdevs are unregistered (descriptors get kRemove).
+//
+// I/O mapping: read/write → Read/Write (vectored, split by the bdev layer at MDTS), write
+// zeroes → Write Zeroes (≤ 65536 blocks per command, issued one after another), unmap →
+// Dataset Management/deallocate (ranges in a per-channel DMA area), flush → Flush, compare →
+// Compare (a miscompare completes kMiscompare), NVMe passthru → the caller's command with the
+// bdev's NSID, reset → waits until no queue pair of the controller has I/O outstanding (the
+// driver has no controller reset yet). Compare-and-write is not offered (see supports()).
+//
+// Errors: an NVMe status without DNR is retried up to retry_count times; DNR never is. A
+// queue pair out of requests completes kNoMemory (the bdev layer retries).
+//
+// Data buffers must be DMA memory visible to the controller (driver/env DmaRegion/pools of
+// the registry the controller's device follows); the bdev layer bounces only misaligned ones.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "driver/bdev/bdev.h"
+#include "driver/env/memory_registry.h"
+#include "driver/nvme/controller.h"
+#include "driver/nvme/transport_id.h"
+
+namespace pollux::bdev {
+
+struct NvmeBdevOptions {
+  std::string name;                       // controller name; bdevs are "<name>n<nsid>"
+  uint32_t retry_count = 3;               // retries of a retriable (non-DNR) NVMe status
+  uint64_t admin_poll_period_us = 10'000;  // admin completions + removal probe
+  nvme::QpairOptions qpair{.prefer_sgl = true};  // each channel's queue pair
+  uint32_t dsm_slots = 256;               // per channel: unmaps in flight at once
+  // Where per-channel DMA memory (DSM ranges) comes from: the registry the controller's
+  // device follows. nullptr: env::MemoryRegistry::global().
+  env::MemoryRegistry* registry = nullptr;
+};
+
+// Counters of one controller (any thread may read them).
+struct NvmeControllerStats {
+  uint64_t retries = 0;          // NVMe commands resubmitted after a retriable status
+  uint64_t removed_failures = 0;  // I/O failed with kRemoved
+  uint64_t channels = 0;          // live channels (= I/O queue pairs)
+};
+
+// Attaches an already initialised controller. Must run on a framework thread: the admin
+// poller runs there. Returns the names of the bdevs created (one per active namespace).
+// Errors: empty or duplicate controller name, a bdev name already taken, no thread.
+Result<std::vector<std::string>> nvme_attach_controller(Manager& mgr,
+                                                        std::unique_ptr<nvme::Controller> ctrlr,
+                                                        const NvmeBdevOptions& options);
+// Connects by transport ID (nvme::connect), then attaches as above.
+Result<std::vector<std::string>> nvme_attach_controller(Manager& mgr,
+                                                        const nvme::TransportId& trid,
+                                                        const NvmeBdevOptions& options,
+                                                        nvme::ControllerOptions ctrlr_options = {});
+
+// The body of the JSON-RPC/config method "bdev_nvme_attach_controller" {name, trtype,
+// traddr}: builds the transport ID ("trtype:<trtype> traddr:<traddr>") and attaches with
+// default options. A config handler only has to pull the three strings out of its JSON.
+Result<std::vector<std::string>> nvme_attach_controller_by_address(Manager& mgr,
+                                                                   const std::string& name,
+                                                                   const std::string& trtype,
+                                                                   const std::string& traddr);
+
+// Unregisters the controller's bdevs (descriptors get kRemove); once every descriptor has
+// closed and every channel is gone the controller is shut down and freed, and done(ctx) runs
+// on the calling thread. Any framework thread. -ENODEV if unknown (or already detaching).
+int nvme_detach_controller(Manager& mgr, const std::string& name, event::MsgFn done = nullptr,
+                           void* ctx = nullptr);
+
+// Names of the attached controllers (those not yet freed) of this manager.
+std::vector<std::string> nvme_controller_names(Manager& mgr);
+// -ENODEV if unknown.
+Result<NvmeControllerStats> nvme_controller_stats(Manager& mgr, const std::string& name);
+
+// The retry policy, exposed for tests: true if a completion status (CQE DW3[31:16]) should
+// be resubmitted after `attempts` retries so far.
+bool nvme_should_retry(uint16_t status, uint32_t attempts, uint32_t retry_count);
+
+}  // namespace pollux::bdev

@@ -1,4 +1,5 @@
 #include "driver/env/vfio_user_client.h"
+#include "spec/wire.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -25,18 +26,8 @@ constexpr std::size_t kHdr = sizeof(vu::Header);
 constexpr uint32_t kMaxFdsCap = 253;
 constexpr uint32_t kMaxArgsz = 64 * 1024;  // largest region-info reply we accept
 
-template <typename T>
-T load(const uint8_t* p) {
-  T v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-template <typename T>
-void append(std::vector<uint8_t>& out, const T& v) {
-  const auto* p = reinterpret_cast<const uint8_t*>(&v);
-  out.insert(out.end(), p, p + sizeof v);
-}
+using spec::wire::append;
+using spec::wire::load;
 
 void close_all(std::vector<int>& fds) {
   for (int fd : fds)

@@ -1,4 +1,5 @@
 #include "emulator/vfio_user/server.h"
+#include "spec/wire.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -45,18 +46,8 @@ namespace {
 constexpr std::size_t kHdr = sizeof(vu::Header);
 constexpr uint32_t kMaxFdsCap = 253;  // SCM_MAX_FD
 
-template <typename T>
-T load(const uint8_t* p) {
-  T v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-template <typename T>
-void append(std::vector<uint8_t>& out, const T& v) {
-  const auto* p = reinterpret_cast<const uint8_t*>(&v);
-  out.insert(out.end(), p, p + sizeof v);
-}
+using spec::wire::append;
+using spec::wire::load;
 
 void close_all(std::vector<int>& fds) {
   for (int fd : fds)

@@ -101,7 +101,7 @@ ConfigMethods& global_config_methods();
 
 Status apply_config(const nlohmann::json& config, ConfigContext& ctx,
                     const ConfigMethods& methods = global_config_methods());
-// Parse errors name the byte offset.
+// Parse errors name the byte position.
 Status apply_config_text(const std::string& text, ConfigContext& ctx,
                          const ConfigMethods& methods = global_config_methods());
 Status apply_config_file(const std::string& path, ConfigContext& ctx,

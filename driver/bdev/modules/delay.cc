@@ -61,6 +61,7 @@ struct DelayIo {  // in the BdevIo's module context
   DelayChannel* dch;
   IoStatus status;
   uint16_t nvme_status;
+  uint32_t nvme_cdw0;
 };
 DelayIo& ctx_of(BdevIo& io) { return *static_cast<DelayIo*>(io.module_ctx()); }
 
@@ -74,8 +75,8 @@ struct DelayChannel {
 bool later(BdevIo* a, BdevIo* b) { return ctx_of(*a).deadline > ctx_of(*b).deadline; }
 
 void release(BdevIo& io) {
-  DelayIo& c = ctx_of(io);
-  if (c.status == IoStatus::kNvmeError) io.complete_nvme(c.nvme_status); else io.complete(c.status);
+  const DelayIo& c = ctx_of(io);
+  VirtualBdev::complete_with(io, c.status, c.nvme_status, c.nvme_cdw0);
 }
 
 class DelayBdev final : public VirtualBdev {
@@ -144,6 +145,7 @@ class DelayBdev final : public VirtualBdev {
     DelayBdev* self = c.dch->owner;
     c.status = base_io.status();
     c.nvme_status = base_io.nvme_status();
+    c.nvme_cdw0 = base_io.nvme_cdw0();
     if (self->removing() || self->mgr().framework().clock().now() >= c.deadline) {
       complete_like(io, base_io);
       return;

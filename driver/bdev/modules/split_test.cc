@@ -116,6 +116,19 @@ TEST_F(SplitTest, HotRemoveTakesEveryPartDown) {
   EXPECT_FALSE(sm->configs()[0].second);
 }
 
+TEST_F(SplitTest, NameCollisionUndoesThePartsAlreadyBuilt) {
+  add_malloc("M0");
+  add_null("M0p1");  // part 1's name is taken
+  auto r = create({"M0", 3, 0, 0});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("already taken"), std::string::npos) << r.error().message;
+  s.settle();
+  EXPECT_EQ(mgr->find("M0p0"), nullptr);  // undone
+  EXPECT_TRUE(sm->configs().empty());
+  EXPECT_TRUE(sm->vbdev_names().empty());
+  open("M0", true);  // and the base is released
+}
+
 TEST_F(SplitTest, RemoveViaModule) {
   add_malloc("M0");
   ASSERT_TRUE(create({"M0", 2, 0, 0}).ok());

@@ -65,8 +65,9 @@ void VirtualBdev::io_channel_destroy(void* io_device, void* ctx) {
 
 int VirtualBdev::remove(event::MsgFn done, void* ctx) {
   if (removing_.exchange(true, std::memory_order_acq_rel)) return -EALREADY;
-  struct Removal {
-    VirtualBdev* v;
+  struct Removal {  // not v itself: someone may unregister it directly meanwhile
+    Manager* mgr;
+    std::string name;
     event::MsgFn done;
     void* ctx;
   };
@@ -77,10 +78,10 @@ int VirtualBdev::remove(event::MsgFn done, void* ctx) {
         ch->vbdev->channel_quiesce(*ch);
         it.next(0);
       },
-      new Removal{this, done, ctx},
+      new Removal{&mgr_, name_, done, ctx},
       [](void* arg, int) {
         auto* r = static_cast<Removal*>(arg);
-        if (r->v->mgr_.unregister_bdev(r->v->name_, r->done, r->ctx) != 0 && r->done)
+        if (r->mgr->unregister_bdev(r->name, r->done, r->ctx) != 0 && r->done)
           r->done(r->ctx);  // already unregistered by someone else
         delete r;
       });
@@ -92,18 +93,25 @@ void VirtualBdev::on_destruct() {
       this,
       [](void* arg) {
         auto* v = static_cast<VirtualBdev*>(arg);
-        v->module_.detach(v);
+        if (v->registered_) v->module_.detach(v);  // else register_vbdev undid its own steps
         delete v;
       },
       this);
 }
 
-void VirtualBdev::complete_like(BdevIo& io, const BdevIo& base_io) {
-  if (base_io.status() == IoStatus::kNvmeError) {
-    io.complete_nvme(base_io.nvme_status());
+void VirtualBdev::complete_with(BdevIo& io, IoStatus status, uint16_t nvme_status,
+                                uint32_t nvme_cdw0) {
+  const bool nvme = nvme_status != 0 || nvme_cdw0 != 0;
+  if (nvme && (status == IoStatus::kSuccess || status == IoStatus::kNvmeError ||
+               status == IoStatus::kMiscompare)) {
+    io.complete_nvme(nvme_status, nvme_cdw0);  // yields the same status, keeps SCT/SC/DW0
   } else {
-    io.complete(base_io.status());
+    io.complete(status);
   }
+}
+
+void VirtualBdev::complete_like(BdevIo& io, const BdevIo& base_io) {
+  complete_with(io, base_io.status(), base_io.nvme_status(), base_io.nvme_cdw0());
 }
 
 void VirtualBdev::complete_from_base(BdevIo& base_io, bool, void* cb_arg) {
@@ -234,10 +242,10 @@ Result<bool> VbdevModule::add_config(std::string id, std::string base_name, Buil
   if (!c->building) return false;
   Result<int> r = build(c);
   if (!r) {
+    // A refused create leaves no configuration behind (vbdevs it built are being removed).
     std::lock_guard lock(mu_);
-    if (c->base == nullptr)
-      configs_.erase(std::find_if(configs_.begin(), configs_.end(),
-                                  [c](auto& p) { return p.get() == c; }));
+    configs_.erase(std::find_if(configs_.begin(), configs_.end(),
+                                [c](auto& p) { return p.get() == c; }));
     return r.error();
   }
   return true;
@@ -278,20 +286,19 @@ Result<Bdev*> VbdevModule::register_vbdev(std::unique_ptr<VirtualBdev> v, VbdevB
   event::Framework& fw = mgr_.framework();
   fw.register_io_device(raw, &VirtualBdev::io_channel_create, &VirtualBdev::io_channel_destroy,
                         sizeof(VbdevChannel), name_ + ":" + raw->name_);
-  {
-    std::lock_guard lock(mu_);
-    base.vbdevs_.push_back(raw);
-    vbdevs_.push_back(raw);
-  }
   auto r = mgr_.register_bdev(std::move(props), std::make_unique<VbdevBackend>(std::move(v)), name_);
-  if (!r) {  // the backend (and raw with it) is gone already
+  if (!r) {
+    // The core refused it: it either destructed the backend (raw is deleted once its
+    // io_device is gone, without detach()) or just dropped it (raw is deleted already). This
+    // call is then a no-op or the unregistration; raw is only a key here.
     fw.unregister_io_device(raw, nullptr, nullptr);
-    std::lock_guard lock(mu_);
-    base.vbdevs_.erase(std::find(base.vbdevs_.begin(), base.vbdevs_.end(), raw));
-    vbdevs_.erase(std::find(vbdevs_.begin(), vbdevs_.end(), raw));
     return r.error();
   }
+  std::lock_guard lock(mu_);
   raw->bdev_ = r.value();
+  raw->registered_ = true;
+  base.vbdevs_.push_back(raw);
+  vbdevs_.push_back(raw);
   return r;
 }
 

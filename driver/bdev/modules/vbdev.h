@@ -69,6 +69,8 @@ class VirtualBdev {
   // Completes the vbdev's I/O (cb_arg) with the status of the base I/O (NVMe status kept).
   static void complete_from_base(BdevIo& base_io, bool success, void* cb_arg);
   static void complete_like(BdevIo& io, const BdevIo& base_io);
+  // Completes io with a status saved from a base I/O (NVMe status and DW0 kept).
+  static void complete_with(BdevIo& io, IoStatus status, uint16_t nvme_status, uint32_t nvme_cdw0);
 
  protected:
   VirtualBdev(VbdevModule& module, std::string name);
@@ -94,6 +96,7 @@ class VirtualBdev {
   std::string name_;
   VbdevBase* base_ = nullptr;
   Bdev* bdev_ = nullptr;
+  bool registered_ = false;  // set (under the module mutex) once register_bdev succeeded
   std::atomic<bool> removing_{false};
 };
 
@@ -139,8 +142,8 @@ class VbdevModule : public VirtualModule {
   using BuildFn = std::function<Result<int>(VbdevBase& base)>;
 
   // Stores configuration `id` (unique in the module: -EEXIST) on base_name. Built now if the
-  // base exists (true) — an error then drops the configuration again — else when it appears
-  // (false).
+  // base exists (true) — an error then drops the configuration again and removes whatever
+  // part of it was registered — else when it appears (false).
   Result<bool> add_config(std::string id, std::string base_name, BuildFn build);
   // Drops configuration id (-ENOENT) and removes its vbdevs; done(ctx) on the calling thread
   // once they are all unregistered (at once if none was built).

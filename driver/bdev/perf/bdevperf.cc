@@ -14,7 +14,10 @@
 #include <random>
 
 #include "driver/bdev/bdev.h"
+#include "driver/bdev/config.h"
+#include "driver/bdev/modules/config_methods.h"
 #include "driver/bdev/modules/malloc.h"
+#include "driver/bdev/modules/nvme.h"
 #include "driver/bdev/modules/null.h"
 #include "driver/env/dma_pool.h"
 #include "driver/env/histogram.h"
@@ -79,15 +82,19 @@ struct Job {
   env::LatencyHistogram latency;
   uint64_t ios = 0, bytes = 0, errors = 0, verify_failures = 0, resets = 0;
   std::string first_error;
+  Thread* thread = nullptr;
 };
 
 struct Run {
   Config cfg;
   event::Framework* fw;
   bdev::Manager* mgr;
-  env::DmaBufferPool* pool;
+  bdev::StandardModules* modules;
+  std::unique_ptr<env::DmaBufferPool> pool;
   std::vector<std::unique_ptr<Job>> jobs;
   std::atomic<int> jobs_left{0};
+  std::atomic<int> detaching{0};
+  int rc = 0;
 };
 Run* g_run;
 
@@ -177,11 +184,26 @@ void on_done(bdev::BdevIo& io, bool ok, void* arg) {
   submit(t);
 }
 
+// After the last job: detach NVMe controllers (their bdevs, qpairs, admin pollers), then stop.
+void teardown(void*) {
+  auto names = bdev::nvme_controller_names(*g_run->mgr);
+  g_run->detaching = static_cast<int>(names.size()) + 1;
+  auto one_done = [](void*) {
+    if (g_run->detaching.fetch_sub(1) == 1) g_run->fw->stop(g_run->rc);
+  };
+  for (const auto& n : names)
+    if (bdev::nvme_detach_controller(*g_run->mgr, n, one_done, nullptr) != 0) one_done(nullptr);
+  one_done(nullptr);
+}
+
 void finish_job(Job& j) {
   j.ended = j.clock->now();
   j.mgr->put_io_channel(j.ch);
   j.mgr->close(j.desc);
-  if (g_run->jobs_left.fetch_sub(1) == 1) g_run->fw->stop(0);
+  if (g_run->jobs_left.fetch_sub(1) == 1) {
+    event::Thread* app = g_run->fw->thread_at(0);  // the app thread: where controllers attached
+    if (app->send_msg(teardown, nullptr) != 0) g_run->fw->stop(g_run->rc);
+  }
 }
 
 PollStatus watch(void* arg) {
@@ -220,7 +242,8 @@ void start_job(void* arg) {
     fmt::print(stderr, "pollux-bdevperf: {}\n", d.error().message);
     j.first_error = d.error().message;
     j.started = j.ended = j.clock->now();
-    if (g_run->jobs_left.fetch_sub(1) == 1) g_run->fw->stop(1);
+    g_run->rc = 1;
+    if (g_run->jobs_left.fetch_sub(1) == 1) g_run->fw->thread_at(0)->send_msg(teardown, nullptr);
     return;
   }
   j.desc = *d;
@@ -232,8 +255,6 @@ void start_job(void* arg) {
   for (Task& t : j.tasks) submit(t);
   self->register_poller(watch, &j, 1000, "bdevperf_watch");
 }
-
-double us(const env::Clock& c, double ticks) { return ticks * 1e6 / c.ticks_per_second(); }
 
 // "Name:blocks[:block_size]"
 bool parse_quick(const std::string& spec, std::string* name, uint64_t* blocks, uint32_t* bs) {
@@ -249,6 +270,92 @@ bool parse_quick(const std::string& spec, std::string* name, uint64_t* blocks, u
   }
   return *blocks > 0 && *bs >= 512 && *bs % 512 == 0;
 }
+
+
+void set_up(void* arg) {
+  Run& run = *static_cast<Run*>(arg);
+  const Config& c = run.cfg;
+  auto fail = [&run](int rc) {
+    run.rc = rc;
+    teardown(nullptr);
+  };
+  if (!c.json.empty()) {
+    auto ctx = run.modules->context();
+    if (auto st = bdev::apply_config_file(c.json, ctx); !st) {
+      fmt::print(stderr, "pollux-bdevperf: {}\n", st.error().message);
+      return fail(2);
+    }
+  }
+  for (const auto& spec : c.nulls) {
+    std::string name;
+    uint64_t blocks;
+    uint32_t bs;
+    if (!parse_quick(spec, &name, &blocks, &bs) ||
+        !bdev::create_null_bdev(*run.mgr, {name, blocks, bs}).ok()) {
+      fmt::print(stderr, "pollux-bdevperf: bad --null '{}'\n", spec);
+      return fail(2);
+    }
+  }
+  for (const auto& spec : c.mallocs) {
+    std::string name;
+    uint64_t blocks;
+    uint32_t bs;
+    if (!parse_quick(spec, &name, &blocks, &bs)) {
+      fmt::print(stderr, "pollux-bdevperf: bad --malloc '{}'\n", spec);
+      return fail(2);
+    }
+    if (auto r = bdev::create_malloc_bdev(*run.mgr, {name, blocks, bs}); !r) {
+      fmt::print(stderr, "pollux-bdevperf: --malloc {}: {}\n", spec, r.error().message);
+      return fail(2);
+    }
+  }
+  std::vector<bdev::Bdev*> targets;
+  for (bdev::Bdev* b : run.mgr->bdevs()) {
+    auto probe = run.mgr->open(b->name(), true);  // refused when a virtual bdev claims it
+    if (!probe) continue;
+    run.mgr->close(*probe);
+    targets.push_back(b);
+  }
+  if (targets.empty()) {
+    fmt::print(stderr, "pollux-bdevperf: no bdev to test (give --json, --null or --malloc)\n");
+    return fail(2);
+  }
+  const std::size_t ncores = run.fw->reactor_count();
+  auto pool = env::DmaBufferPool::create(env::MemoryRegistry::global(), c.io_size,
+                                         ncores * targets.size() * c.qd + 64);
+  if (!pool) {
+    fmt::print(stderr, "pollux-bdevperf: {}\n", pool.error().message);
+    return fail(1);
+  }
+  run.pool = std::move(pool).value();
+  for (std::size_t core = 0; core < ncores; ++core) {
+    Thread* t = run.fw->create_thread(fmt::format("bdevperf{}", core), static_cast<int>(core));
+    for (std::size_t bi = 0; bi < targets.size(); ++bi) {
+      auto j = std::make_unique<Job>();
+      j->cfg = &run.cfg;
+      j->mgr = run.mgr;
+      j->clock = &run.fw->clock();
+      j->name = targets[bi]->name();
+      j->rng.seed(c.seed * 1000003 + core * 131 + bi);
+      j->stripe_count = uint64_t{c.qd} * ncores;
+      j->stripe_base = uint64_t{c.qd} * core;
+      j->tasks.resize(c.qd);
+      for (uint32_t i = 0; i < c.qd; ++i) {
+        j->tasks[i].job = j.get();
+        j->tasks[i].index = i;
+        void* b = nullptr;
+        run.pool->get_bulk(&b, 1);
+        j->tasks[i].buf = static_cast<uint8_t*>(b);
+      }
+      j->thread = t;
+      run.jobs.push_back(std::move(j));
+    }
+  }
+  run.jobs_left = static_cast<int>(run.jobs.size());
+  for (auto& j : run.jobs) j->thread->send_msg(start_job, j.get());
+}
+
+double us(const env::Clock& c, double ticks) { return ticks * 1e6 / c.ticks_per_second(); }
 
 }  // namespace
 
@@ -296,78 +403,19 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "pollux-bdevperf: {}\n", mgr.error().message);
     return 1;
   }
-  for (const auto& spec : c.nulls) {
-    std::string name;
-    uint64_t blocks;
-    uint32_t bs;
-    if (!parse_quick(spec, &name, &blocks, &bs) ||
-        !bdev::create_null_bdev(**mgr, {name, blocks, bs}).ok()) {
-      fmt::print(stderr, "pollux-bdevperf: bad --null '{}'\n", spec);
-      return 2;
-    }
-  }
-  for (const auto& spec : c.mallocs) {
-    std::string name;
-    uint64_t blocks;
-    uint32_t bs;
-    if (!parse_quick(spec, &name, &blocks, &bs)) {
-      fmt::print(stderr, "pollux-bdevperf: bad --malloc '{}'\n", spec);
-      return 2;
-    }
-    if (auto r = bdev::create_malloc_bdev(**mgr, {name, blocks, bs}); !r) {
-      fmt::print(stderr, "pollux-bdevperf: --malloc {}: {}\n", spec, r.error().message);
-      return 2;
-    }
-  }
+  bdev::StandardModules modules(**mgr);
   Run run;
   run.cfg = c;
   run.fw = fw->get();
   run.mgr = mgr->get();
+  run.modules = &modules;
   g_run = &run;
-  std::vector<bdev::Bdev*> targets;
-  for (bdev::Bdev* b : (*mgr)->bdevs()) {
-    auto probe = (*mgr)->open(b->name(), true);  // refused when a virtual bdev claims it
-    if (!probe) continue;
-    (*mgr)->close(*probe);
-    targets.push_back(b);
-  }
-  if (targets.empty()) {
-    fmt::print(stderr, "pollux-bdevperf: no bdev to test (give --json, --null or --malloc)\n");
-    return 2;
-  }
-  const std::size_t ncores = (*fw)->reactor_count();
-  auto pool = env::DmaBufferPool::create(env::MemoryRegistry::global(), c.io_size,
-                                         ncores * targets.size() * c.qd + 64);
-  if (!pool) {
-    fmt::print(stderr, "pollux-bdevperf: {}\n", pool.error().message);
-    return 1;
-  }
-  run.pool = pool->get();
-  for (std::size_t core = 0; core < ncores; ++core) {
-    Thread* t = (*fw)->create_thread(fmt::format("bdevperf{}", core), static_cast<int>(core));
-    for (std::size_t bi = 0; bi < targets.size(); ++bi) {
-      auto j = std::make_unique<Job>();
-      j->cfg = &run.cfg;
-      j->mgr = run.mgr;
-      j->clock = &(*fw)->clock();
-      j->name = targets[bi]->name();
-      j->rng.seed(c.seed * 1000003 + core * 131 + bi);
-      j->stripe_count = uint64_t{c.qd} * ncores;
-      j->stripe_base = uint64_t{c.qd} * core;
-      j->tasks.resize(c.qd);
-      for (uint32_t i = 0; i < c.qd; ++i) {
-        j->tasks[i].job = j.get();
-        j->tasks[i].index = i;
-        void* b = nullptr;
-        run.pool->get_bulk(&b, 1);
-        j->tasks[i].buf = static_cast<uint8_t*>(b);
-      }
-      t->send_msg(start_job, j.get());
-      run.jobs.push_back(std::move(j));
-    }
-  }
-  run.jobs_left = static_cast<int>(run.jobs.size());
-  const int rc = (*fw)->run(nullptr, nullptr);
+  bdev::register_nvme_config_methods(bdev::global_config_methods());
+  bdev::register_uring_config_methods(bdev::global_config_methods());
+  // Bdevs are created on the app thread: NVMe controllers attach there and keep their admin
+  // poller on it.
+  const int rc = (*fw)->run(set_up, &run);
+  if (run.jobs.empty()) return rc ? rc : 1;
 
   const env::Clock& clock = (*fw)->clock();
   fmt::print("\n{:<28} {:>5} {:>12} {:>10} {:>10} {:>10} {:>10}\n", "Job", "core", "IOPS",

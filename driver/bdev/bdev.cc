@@ -138,14 +138,27 @@ void Manager::add_virtual_module(VirtualModule* m) {
 void Manager::notify(Desc* d, DescEvent e) {
   if (d->event_fn_ == nullptr) return;
   struct Note {
-    Desc* d;
+    Manager* mgr;
+    uint64_t desc_id;
     DescEvent e;
   };
-  auto* n = new Note{d, e};
+  auto* n = new Note{this, d->id_, e};
   auto run = [](void* arg) {
-    auto* note = static_cast<Note*>(arg);
-    note->d->event_fn_(note->e, *note->d->bdev_, note->d->event_ctx_);
-    delete note;
+    std::unique_ptr<Note> note(static_cast<Note*>(arg));
+    DescEventFn fn = nullptr;
+    void* ctx = nullptr;
+    Bdev* bdev = nullptr;
+    {
+      std::lock_guard lock(note->mgr->mu_);
+      for (auto& desc : note->mgr->descs_) {
+        if (desc->id_ == note->desc_id) {
+          fn = desc->event_fn_;
+          ctx = desc->event_ctx_;
+          bdev = desc->bdev_;
+        }
+      }
+    }
+    if (fn != nullptr) fn(note->e, *bdev, ctx);  // closed meanwhile: nobody to tell
   };
   if (d->thread_ == nullptr || d->thread_->send_msg(run, n) != 0) run(n);
 }
@@ -205,6 +218,7 @@ Result<Desc*> Manager::open(const std::string& name, bool write, DescEventFn fn,
     return make_error(EPERM, "bdev '" + name + "' is claimed by " + b->claim_module_);
   auto d = std::make_unique<Desc>();
   d->bdev_ = b;
+  d->id_ = next_desc_id_++;
   d->write_ = write;
   d->event_fn_ = fn;
   d->event_ctx_ = ctx;

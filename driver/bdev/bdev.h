@@ -81,6 +81,14 @@ struct BdevProperties {
   std::string uuid;  // optional
 };
 
+// Rate limits (SPDK's four): 0 = unlimited.
+struct QosLimits {
+  uint64_t iops = 0;         // reads + writes + ...: I/Os per second
+  uint64_t bps = 0;          // all data, bytes per second
+  uint64_t read_bps = 0;
+  uint64_t write_bps = 0;
+};
+
 enum class DescEvent { kRemove, kResize };
 using DescEventFn = void (*)(DescEvent event, Bdev& bdev, void* ctx);
 
@@ -203,10 +211,12 @@ class Bdev {
   event::MsgFn unregister_done_ = nullptr;
   void* unregister_ctx_ = nullptr;
   IoStats retired_;
-  // QoS (0: unlimited). Tokens are refilled by a timed poller and taken with atomics.
-  uint64_t qos_iops_ = 0, qos_bps_ = 0;
-  std::atomic<int64_t> qos_io_tokens_{0};
-  std::atomic<int64_t> qos_byte_tokens_{0};
+  // QoS: one token bucket per limit (I/Os, bytes, read bytes, write bytes), refilled each
+  // millisecond by a timed poller, taken with atomics on submit.
+  static constexpr int kQosBuckets = 4;
+  std::array<uint64_t, kQosBuckets> qos_limit_{};
+  std::array<std::atomic<int64_t>, kQosBuckets> qos_tokens_{};
+  bool qos_on_ = false;
   event::Poller* qos_poller_ = nullptr;
   event::Thread* qos_thread_ = nullptr;
 };
@@ -219,6 +229,7 @@ class Desc {
  private:
   friend class Manager;
   Bdev* bdev_ = nullptr;
+  uint64_t id_ = 0;  // events find their descriptor by id: it may have closed meanwhile
   bool write_ = false;
   DescEventFn event_fn_ = nullptr;
   void* event_ctx_ = nullptr;
@@ -296,8 +307,11 @@ class Manager {
   // module, then resumes the waiting I/O.
   int reset(Desc* d, event::IoChannel* ch, IoCompletionFn cb, void* arg);
 
-  // QoS: 0 = unlimited. Enforced by a poller on the calling thread (1 ms slices).
-  int set_qos(Bdev& bdev, uint64_t iops, uint64_t bytes_per_second);
+  // QoS, enforced by a poller on the calling thread (1 ms slices). All zero: off.
+  int set_qos(Bdev& bdev, const QosLimits& limits);
+  int set_qos(Bdev& bdev, uint64_t iops, uint64_t bytes_per_second) {
+    return set_qos(bdev, QosLimits{iops, bytes_per_second, 0, 0});
+  }
 
   // Merges the statistics of every live channel (walking them on their threads) with the
   // retired ones, then calls done(stats, ctx) on the calling thread.
@@ -337,6 +351,7 @@ class Manager {
   std::vector<std::unique_ptr<Bdev>> bdevs_;
   std::vector<VirtualModule*> vmodules_;
   std::vector<std::unique_ptr<Desc>> descs_;
+  uint64_t next_desc_id_ = 1;
   std::vector<std::unique_ptr<BdevIo[]>> io_chunks_;
   env::MpmcQueue<BdevIo*> io_pool_;
   struct Bounce;

@@ -165,14 +165,22 @@ Status split_create(ConfigContext& ctx, const ConfigParams& p) {
 }
 
 Status set_qos_limit(ConfigContext& ctx, const ConfigParams& p) {
-  TRY(ok, p.allow_only({"name", "rw_ios_per_sec", "rw_mbytes_per_sec"}));
+  TRY(ok, p.allow_only({"name", "rw_ios_per_sec", "rw_mbytes_per_sec", "r_mbytes_per_sec",
+                         "w_mbytes_per_sec"}));
   TRY(name, p.string("name"));
   TRY(iops, p.u64_or("rw_ios_per_sec", 0));
   TRY(mbps, p.u64_or("rw_mbytes_per_sec", 0));
-  if (mbps.value() > (uint64_t{1} << 40)) return p.error("rw_mbytes_per_sec", "too large");
+  TRY(rmbps, p.u64_or("r_mbytes_per_sec", 0));
+  TRY(wmbps, p.u64_or("w_mbytes_per_sec", 0));
+  for (auto [field, v] : {std::pair{"rw_mbytes_per_sec", mbps.value()},
+                          std::pair{"r_mbytes_per_sec", rmbps.value()},
+                          std::pair{"w_mbytes_per_sec", wmbps.value()}})
+    if (v > (uint64_t{1} << 40)) return p.error(field, "too large");
   Bdev* b = ctx.mgr.find(name.value());
   if (b == nullptr) return p.error("name", "no bdev named '" + name.value() + "'");
-  if (int rc = ctx.mgr.set_qos(*b, iops.value(), mbps.value() << 20); rc != 0)
+  const QosLimits limits{iops.value(), mbps.value() << 20, rmbps.value() << 20,
+                         wmbps.value() << 20};
+  if (int rc = ctx.mgr.set_qos(*b, limits); rc != 0)
     return p.error("set_qos failed (" + std::to_string(rc) + "): apply on a framework thread");
   return ok_status();
 }

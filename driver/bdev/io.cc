@@ -263,18 +263,22 @@ int Manager::nvme_passthru(Desc* d, event::IoChannel* ch, const void* cmd64, voi
   return 0;
 }
 
-// Rate limits are checked here, once per user I/O (never for split children).
+// Rate limits are checked here, once per user I/O (never for split children). Every bucket
+// that applies gives its share; if one cannot, the others get theirs back.
 bool Manager::qos_admit(Bdev& b, const BdevIo& io) {
-  if (b.qos_iops_ == 0 && b.qos_bps_ == 0) return true;
-  if (b.qos_iops_ && b.qos_io_tokens_.fetch_sub(1, std::memory_order_relaxed) <= 0) {
-    b.qos_io_tokens_.fetch_add(1, std::memory_order_relaxed);
-    return false;
-  }
+  if (!b.qos_on_) return true;
   const auto bytes = static_cast<int64_t>(io.num_blocks() * b.block_size());
-  if (b.qos_bps_ && b.qos_byte_tokens_.fetch_sub(bytes, std::memory_order_relaxed) <= 0) {
-    b.qos_byte_tokens_.fetch_add(bytes, std::memory_order_relaxed);
-    if (b.qos_iops_) b.qos_io_tokens_.fetch_add(1, std::memory_order_relaxed);
-    return false;
+  const int64_t want[Bdev::kQosBuckets] = {
+      1, bytes, io.type() == IoType::kRead ? bytes : 0,
+      io.type() == IoType::kWrite ? bytes : 0};
+  for (int i = 0; i < Bdev::kQosBuckets; ++i) {
+    if (b.qos_limit_[i] == 0 || want[i] == 0) continue;
+    if (b.qos_tokens_[i].fetch_sub(want[i], std::memory_order_relaxed) <= 0) {
+      for (int k = 0; k <= i; ++k)
+        if (b.qos_limit_[k] != 0 && want[k] != 0)
+          b.qos_tokens_[k].fetch_add(want[k], std::memory_order_relaxed);
+      return false;
+    }
   }
   return true;
 }
@@ -592,20 +596,20 @@ int Manager::reset(Desc* d, event::IoChannel* ich, IoCompletionFn cb, void* arg)
 event::PollStatus Manager::qos_refill(void* ctx) {
   auto* b = static_cast<Bdev*>(ctx);
   // One millisecond's budget; unused tokens do not pile up into bursts.
-  if (b->qos_iops_) b->qos_io_tokens_.store(std::max<int64_t>(1, b->qos_iops_ / 1000));
-  if (b->qos_bps_) b->qos_byte_tokens_.store(std::max<int64_t>(1, b->qos_bps_ / 1000));
+  for (int i = 0; i < Bdev::kQosBuckets; ++i)
+    if (b->qos_limit_[i]) b->qos_tokens_[i].store(std::max<int64_t>(1, b->qos_limit_[i] / 1000));
   return event::PollStatus::kBusy;
 }
 
-int Manager::set_qos(Bdev& b, uint64_t iops, uint64_t bps) {
+int Manager::set_qos(Bdev& b, const QosLimits& l) {
   event::Thread* t = event::Thread::current();
   if (t == nullptr) return -EINVAL;
   std::lock_guard lock(mu_);
   if (b.qos_poller_ != nullptr) b.qos_thread_->unregister_poller(b.qos_poller_);
   b.qos_poller_ = nullptr;
-  b.qos_iops_ = iops;
-  b.qos_bps_ = bps;
-  if (iops || bps) {
+  b.qos_limit_ = {l.iops, l.bps, l.read_bps, l.write_bps};
+  b.qos_on_ = l.iops || l.bps || l.read_bps || l.write_bps;
+  if (b.qos_on_) {
     qos_refill(&b);
     b.qos_poller_ = t->register_poller(qos_refill, &b, 1000, "bdev_qos_" + b.name());
     b.qos_thread_ = t;

@@ -238,7 +238,8 @@ void Framework::unregister_io_device(void* io_device, MsgFn done, void* ctx) {
     devices_.erase(it);
     lock.unlock();
     if (done != nullptr) {
-      if (Thread* t = Thread::current()) t->send_msg(done, ctx); else done(ctx);
+      Thread* t = Thread::current();
+      if (t == nullptr || t->send_msg(done, ctx) != 0) done(ctx);  // never lose it
     }
   }
 }

@@ -391,10 +391,18 @@ bool Manager::bounce_in(BdevIo* io) {
     aligned &= reinterpret_cast<uintptr_t>(io->iovs_[i].iov_base) % align == 0 &&
                io->iovs_[i].iov_len % align == 0;
   if (aligned || io->iovcnt_ == 0) return true;
-  const uint64_t bytes = io->num_ * io->bdev_->props_.block_size;
+  // Passthru carries no block count: its length is its buffer's.
+  const uint64_t bytes = io->type_ == IoType::kNvmePassthru
+                             ? iov_bytes(io->iovs_, io->iovcnt_)
+                             : io->num_ * io->bdev_->props_.block_size;
+  if (!bounce_->pool || bytes > bounce_->pool->buffer_size()) {  // can never be bounced
+    io->status_ = IoStatus::kFailed;
+    io_done(*io);
+    return false;
+  }
   void* buf = nullptr;
-  if (bounce_->pool && bytes <= bounce_->pool->buffer_size()) bounce_->pool->get_bulk(&buf, 1);
-  if (buf == nullptr) {  // none free (or too big): fail softly, the retry poller tries again
+  bounce_->pool->get_bulk(&buf, 1);
+  if (buf == nullptr) {  // none free right now: the retry poller tries again
     io->status_ = IoStatus::kNoMemory;
     io_done(*io);
     return false;
@@ -442,6 +450,9 @@ void Manager::bounce_out(BdevIo* io) {
 void Manager::io_done(BdevIo& io) {
   if (io.bounce_ != nullptr) bounce_out(&io);
   Channel& ch = *io.ch_;
+  // A reset is never queued: its own channel is frozen, so a queued reset would never run
+  // and never thaw the bdev. A module out of resources fails it instead.
+  if (io.type_ == IoType::kReset && io.status_ == IoStatus::kNoMemory) io.status_ = IoStatus::kFailed;
   if (io.status_ == IoStatus::kNoMemory) {
     ++io.retries_;  // the module (or the bounce pool) ran dry: wait and try again, forever
     ++ch.stats.retries;
@@ -551,7 +562,11 @@ event::PollStatus Manager::channel_poll(void* ctx) {
     ++n;
     if (io->parent_ == nullptr && io->retries_ == 0) {
       ch->mgr->dispatch(io);
-    } else {  // a retry: already split/bounced
+    } else {  // a retry: already split, but its bounce buffer (if any) was given back
+      if (io->bdev_->props_.required_alignment && !ch->mgr->bounce_in(io)) {
+        if (ch->wait_tail == io) break;  // no bounce buffer yet: it went back in the queue
+        continue;
+      }
       ++ch->in_submit;
       io->bdev_->backend_->submit(*io, ch->module_ctx);
       --ch->in_submit;

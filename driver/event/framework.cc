@@ -177,6 +177,8 @@ struct ThreadWalk {
 }  // namespace
 
 static void thread_walk_step(void* arg);
+static void thread_walk_send(ThreadWalk* w);
+static void thread_walk_retry(void* arg) { thread_walk_send(static_cast<ThreadWalk*>(arg)); }
 
 static void thread_walk_send(ThreadWalk* w) {
   for (;;) {
@@ -193,8 +195,10 @@ static void thread_walk_send(ThreadWalk* w) {
       }
       return;
     }
-    if (t->send_msg(thread_walk_step, w) == 0) return;
-    ++w->index;  // exited (or hopelessly full): skip it
+    const int rc = t->send_msg(thread_walk_step, w);
+    if (rc == 0) return;
+    if (rc == -EAGAIN && w->fw->retry_later(thread_walk_retry, w)) return;  // full: again soon
+    ++w->index;  // exited: skip it
   }
 }
 
@@ -308,6 +312,18 @@ void Framework::for_each_channel(void* io_device, ChannelIterFn fn, void* ctx,
 
 // Runs on whichever thread the walk is at. Finds the next thread (from index_) and sends
 // the walk there; that thread looks up its own channel (only it may touch its list).
+void Framework::channel_iter_retry(void* arg) {
+  auto* it = static_cast<ChannelIter*>(arg);
+  it->fw_->channel_iter_step(it);
+}
+
+// Runs fn(arg) again from a message to the current thread (a walk whose next hop found a
+// full ring). False if there is no current thread or its own ring is full too.
+bool Framework::retry_later(MsgFn fn, void* arg) {
+  Thread* self = Thread::current();
+  return self != nullptr && self->send_msg(fn, arg) == 0;
+}
+
 void Framework::channel_iter_step(ChannelIter* it) {
   static const MsgFn visit = [](void* arg) {
     auto* w = static_cast<ChannelIter*>(arg);
@@ -330,7 +346,11 @@ void Framework::channel_iter_step(ChannelIter* it) {
   it->channel_ = nullptr;
   if (it->status_ == 0) {
     for (Thread* t = thread_at(it->index_); t != nullptr; t = thread_at(++it->index_)) {
-      if (!t->exited() && t->send_msg(visit, it) == 0) return;
+      if (t->exited()) continue;
+      const int rc = t->send_msg(visit, it);
+      if (rc == 0) return;
+      if (rc == -EAGAIN && retry_later(&Framework::channel_iter_retry, it))
+        return;  // that thread's ring is full: try it again shortly, never skip it
     }
   }
   if (it->origin_ == nullptr || it->origin_->send_msg(finish, it) != 0) finish(it);

@@ -88,6 +88,11 @@ class Framework {
   explicit Framework(FrameworkOptions options, const env::Clock& clock);
   void on_thread_exited();
   void channel_iter_step(ChannelIter* it);
+  static void channel_iter_retry(void* arg);
+ public:
+  bool retry_later(MsgFn fn, void* arg);  // internal: re-run a walk's hop from a message
+
+ private:
   void release_device_channel(IoChannel::Device* d);
 
   FrameworkOptions options_;

@@ -207,6 +207,13 @@ void Thread::move_to(int reactor_index) {
 // that its users forgot to put are destroyed (and counted as leaks by the framework).
 bool Thread::try_finish_exit() {
   if (drain_messages(SIZE_MAX) > 0) return false;
+  // Channels first, newest first, running the messages each destruction sends (a bdev
+  // channel puts its module's channel, whose deferred release must run before the loop
+  // could reach it), while the pollers their destroy callbacks unregister still exist.
+  while (!channels_.empty()) {
+    IoChannel::destroy_leaked(channels_.back());
+    drain_messages(SIZE_MAX);
+  }
   for (Poller* p : active_) p->state_ = Poller::State::kUnregistered;
   for (Poller* p : timed_) p->state_ = Poller::State::kUnregistered;
   for (Poller* p : paused_) p->state_ = Poller::State::kUnregistered;
@@ -217,7 +224,6 @@ bool Thread::try_finish_exit() {
     std::lock_guard lock(pollers_mu_);
     all_pollers_.clear();
   }
-  while (!channels_.empty()) IoChannel::destroy_leaked(channels_.back());
   state_.store(State::kExited, std::memory_order_release);
   // A sender that saw kRunning just before the store may still have queued a message: run
   // it now rather than lose it. After this, send_msg() refuses.

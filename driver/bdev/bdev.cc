@@ -180,16 +180,23 @@ int Manager::unregister_bdev(const std::string& name, event::MsgFn done, void* c
   return 0;
 }
 
-// Once a removed bdev has no descriptor left: wait for its channels, destruct, forget it.
+// Once a removed bdev has no descriptor left: stop its QoS poller (on its own thread), wait
+// for its channels, destruct, forget it.
 void Manager::maybe_destruct(Bdev* b) {
   {
     std::lock_guard lock(mu_);
-    if (!b->removing_ || !b->descs_.empty()) return;
-    if (b->qos_poller_ != nullptr) {
-      b->qos_thread_->unregister_poller(b->qos_poller_);  // set_qos ran on this thread
-      b->qos_poller_ = nullptr;
-    }
+    if (!b->removing_ || !b->descs_.empty() || b->destructing_) return;
+    b->destructing_ = true;
   }
+  stop_qos_poller(
+      *b, [](void* arg) {
+        auto* bdev = static_cast<Bdev*>(arg);
+        bdev->mgr_->destruct_when_unused(bdev);
+      },
+      b);
+}
+
+void Manager::destruct_when_unused(Bdev* b) {
   fw_.unregister_io_device(
       b,
       [](void* arg) {

@@ -202,6 +202,7 @@ class Bdev {
   Desc* claimed_by_ = nullptr;
   std::string claim_module_;
   bool removing_ = false;
+  bool destructing_ = false;
   // Resets: one at a time; one arriving meanwhile waits and completes with it (off the hot
   // path, so a mutex).
   std::mutex reset_mu_;
@@ -213,10 +214,13 @@ class Bdev {
   IoStats retired_;
   // QoS: one token bucket per limit (I/Os, bytes, read bytes, write bytes), refilled each
   // millisecond by a timed poller, taken with atomics on submit.
+  // Tokens may go negative (an I/O larger than a slice's budget is admitted when any token
+  // is left); later refills pay the debt back.
   static constexpr int kQosBuckets = 4;
-  std::array<uint64_t, kQosBuckets> qos_limit_{};
+  std::array<std::atomic<uint64_t>, kQosBuckets> qos_limit_{};
   std::array<std::atomic<int64_t>, kQosBuckets> qos_tokens_{};
-  bool qos_on_ = false;
+  std::array<uint64_t, kQosBuckets> qos_carry_{};  // refill thread only: sub-token remainder
+  std::atomic<bool> qos_on_{false};
   event::Poller* qos_poller_ = nullptr;
   event::Thread* qos_thread_ = nullptr;
 };
@@ -343,6 +347,9 @@ class Manager {
   static event::PollStatus channel_poll(void* ctx);
   static event::PollStatus qos_refill(void* ctx);
   static bool qos_admit(Bdev& b, const BdevIo& io);
+  // Unregisters the QoS poller on the thread that owns it, then runs then(ctx) there.
+  void stop_qos_poller(Bdev& b, event::MsgFn then, void* ctx);
+  void destruct_when_unused(Bdev* b);
   void notify(Desc* d, DescEvent e);
 
   event::Framework& fw_;

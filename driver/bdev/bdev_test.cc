@@ -567,6 +567,64 @@ TEST_F(BdevTest, ResetRefusedByTheModuleFailsAndThaws) {
   mgr->close(*d);
 }
 
+// I/Os larger than a millisecond's byte budget, and rates below 1000 per second, still get
+// the configured rate: debt carries over and fractions accumulate.
+TEST_F(BdevTest, QosHoldsLargeIoAndLowRatesToTheirLimits) {
+  ASSERT_TRUE(create_null_bdev(*mgr, {"N0", 1 << 22, 512}).ok());
+  auto d = mgr->open("N0", true);
+  auto* ch = channel(*d, t0);
+  struct Loop {
+    Manager* mgr;
+    Desc* d;
+    event::IoChannel* ch;
+    uint8_t* buf;
+    uint64_t blocks;
+    int done = 0;
+    bool stop = false;
+    static void cb(BdevIo&, bool, void* arg) {
+      auto* l = static_cast<Loop*>(arg);
+      ++l->done;
+      if (!l->stop) l->mgr->write(l->d, l->ch, l->buf, 0, l->blocks, cb, l);
+    }
+  };
+  auto run = [&](QosLimits limits, uint64_t blocks, int ms) {
+    {
+      event::CurrentThreadScope on(t0);
+      EXPECT_EQ(mgr->set_qos(*mgr->find("N0"), limits), 0);
+    }
+    Loop loop{mgr.get(), *d, ch, mem(), blocks};
+    {
+      event::CurrentThreadScope on(t0);
+      for (int i = 0; i < 4; ++i) mgr->write(*d, ch, mem(), 0, blocks, Loop::cb, &loop);
+    }
+    for (int step = 0; step < ms * 10; ++step) {
+      s.clock.advance_us(100);
+      s.fw->step();
+    }
+    const int done = loop.done;
+    loop.stop = true;
+    {
+      event::CurrentThreadScope on(t0);
+      mgr->set_qos(*mgr->find("N0"), QosLimits{});
+    }
+    s.settle(100000);
+    return done;
+  };
+  // 100 MiB/s with 1 MiB writes: 100 per second, so about 20 in 200 ms (not one per ms).
+  QosLimits bw;
+  bw.bps = 100ull << 20;
+  const int big = run(bw, 2048, 200);
+  EXPECT_GE(big, 18);
+  EXPECT_LE(big, 24);
+  // 100 IOPS: about 20 in 200 ms (not one per ms).
+  QosLimits slow;
+  slow.iops = 100;
+  const int few = run(slow, 1, 200);
+  EXPECT_GE(few, 18);
+  EXPECT_LE(few, 24);
+  mgr->close(*d);
+}
+
 TEST_F(BdevTest, PoolExhaustionIsAClearError) {
   ManagerOptions o;
   o.io_pool_size = 4;

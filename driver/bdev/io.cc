@@ -266,17 +266,19 @@ int Manager::nvme_passthru(Desc* d, event::IoChannel* ch, const void* cmd64, voi
 // Rate limits are checked here, once per user I/O (never for split children). Every bucket
 // that applies gives its share; if one cannot, the others get theirs back.
 bool Manager::qos_admit(Bdev& b, const BdevIo& io) {
-  if (!b.qos_on_) return true;
+  if (!b.qos_on_.load(std::memory_order_relaxed)) return true;
   const auto bytes = static_cast<int64_t>(io.num_blocks() * b.block_size());
   const int64_t want[Bdev::kQosBuckets] = {
       1, bytes, io.type() == IoType::kRead ? bytes : 0,
       io.type() == IoType::kWrite ? bytes : 0};
+  bool limited[Bdev::kQosBuckets];
+  for (int i = 0; i < Bdev::kQosBuckets; ++i)
+    limited[i] = want[i] != 0 && b.qos_limit_[i].load(std::memory_order_relaxed) != 0;
   for (int i = 0; i < Bdev::kQosBuckets; ++i) {
-    if (b.qos_limit_[i] == 0 || want[i] == 0) continue;
+    if (!limited[i]) continue;
     if (b.qos_tokens_[i].fetch_sub(want[i], std::memory_order_relaxed) <= 0) {
       for (int k = 0; k <= i; ++k)
-        if (b.qos_limit_[k] != 0 && want[k] != 0)
-          b.qos_tokens_[k].fetch_add(want[k], std::memory_order_relaxed);
+        if (limited[k]) b.qos_tokens_[k].fetch_add(want[k], std::memory_order_relaxed);
       return false;
     }
   }
@@ -608,24 +610,70 @@ int Manager::reset(Desc* d, event::IoChannel* ich, IoCompletionFn cb, void* arg)
 
 // ------------------------------------------------------------------------------ QoS ----
 
+// Each millisecond adds a millisecond's budget (fractions carried to the next slice), capped
+// at one slice's worth so that idle time does not save up into a burst; debt is paid back.
 event::PollStatus Manager::qos_refill(void* ctx) {
   auto* b = static_cast<Bdev*>(ctx);
-  // One millisecond's budget; unused tokens do not pile up into bursts.
-  for (int i = 0; i < Bdev::kQosBuckets; ++i)
-    if (b->qos_limit_[i]) b->qos_tokens_[i].store(std::max<int64_t>(1, b->qos_limit_[i] / 1000));
+  for (int i = 0; i < Bdev::kQosBuckets; ++i) {
+    const uint64_t limit = b->qos_limit_[i].load(std::memory_order_relaxed);
+    if (limit == 0) continue;
+    b->qos_carry_[i] += limit;
+    const auto budget = static_cast<int64_t>(b->qos_carry_[i] / 1000);
+    b->qos_carry_[i] %= 1000;
+    const int64_t cap = std::max<int64_t>(static_cast<int64_t>(limit / 1000), 1);
+    int64_t cur = b->qos_tokens_[i].load(std::memory_order_relaxed);
+    while (!b->qos_tokens_[i].compare_exchange_weak(cur, std::min(cur + budget, cap),
+                                                    std::memory_order_relaxed)) {
+    }
+  }
   return event::PollStatus::kBusy;
+}
+
+void Manager::stop_qos_poller(Bdev& b, event::MsgFn then, void* ctx) {
+  struct Stop {
+    event::Poller* poller;
+    event::MsgFn then;
+    void* ctx;
+  };
+  event::Poller* p = nullptr;
+  event::Thread* t = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    std::swap(p, b.qos_poller_);
+    t = b.qos_thread_;
+  }
+  if (p == nullptr) {
+    if (then) then(ctx);
+    return;
+  }
+  auto* stop = new Stop{p, then, ctx};
+  auto run = [](void* arg) {
+    std::unique_ptr<Stop> s(static_cast<Stop*>(arg));
+    event::Thread::current()->unregister_poller(s->poller);
+    if (s->then) s->then(s->ctx);
+  };
+  if (t == event::Thread::current()) {
+    event::CurrentThreadScope on(t);
+    run(stop);
+    return;
+  }
+  while (t->send_msg(run, stop) == -EAGAIN) {  // the owner must do it: wait for ring room
+  }
 }
 
 int Manager::set_qos(Bdev& b, const QosLimits& l) {
   event::Thread* t = event::Thread::current();
   if (t == nullptr) return -EINVAL;
-  std::lock_guard lock(mu_);
-  if (b.qos_poller_ != nullptr) b.qos_thread_->unregister_poller(b.qos_poller_);
-  b.qos_poller_ = nullptr;
-  b.qos_limit_ = {l.iops, l.bps, l.read_bps, l.write_bps};
-  b.qos_on_ = l.iops || l.bps || l.read_bps || l.write_bps;
-  if (b.qos_on_) {
-    qos_refill(&b);
+  stop_qos_poller(b, nullptr, nullptr);
+  const uint64_t limits[Bdev::kQosBuckets] = {l.iops, l.bps, l.read_bps, l.write_bps};
+  for (int i = 0; i < Bdev::kQosBuckets; ++i) {
+    b.qos_limit_[i].store(limits[i], std::memory_order_relaxed);
+    b.qos_tokens_[i].store(std::max<int64_t>(static_cast<int64_t>(limits[i] / 1000), 1));
+  }
+  const bool on = l.iops || l.bps || l.read_bps || l.write_bps;
+  b.qos_on_.store(on, std::memory_order_relaxed);
+  if (on) {
+    std::lock_guard lock(mu_);
     b.qos_poller_ = t->register_poller(qos_refill, &b, 1000, "bdev_qos_" + b.name());
     b.qos_thread_ = t;
   }

@@ -151,7 +151,10 @@ bool Controller::process_init() {
       cmd.cdw10 = sn::cns::kController;
       auto cpl = admin_sync(cmd, &cdata_, sizeof cdata_);
       if (!cpl) return fail("identify controller: " + cpl.error().message);
-      if (cdata_.mdts != 0 && cdata_.mdts < 20) qctx_.max_transfer = (1u << cdata_.mdts) * 4096;
+      // One PRP list page per request bounds a transfer at 512 pages (2 MiB) whatever MDTS says
+      // (0 = unlimited).
+      qctx_.max_transfer = 512u * 4096;
+      if (cdata_.mdts != 0 && cdata_.mdts < 9) qctx_.max_transfer = (1u << cdata_.mdts) * 4096;
       qctx_.sgl_supported = (cdata_.sgls & 3) != 0;
       state_ = InitState::kSetQueues;
       return false;
@@ -237,6 +240,7 @@ const Namespace* Controller::ns(uint32_t nsid) const {
 int Controller::admin_submit(const sn::SubmissionEntry& cmd, void* buf, uint32_t len,
                              CompletionFn cb, void* ctx) {
   std::lock_guard lock(admin_mu_);
+  if (state_ == InitState::kFailed) return -EIO;
   return admin_->submit_raw(cmd, buf, len, cb, ctx);
 }
 
@@ -254,6 +258,7 @@ Result<sn::CompletionEntry> Controller::admin_sync(const sn::SubmissionEntry& cm
     sn::CompletionEntry cpl{};
   } wait;
   std::lock_guard lock(admin_mu_);  // one synchronous command at a time: the scratch is shared
+  if (state_ == InitState::kFailed) return make_error(EIO, "controller failed");
   void* buf = len ? scratch_->data() : nullptr;
   if (len && to_device(cmd.opcode)) std::memcpy(buf, data, len);
   const int rc = admin_->submit_raw(
@@ -269,10 +274,12 @@ Result<sn::CompletionEntry> Controller::admin_sync(const sn::SubmissionEntry& cm
   while (!wait.done) {
     if (admin_->process_completions() < 0) return make_error(ENODEV, "device gone");
     if (!wait.done && clock_.now() > deadline) {
-      // The command stays outstanding: its callback points at this frame, so the queue pair
-      // must not call it. Fail every admin request (the caller gives up on the controller).
+      // The device still owns the command (its CID, maybe a DMA into the scratch area): the
+      // controller cannot be trusted any more. Fail every admin request and refuse further
+      // admin use until it is reset.
       admin_->fail_all(sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedByRequest));
-      return make_error(ETIMEDOUT, "admin command timed out");
+      state_ = InitState::kFailed;
+      return make_error(ETIMEDOUT, "admin command timed out: controller marked failed");
     }
   }
   if (cpl_is_error(wait.cpl))
@@ -385,7 +392,9 @@ int Controller::free_io_qpair(std::unique_ptr<Qpair> qp) {
     del.opcode = sn::admin::kDeleteIoSq;
     del.cdw10 = qid;
     if (!admin_sync(del)) rc = -EIO;
-    qp->process_completions();  // the device posts "aborted: SQ deletion" for what it held
+    // The SQ is gone: what it held, and what waited for room in it, ends here (reaping now
+    // would move waiting requests into the deleted SQ and ring its doorbell).
+    qp->fail_all(sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedSqDeletion));
     del.opcode = sn::admin::kDeleteIoCq;
     if (!admin_sync(del)) rc = -EIO;
   }

@@ -118,13 +118,15 @@ int Qpair::build_prp(Request* r, const iovec* iov, int iovcnt, uint32_t len) {
   uint32_t nlist = 0;
   uint64_t second = 0;
   uint32_t pages_seen = 0;
-  for (int i = 0; i < iovcnt; ++i) {
+  uint64_t left = len;  // describe the transfer, not whatever the iovecs hold beyond it
+  for (int i = 0; i < iovcnt && left > 0; ++i) {
     const auto* p = static_cast<const uint8_t*>(iov[i].iov_base);
-    const std::size_t n = iov[i].iov_len;
+    const std::size_t n = std::min<uint64_t>(iov[i].iov_len, left);
+    left -= n;
     const uint64_t iova = ctx_.registry->translate(p, n);
     if (iova == env::kInvalidIova || n == 0) return -EINVAL;
     if (i > 0 && iova % page != 0) return -EINVAL;
-    if (i + 1 < iovcnt && (iova + n) % page != 0) return -EINVAL;
+    if (left > 0 && (iova + n) % page != 0) return -EINVAL;
     if (iova & 3) return -EINVAL;
     // Walk the pages of this element.
     uint64_t cur = iova;
@@ -143,7 +145,6 @@ int Qpair::build_prp(Request* r, const iovec* iov, int iovcnt, uint32_t len) {
       cur = (cur / page + 1) * page;
     }
   }
-  (void)len;
   r->cmd.dptr.prp.prp1 = first;
   r->cmd.dptr.prp.prp2 = pages_seen <= 1 ? 0 : (pages_seen == 2 ? second : r->list_iova);
   return 0;
@@ -152,18 +153,24 @@ int Qpair::build_prp(Request* r, const iovec* iov, int iovcnt, uint32_t len) {
 // SGL: one Data Block descriptor in the SQE for one element, else a Last Segment descriptor
 // pointing at a list of Data Block descriptors in the request's page.
 int Qpair::build_sgl(Request* r, const iovec* iov, int iovcnt, uint32_t len) {
-  (void)len;
+  // Describe the transfer only: trailing iovec bytes beyond it are left out.
+  uint64_t left = len;
+  int used = 0;
+  while (used < iovcnt && left > 0) left -= std::min<uint64_t>(iov[used++].iov_len, left);
+  iovcnt = used;
   auto* descs = reinterpret_cast<sn::SglDescriptor*>(r->list);
   if (static_cast<uint32_t>(iovcnt) > kPage / sizeof(sn::SglDescriptor)) return -E2BIG;
   const uint8_t data_id = sn::SglDescriptor::make_id(sn::sgl::kTypeDataBlock, sn::sgl::kSubtypeAddress);
   r->cmd.set_psdt(sn::kPsdtSglMptrContiguous);
+  left = len;
   for (int i = 0; i < iovcnt; ++i) {
     const uint64_t iova = ctx_.registry->translate(iov[i].iov_base, iov[i].iov_len);
     if (iova == env::kInvalidIova || iov[i].iov_len == 0 || iov[i].iov_len > UINT32_MAX)
       return -EINVAL;
     sn::SglDescriptor d{};
     d.address = iova;
-    d.length = static_cast<uint32_t>(iov[i].iov_len);
+    d.length = static_cast<uint32_t>(std::min<uint64_t>(iov[i].iov_len, left));
+    left -= d.length;
     d.id = data_id;
     if (iovcnt == 1) {
       r->cmd.dptr.sgl1 = d;
@@ -340,8 +347,10 @@ void Qpair::ring_sq_doorbell() {
 void Qpair::flush_doorbell() { ring_sq_doorbell(); }
 
 void Qpair::unlink_outstanding(Request* r) {
-  if (r->prev) r->prev->next = r->next; else out_head_ = r->next;
-  if (r->next) r->next->prev = r->prev; else out_tail_ = r->prev;
+  Request*& head = r->timed_out ? late_head_ : out_head_;
+  Request*& tail = r->timed_out ? late_tail_ : out_tail_;
+  if (r->prev) r->prev->next = r->next; else head = r->next;
+  if (r->next) r->next->prev = r->prev; else tail = r->prev;
   r->prev = r->next = nullptr;
   r->in_sq = false;
 }
@@ -393,21 +402,19 @@ int Qpair::process_completions(uint32_t max) {
 }
 
 // The outstanding list is in submission order, so the oldest is at its head. A request that
-// timed out is reported once and moved to the tail, behind the ones still to be examined.
+// timed out is reported once and moved to the "late" list, where a completion still finds it
+// but the timeout scan no longer looks.
 void Qpair::check_timeouts() {
   const uint64_t now = ctx_.clock->now();
-  while (out_head_ != nullptr && !out_head_->timed_out &&
-         now - out_head_->submit_tick > timeout_ticks_) {
+  while (out_head_ != nullptr && now - out_head_->submit_tick > timeout_ticks_) {
     Request* r = out_head_;
+    unlink_outstanding(r);
+    r->in_sq = true;
     r->timed_out = true;
+    r->prev = late_tail_;
+    if (late_tail_) late_tail_->next = r; else late_head_ = r;
+    late_tail_ = r;
     ++stats_.timeouts;
-    if (r != out_tail_) {
-      unlink_outstanding(r);
-      r->in_sq = true;
-      r->prev = out_tail_;
-      out_tail_->next = r;
-      out_tail_ = r;
-    }
     if (options_.timeout_cb) options_.timeout_cb(options_.timeout_ctx, *this, r->cid);
   }
 }
@@ -426,10 +433,12 @@ uint32_t Qpair::fail_all(uint16_t status) {
     ++n;
     if (cb) cb(cb_ctx, cpl);
   };
-  while (out_head_ != nullptr) {
-    Request* r = out_head_;
-    unlink_outstanding(r);
-    fail(r);
+  for (Request** head : {&out_head_, &late_head_}) {
+    while (*head != nullptr) {
+      Request* r = *head;
+      unlink_outstanding(r);
+      fail(r);
+    }
   }
   while (wait_head_ != nullptr) {
     Request* r = wait_head_;

@@ -146,6 +146,8 @@ class Qpair {
   Request* wait_tail_ = nullptr;
   Request* out_head_ = nullptr;   // submitted, oldest first (timeouts look here)
   Request* out_tail_ = nullptr;
+  Request* late_head_ = nullptr;  // submitted and already reported as timed out
+  Request* late_tail_ = nullptr;
   uint32_t outstanding_ = 0;
   uint64_t timeout_ticks_ = 0;
   QpairStats stats_;

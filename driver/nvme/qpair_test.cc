@@ -332,6 +332,29 @@ TEST_F(Harness, TimeoutsAreDetectedOnPollOncePerCommand) {
   EXPECT_EQ(d.calls, 1);
 }
 
+// A command that stays hung must not stop later timeouts from being seen.
+TEST_F(Harness, OneHungCommandDoesNotHideLaterTimeouts) {
+  Timeouts t;
+  QpairOptions o;
+  o.timeout_us = 100;
+  o.timeout_cb = Timeouts::cb;
+  o.timeout_ctx = &t;
+  auto qp = make(o);
+  Done d;
+  ASSERT_EQ(qp->read(ns, buf(), 0, 1, Done::cb, &d), 0);  // will hang forever
+  clock.advance_us(200);
+  qp->process_completions();
+  ASSERT_EQ(t.cids.size(), 1u);
+  for (int i = 1; i <= 3; ++i) {
+    ASSERT_EQ(qp->read(ns, buf(), i, 1, Done::cb, &d), 0);
+    clock.advance_us(200);
+    qp->process_completions();
+    ASSERT_EQ(t.cids.size(), static_cast<std::size_t>(1 + i)) << "timeout " << i << " missed";
+  }
+  EXPECT_EQ(qp->fail_all(1 << 1), 4u);  // hung and late ones are all still owned
+  EXPECT_EQ(d.calls, 4);
+}
+
 TEST_F(Harness, FailAllAndRemovedDevice) {
   QpairOptions o;
   o.queue_size = 2;  // 1 slot: the second request waits in software

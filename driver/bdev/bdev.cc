@@ -160,7 +160,7 @@ void Manager::notify(Desc* d, DescEvent e) {
     }
     if (fn != nullptr) fn(note->e, *bdev, ctx);  // closed meanwhile: nobody to tell
   };
-  if (d->thread_ == nullptr || d->thread_->send_msg(run, n) != 0) run(n);
+  if (d->thread_ == nullptr || !fw_.send_reliably(d->thread_, run, n)) run(n);
 }
 
 int Manager::unregister_bdev(const std::string& name, event::MsgFn done, void* ctx) {

@@ -499,7 +499,7 @@ void Manager::io_done(BdevIo& io) {
               auto* x = static_cast<BdevIo*>(a);
               x->bdev_->mgr_->finish(x);
             };
-            if (w->ch_->thread->send_msg(done, w) != 0) done(w);
+            b.mgr_->fw_.send_reliably(w->ch_->thread, done, w);
           }
         });
     return;
@@ -657,8 +657,7 @@ void Manager::stop_qos_poller(Bdev& b, event::MsgFn then, void* ctx) {
     run(stop);
     return;
   }
-  while (t->send_msg(run, stop) == -EAGAIN) {  // the owner must do it: wait for ring room
-  }
+  fw_.send_reliably(t, run, stop);  // the owner must do it
 }
 
 int Manager::set_qos(Bdev& b, const QosLimits& l) {

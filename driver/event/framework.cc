@@ -295,7 +295,8 @@ void Framework::put_io_channel(IoChannel* ch) {
   if (--ch->refs_ != 0 || ch->destroy_pending_) return;
   // Deferred, so a caller that puts and gets again in one call chain keeps the same channel.
   ch->destroy_pending_ = true;
-  if (ch->thread_->send_msg(IoChannel::destroy_deferred, ch) != 0) IoChannel::destroy_deferred(ch);
+  // Never inline: the caller may be a callback still using the channel.
+  send_reliably(ch->thread_, IoChannel::destroy_deferred, ch);
 }
 
 void Framework::for_each_channel(void* io_device, ChannelIterFn fn, void* ctx,
@@ -312,6 +313,34 @@ void Framework::for_each_channel(void* io_device, ChannelIterFn fn, void* ctx,
 
 // Runs on whichever thread the walk is at. Finds the next thread (from index_) and sends
 // the walk there; that thread looks up its own channel (only it may touch its list).
+bool Framework::send_reliably(Thread* t, MsgFn fn, void* arg) {
+  struct Retry {
+    Framework* fw;
+    Thread* t;
+    MsgFn fn;
+    void* arg;
+  };
+  for (;;) {
+    const int rc = t->send_msg(fn, arg);
+    if (rc == 0) return true;
+    if (rc == -ESHUTDOWN) return false;
+    Thread* self = Thread::current();
+    if (self == t) {  // our own ring is full: nobody else would drain it while we spin
+      t->post_local(fn, arg);
+      return true;
+    }
+    if (self != nullptr && self != t) {
+      auto* r = new Retry{this, t, fn, arg};
+      auto again = [](void* a) {
+        std::unique_ptr<Retry> retry(static_cast<Retry*>(a));
+        retry->fw->send_reliably(retry->t, retry->fn, retry->arg);
+      };
+      if (self->send_msg(again, r) == 0) return true;
+      delete r;
+    }
+  }
+}
+
 void Framework::channel_iter_retry(void* arg) {
   auto* it = static_cast<ChannelIter*>(arg);
   it->fw_->channel_iter_step(it);

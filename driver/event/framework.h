@@ -60,6 +60,11 @@ class Framework {
   bool finished() const;
   std::size_t live_threads() const { return live_threads_.load(std::memory_order_acquire); }
 
+  // Like Thread::send_msg, for messages that must neither be lost nor run elsewhere: when
+  // t's ring is full it retries from a message to the current thread (or spins if that
+  // ring is full too). Set-up and rare paths only. False only if t has exited.
+  bool send_reliably(Thread* t, MsgFn fn, void* arg);
+
   // Runs fn(ctx) on every live thread, one after another, then done(ctx) on the calling
   // thread. Must be called on a framework thread. 0 or -ESHUTDOWN.
   int for_each_thread(MsgFn fn, void* ctx, MsgFn done);

@@ -76,6 +76,28 @@ TEST_F(Fixture, PutThenGetInOneCallChainKeepsTheChannel) {
   EXPECT_EQ(dev.destroyed, 1);
 }
 
+// The last put with the thread's own ring full: the release is deferred, never done inline
+// under the caller (which may still be using the channel), and never lost.
+TEST_F(Fixture, LastPutWithAFullRingIsDeferredNotInline) {
+  FrameworkOptions o;
+  o.core_mask = "0x1";
+  o.step_mode = true;
+  o.msg_ring_size = 2;
+  auto fw = std::move(Framework::create(o)).value();
+  Device d2;
+  fw->register_io_device(&d2, create_ch, destroy_ch, sizeof(ChannelCtx), "d2");
+  Thread* t = fw->create_thread("t");
+  CurrentThreadScope on(t);
+  IoChannel* ch = fw->get_io_channel(&d2);
+  ASSERT_NE(ch, nullptr);
+  while (t->send_msg([](void*) {}, nullptr) == 0) {
+  }  // fill the ring
+  fw->put_io_channel(ch);
+  EXPECT_EQ(d2.destroyed, 0);  // not inline
+  for (int i = 0; i < 5; ++i) fw->step();
+  EXPECT_EQ(d2.destroyed, 1);
+}
+
 TEST_F(Fixture, CreateFailureAndUnknownDevicesGiveNull) {
   Thread* t = s.fw->create_thread("t", 0);
   CurrentThreadScope on(t);

@@ -155,6 +155,12 @@ std::size_t Thread::drain_messages(std::size_t max) {
 
 uint64_t Thread::poll(uint64_t now, bool* busy) {
   *busy = false;
+  if (!local_.empty()) {
+    std::vector<Message> run;
+    run.swap(local_);
+    for (const Message& m : run) m.fn(m.arg);
+    *busy = true;
+  }
   if (drain_messages(kMsgBatch) > 0) {
     *busy = true;
     now = clock_.now();
@@ -206,7 +212,7 @@ void Thread::move_to(int reactor_index) {
 // An exiting thread stops once no message is left: its pollers are dropped and channels
 // that its users forgot to put are destroyed (and counted as leaks by the framework).
 bool Thread::try_finish_exit() {
-  if (drain_messages(SIZE_MAX) > 0) return false;
+  if (drain_messages(SIZE_MAX) > 0 || !local_.empty()) return false;
   // Channels first, newest first, running the messages each destruction sends (a bdev
   // channel puts its module's channel, whose deferred release must run before the loop
   // could reach it), while the pollers their destroy callbacks unregister still exist.

@@ -52,6 +52,9 @@ class Thread {
 
   // Any thread. 0, -EAGAIN (queue full: nothing was queued), or -ESHUTDOWN (exited).
   int send_msg(MsgFn fn, void* arg);
+  // On this thread only: runs fn(arg) at the start of its next iteration, whatever the state
+  // of its ring (an owner-only overflow list; it may allocate — rare paths only).
+  void post_local(MsgFn fn, void* arg) { local_.push_back(Message{fn, arg}); }
 
   // Pollers. period_us == 0: active (every iteration). Returns nullptr only on bad input.
   Poller* register_poller(PollerFn fn, void* arg, uint64_t period_us, std::string name);
@@ -108,6 +111,7 @@ class Thread {
   std::vector<std::unique_ptr<Poller>> all_pollers_;
 
   std::vector<IoChannel*> channels_;
+  std::vector<Message> local_;
   alignas(env::kCacheLine) ThreadStats stats_;
 };
 

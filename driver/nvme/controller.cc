@@ -112,8 +112,10 @@ bool Controller::process_init() {
       deadline_ = clock_.now() + clock_.us_to_ticks(sn::cap::to(cap_) * 500'000 + 500'000);
       const uint32_t cc = device_->read32(0, sn::reg::kCc);
       if (cc & sn::cc::kEn) {
-        // A controller being enabled must finish becoming ready before it can be disabled.
-        if (!wait_csts(sn::csts::kRdy, sn::csts::kRdy)) return fail("");
+        // A controller being enabled must finish becoming ready before it can be disabled;
+        // one in fatal status (CFS) never will, and clearing EN is its recovery.
+        const uint32_t csts = device_->read32(0, sn::reg::kCsts);
+        if (!(csts & sn::csts::kCfs) && !wait_csts(sn::csts::kRdy, sn::csts::kRdy)) return fail("");
         device_->write32(0, sn::reg::kCc, cc & ~sn::cc::kEn);
       }
       state_ = InitState::kWaitNotReady;

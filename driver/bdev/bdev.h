@@ -165,6 +165,8 @@ class BdevIo {
   void* cb_arg_ = nullptr;
   uint64_t submit_tick_ = 0;
   BdevIo* parent_ = nullptr;       // a split child points at its parent
+  uint64_t split_next_ = 0;        // a split parent: first block not yet given to a child
+  bool resplit_ = false;           // a split parent waiting for bdev_ios to continue
   uint32_t children_left_ = 0;
   IoStatus children_status_ = IoStatus::kSuccess;
   void* bounce_ = nullptr;         // DMA bounce buffer when the caller's buffers are misaligned
@@ -337,6 +339,7 @@ class Manager {
   void dispatch(BdevIo* io);
   bool needs_split(const BdevIo& io) const;
   void split(BdevIo* parent);
+  void split_continue(BdevIo* parent);
   bool bounce_in(BdevIo* io);
   void bounce_out(BdevIo* io);
   void finish(BdevIo* io);

@@ -625,6 +625,48 @@ TEST_F(BdevTest, QosHoldsLargeIoAndLowRatesToTheirLimits) {
   mgr->close(*d);
 }
 
+// An I/O needing far more children than there are bdev_ios goes through anyway: the split
+// continues as children give their bdev_ios back.
+TEST_F(BdevTest, SplitLargerThanThePoolProgresses) {
+  ManagerOptions o;
+  o.io_pool_size = 4;
+  o.io_cache_size = 4;
+  o.bounce_buffers = 0;
+  auto small = Manager::create(*s.fw, o);
+  ASSERT_TRUE(small.ok());
+  auto be = std::make_unique<ScriptBackend>(*s.fw, 512, 1024);
+  be->mode = ScriptBackend::Mode::kHold;
+  ScriptBackend* raw = be.get();
+  BdevProperties p;
+  p.name = "tiny";
+  p.num_blocks = 1024;
+  p.max_transfer_blocks = 1;
+  ASSERT_TRUE((*small)->register_bdev(p, std::move(be), "script").ok());
+  auto d = (*small)->open("tiny", true);
+  event::CurrentThreadScope on(t0);
+  auto* ch = (*small)->get_io_channel(*d);
+  for (int i = 0; i < 64 * 512; ++i) mem()[i] = static_cast<uint8_t>(i * 13);
+  Done w;
+  ASSERT_EQ((*small)->write(*d, ch, mem(), 0, 64, Done::cb, &w), 0);  // 64 children, 4 bdev_ios
+  int rounds = 0;
+  while (w.calls == 0 && rounds++ < 1000) {
+    EXPECT_LE(raw->held.size(), 3u);  // one bdev_io is the parent
+    raw->release_all();
+    s.fw->step();
+  }
+  EXPECT_EQ(w.ok, 1);
+  EXPECT_EQ(raw->seen.size(), 64u);
+  raw->mode = ScriptBackend::Mode::kInline;
+  Done r;
+  ASSERT_EQ((*small)->read(*d, ch, mem(1 << 20), 0, 64, Done::cb, &r), 0);
+  s.settle();
+  EXPECT_EQ(r.ok, 1);
+  EXPECT_EQ(std::memcmp(mem(), mem(1 << 20), 64 * 512), 0);
+  (*small)->put_io_channel(ch);
+  (*small)->close(*d);
+  s.settle();
+}
+
 TEST_F(BdevTest, PoolExhaustionIsAClearError) {
   ManagerOptions o;
   o.io_pool_size = 4;

@@ -165,6 +165,8 @@ BdevIo* Manager::prepare(Desc* d, event::IoChannel* ich, IoType type, uint64_t o
   io->cb_arg_ = arg;
   io->parent_ = nullptr;
   io->children_left_ = 0;
+  io->split_next_ = 0;
+  io->resplit_ = false;
   io->bounce_ = nullptr;
   io->nvme_cmd_ = nullptr;
   *rc = 0;
@@ -326,19 +328,26 @@ void Manager::dispatch(BdevIo* io) {
 }
 
 // Children cover the parent's range in pieces no larger than max_transfer and not crossing
-// an optimal-I/O boundary. A guard count keeps the parent alive while children complete
-// inline inside their own submission.
+// an optimal-I/O boundary. The split is progressive: the parent keeps a cursor, makes as
+// many children as bdev_ios allow, and continues as they complete, so an I/O of any size
+// goes through a pool of any size and is never failed for lack of bdev_ios.
 void Manager::split(BdevIo* parent) {
+  ++parent->ch_->stats.splits;
+  parent->split_next_ = parent->offset_;
+  parent->children_left_ = 0;
+  parent->children_status_ = IoStatus::kSuccess;
+  split_continue(parent);
+}
+
+void Manager::split_continue(BdevIo* parent) {
   Channel& ch = *parent->ch_;
   const BdevProperties& p = parent->bdev_->props_;
   const uint64_t bs = p.block_size;
-  ++ch.stats.splits;
-  ++ch.in_submit;  // the parent may finish below: its callback must not run inside submit
-  parent->children_left_ = 1;  // the guard
-  parent->children_status_ = IoStatus::kSuccess;
-  uint64_t off = parent->offset_;
   const uint64_t end = parent->offset_ + parent->num_;
-  while (off < end) {
+  ++ch.in_submit;              // the parent may finish below: not inside the caller's submit
+  ++parent->children_left_;    // guard: children completing inline can't finish the parent
+  while (parent->split_next_ < end && parent->children_status_ == IoStatus::kSuccess) {
+    const uint64_t off = parent->split_next_;
     uint64_t n = end - off;
     if (p.max_transfer_blocks) n = std::min<uint64_t>(n, p.max_transfer_blocks);
     if (p.split_on_optimal_io_boundary && p.optimal_io_boundary) {
@@ -346,24 +355,24 @@ void Manager::split(BdevIo* parent) {
       n = std::min(n, (off / b + 1) * b - off);
     }
     BdevIo* child = get_io(ch);
-    int cnt = -1;
-    if (child != nullptr) {
-      cnt = slice_iovs(parent->iovs_, parent->iovcnt_, (off - parent->offset_) * bs, n * bs,
-                       child->iov_storage_, BdevIo::kMaxIovs);
-    }
-    if (child == nullptr || cnt < 0) {
-      if (child) put_io(ch, child);
-      parent->children_status_ = child ? IoStatus::kFailed : IoStatus::kNoMemory;
+    if (child == nullptr) break;  // out of bdev_ios: continue when children give theirs back
+    const int cnt = slice_iovs(parent->iovs_, parent->iovcnt_, (off - parent->offset_) * bs,
+                               n * bs, child->iov_storage_, BdevIo::kMaxIovs);
+    if (cnt < 0) {  // the caller's iovecs are too fragmented for one child
+      put_io(ch, child);
+      parent->children_status_ = IoStatus::kFailed;
       break;
     }
     child->ch_ = &ch;
     child->retries_ = 0;
     child->nvme_status_ = 0;
+    child->nvme_cdw0_ = 0;
     child->bounce_ = nullptr;
     child->cb_ = nullptr;
     child->write_iovs_ = nullptr;
     child->write_iovcnt_ = 0;
     child->children_left_ = 0;
+    child->resplit_ = false;
     child->nvme_cmd_ = nullptr;
     child->bdev_ = parent->bdev_;
     child->type_ = parent->type_;
@@ -375,12 +384,19 @@ void Manager::split(BdevIo* parent) {
     child->parent_ = parent;
     child->submit_tick_ = parent->submit_tick_;
     ++parent->children_left_;
-    off += n;
+    parent->split_next_ = off + n;
     dispatch(child);
   }
   if (--parent->children_left_ == 0) {
-    parent->status_ = parent->children_status_;
-    finish(parent);
+    if (parent->split_next_ < end && parent->children_status_ == IoStatus::kSuccess) {
+      // Nothing in flight and no bdev_io to be had: wait in the channel queue.
+      parent->resplit_ = true;
+      ++ch.stats.retries;
+      ch.enqueue(parent);
+    } else {
+      parent->status_ = parent->children_status_;
+      finish(parent);
+    }
   }
   --ch.in_submit;
 }
@@ -468,7 +484,12 @@ void Manager::io_done(BdevIo& io) {
       parent->nvme_status_ = io.nvme_status_;
     }
     put_io(ch, &io);
-    if (--parent->children_left_ == 0) {
+    --parent->children_left_;
+    const uint64_t end = parent->offset_ + parent->num_;
+    if (parent->split_next_ < end && parent->children_status_ == IoStatus::kSuccess &&
+        !parent->resplit_) {
+      split_continue(parent);  // a bdev_io came back: make more children
+    } else if (parent->children_left_ == 0 && !parent->resplit_) {
       parent->status_ = parent->children_status_;
       finish(parent);
     }
@@ -559,9 +580,16 @@ event::PollStatus Manager::channel_poll(void* ctx) {
   }
   while (ch->wait_head != nullptr && !ch->frozen) {
     BdevIo* io = ch->wait_head;
-    if (io->retries_ == 0 && io->parent_ == nullptr && !qos_admit(*io->bdev_, *io)) break;
+    if (io->retries_ == 0 && io->parent_ == nullptr && !io->resplit_ &&
+        !qos_admit(*io->bdev_, *io))
+      break;
     ch->dequeue();
     ++n;
+    if (io->resplit_) {  // a split parent that ran out of bdev_ios
+      io->resplit_ = false;
+      ch->mgr->split_continue(io);
+      continue;
+    }
     if (io->parent_ == nullptr && io->retries_ == 0) {
       ch->mgr->dispatch(io);
     } else {  // a retry: already split, but its bounce buffer (if any) was given back

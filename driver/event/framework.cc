@@ -91,6 +91,15 @@ Framework::~Framework() {
     bool busy;
     while (!t->exited()) t->poll(clock_.now(), &busy);
   }
+  // A sender that saw a thread still running may have queued a message just after its last
+  // drain: run those now, as that thread, rather than drop them (nothing is running now).
+  for (bool any = true; any;) {
+    any = false;
+    for (auto& t : threads_) {
+      CurrentThreadScope scope(t.get());
+      any |= t->drain_messages(SIZE_MAX) > 0;
+    }
+  }
 }
 
 Thread* Framework::create_thread(std::string name, int reactor_index) {

@@ -134,6 +134,28 @@ class BdevTest : public ::testing::Test {
     return ch;
   }
   uint8_t* mem(std::size_t off = 0) { return static_cast<uint8_t*>(buf->data()) + off; }
+  // A manager with only `ios` bdev_ios and a held-I/O script bdev "tiny" on it.
+  struct Small {
+    std::unique_ptr<Manager> mgr;
+    ScriptBackend* be;
+  };
+  Small small_manager(std::size_t ios, uint32_t max_transfer_blocks) {
+    ManagerOptions o;
+    o.io_pool_size = ios;
+    o.io_cache_size = ios;
+    o.bounce_buffers = 0;
+    auto m = Manager::create(*s.fw, o);
+    EXPECT_TRUE(m.ok());
+    auto be = std::make_unique<ScriptBackend>(*s.fw, 512, 1024);
+    be->mode = ScriptBackend::Mode::kHold;
+    ScriptBackend* raw = be.get();
+    BdevProperties p;
+    p.name = "tiny";
+    p.num_blocks = 1024;
+    p.max_transfer_blocks = max_transfer_blocks;
+    EXPECT_TRUE((*m)->register_bdev(p, std::move(be), "script").ok());
+    return {std::move(m).value(), raw};
+  }
 
   event::testing::StepFramework s;
   std::unique_ptr<Manager> mgr;
@@ -628,26 +650,13 @@ TEST_F(BdevTest, QosHoldsLargeIoAndLowRatesToTheirLimits) {
 // An I/O needing far more children than there are bdev_ios goes through anyway: the split
 // continues as children give their bdev_ios back.
 TEST_F(BdevTest, SplitLargerThanThePoolProgresses) {
-  ManagerOptions o;
-  o.io_pool_size = 4;
-  o.io_cache_size = 4;
-  o.bounce_buffers = 0;
-  auto small = Manager::create(*s.fw, o);
-  ASSERT_TRUE(small.ok());
-  auto be = std::make_unique<ScriptBackend>(*s.fw, 512, 1024);
-  be->mode = ScriptBackend::Mode::kHold;
-  ScriptBackend* raw = be.get();
-  BdevProperties p;
-  p.name = "tiny";
-  p.num_blocks = 1024;
-  p.max_transfer_blocks = 1;
-  ASSERT_TRUE((*small)->register_bdev(p, std::move(be), "script").ok());
-  auto d = (*small)->open("tiny", true);
+  auto [small, raw] = small_manager(4, 1);
+  auto d = small->open("tiny", true);
   event::CurrentThreadScope on(t0);
-  auto* ch = (*small)->get_io_channel(*d);
+  auto* ch = small->get_io_channel(*d);
   for (int i = 0; i < 64 * 512; ++i) mem()[i] = static_cast<uint8_t>(i * 13);
   Done w;
-  ASSERT_EQ((*small)->write(*d, ch, mem(), 0, 64, Done::cb, &w), 0);  // 64 children, 4 bdev_ios
+  ASSERT_EQ(small->write(*d, ch, mem(), 0, 64, Done::cb, &w), 0);  // 64 children, 4 bdev_ios
   int rounds = 0;
   while (w.calls == 0 && rounds++ < 1000) {
     EXPECT_LE(raw->held.size(), 3u);  // one bdev_io is the parent
@@ -658,36 +667,24 @@ TEST_F(BdevTest, SplitLargerThanThePoolProgresses) {
   EXPECT_EQ(raw->seen.size(), 64u);
   raw->mode = ScriptBackend::Mode::kInline;
   Done r;
-  ASSERT_EQ((*small)->read(*d, ch, mem(1 << 20), 0, 64, Done::cb, &r), 0);
+  ASSERT_EQ(small->read(*d, ch, mem(1 << 20), 0, 64, Done::cb, &r), 0);
   s.settle();
   EXPECT_EQ(r.ok, 1);
   EXPECT_EQ(std::memcmp(mem(), mem(1 << 20), 64 * 512), 0);
-  (*small)->put_io_channel(ch);
-  (*small)->close(*d);
+  small->put_io_channel(ch);
+  small->close(*d);
   s.settle();
 }
 
 TEST_F(BdevTest, PoolExhaustionIsAClearError) {
-  ManagerOptions o;
-  o.io_pool_size = 4;
-  o.io_cache_size = 4;
-  o.bounce_buffers = 0;
-  auto small = Manager::create(*s.fw, o);
-  ASSERT_TRUE(small.ok());
-  auto be = std::make_unique<ScriptBackend>(*s.fw, 512, 64);
-  be->mode = ScriptBackend::Mode::kHold;
-  ScriptBackend* raw = be.get();
-  BdevProperties p;
-  p.name = "tiny";
-  p.num_blocks = 64;
-  ASSERT_TRUE((*small)->register_bdev(p, std::move(be), "script").ok());
-  auto d = (*small)->open("tiny", true);
+  auto [small, raw] = small_manager(4, 0);
+  auto d = small->open("tiny", true);
   event::CurrentThreadScope on(t0);
-  auto* ch = (*small)->get_io_channel(*d);
+  auto* ch = small->get_io_channel(*d);
   Done w;
   int accepted = 0, refused = 0;
   for (int i = 0; i < 8; ++i) {
-    const int rc = (*small)->write(*d, ch, mem(), 0, 1, Done::cb, &w);
+    const int rc = small->write(*d, ch, mem(), 0, 1, Done::cb, &w);
     if (rc == 0) ++accepted; else if (rc == -ENOMEM) ++refused;
   }
   EXPECT_EQ(accepted, 4);
@@ -695,8 +692,8 @@ TEST_F(BdevTest, PoolExhaustionIsAClearError) {
   raw->mode = ScriptBackend::Mode::kInline;
   raw->release_all();
   EXPECT_EQ(w.ok, 4);
-  (*small)->put_io_channel(ch);
-  (*small)->close(*d);
+  small->put_io_channel(ch);
+  small->close(*d);
   s.settle();
 }
 

@@ -165,6 +165,8 @@ class Controller {
   uint16_t admin_format(const spec::nvme::SubmissionEntry& sqe);
   uint16_t io_read_write(const spec::nvme::SubmissionEntry& sqe, Namespace& ns, bool write);
   uint16_t io_compare(const spec::nvme::SubmissionEntry& sqe, Namespace& ns);
+  uint16_t check_lba_range(const spec::nvme::SubmissionEntry& sqe, const Namespace& ns,
+                           uint64_t* slba, uint64_t* bytes);
   uint16_t io_write_zeroes(const spec::nvme::SubmissionEntry& sqe, Namespace& ns);
   uint16_t io_dsm(const spec::nvme::SubmissionEntry& sqe, Namespace& ns);
   uint16_t io_flush(const spec::nvme::SubmissionEntry& sqe);

@@ -46,17 +46,26 @@ uint16_t Controller::dispatch_io(const sp::SubmissionEntry& sqe, uint32_t* dw0) 
   }
 }
 
-uint16_t Controller::io_read_write(const sp::SubmissionEntry& sqe, Namespace& ns, bool write) {
-  const uint64_t slba = sqe.cdw10 | uint64_t{sqe.cdw11} << 32;
+// Checks shared by the commands that move data for an LBA range (Read, Write, Compare):
+// CDW12 bits we do not support, MDTS (checked before the range, as the spec orders), range.
+uint16_t Controller::check_lba_range(const sp::SubmissionEntry& sqe, const Namespace& ns,
+                                     uint64_t* slba, uint64_t* bytes) {
+  *slba = sqe.cdw10 | uint64_t{sqe.cdw11} << 32;
   const uint32_t nlb = (sqe.cdw12 & 0xffff) + 1;
   // PRINFO (no protection information), directives, reserved bits: unsupported.
   if (sqe.cdw12 & 0x3fff0000) return kInvalidField;
-  const uint64_t bytes = uint64_t{nlb} << ns.shift;
-  if (mdts_bytes_ && bytes > mdts_bytes_) return kInvalidField;
-  if (slba >= ns.nsze || nlb > ns.nsze - slba) {
-    err_lba_ = slba;
+  *bytes = uint64_t{nlb} << ns.shift;
+  if (mdts_bytes_ && *bytes > mdts_bytes_) return kInvalidField;
+  if (*slba >= ns.nsze || nlb > ns.nsze - *slba) {
+    err_lba_ = *slba;
     return gen_err(sp::sc::kLbaOutOfRange);
   }
+  return kOk;
+}
+
+uint16_t Controller::io_read_write(const sp::SubmissionEntry& sqe, Namespace& ns, bool write) {
+  uint64_t slba, bytes;
+  if (const uint16_t st = check_lba_range(sqe, ns, &slba, &bytes); st != kOk) return st;
   if (uint16_t st = map_dptr(sqe, bytes, write ? Dir::kFromHost : Dir::kToHost); st != kOk) {
     return st;
   }
@@ -91,15 +100,8 @@ uint16_t Controller::io_read_write(const sp::SubmissionEntry& sqe, Namespace& ns
 }
 
 uint16_t Controller::io_compare(const sp::SubmissionEntry& sqe, Namespace& ns) {
-  const uint64_t slba = sqe.cdw10 | uint64_t{sqe.cdw11} << 32;
-  const uint32_t nlb = (sqe.cdw12 & 0xffff) + 1;
-  if (sqe.cdw12 & 0x3fff0000) return kInvalidField;
-  const uint64_t bytes = uint64_t{nlb} << ns.shift;
-  if (mdts_bytes_ && bytes > mdts_bytes_) return kInvalidField;
-  if (slba >= ns.nsze || nlb > ns.nsze - slba) {
-    err_lba_ = slba;
-    return gen_err(sp::sc::kLbaOutOfRange);
-  }
+  uint64_t slba, bytes;
+  if (const uint16_t st = check_lba_range(sqe, ns, &slba, &bytes); st != kOk) return st;
   if (uint16_t st = map_dptr(sqe, bytes, Dir::kFromHost); st != kOk) return st;
   uint64_t off = slba << ns.shift;
   for (const Segment& s : segments_) {

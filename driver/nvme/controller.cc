@@ -249,7 +249,19 @@ int Controller::admin_submit(const sn::SubmissionEntry& cmd, void* buf, uint32_t
 int Controller::process_admin_completions() {
   if (device_->probe_removed()) return -ENODEV;  // the control path looks for removal
   std::lock_guard lock(admin_mu_);
+  for (uint32_t req; abort_requests_.try_pop(req);) {
+    sn::SubmissionEntry cmd{};
+    cmd.opcode = sn::admin::kAbort;
+    cmd.cdw10 = (req & 0xffff) << 16 | req >> 16;  // CID in [31:16], SQID in [15:0]
+    if (admin_->submit_raw(cmd, nullptr, 0, nullptr, nullptr) == 0) ++stats_.aborts_sent;
+  }
   return admin_->process_completions();
+}
+
+void Controller::request_abort(uint16_t sqid, uint16_t cid) {
+  // A full queue drops the request: the command is still reported as timed out, and a
+  // controller this far behind is a case for a reset rather than more aborts.
+  abort_requests_.try_push(uint32_t{sqid} << 16 | cid);
 }
 
 Result<sn::CompletionEntry> Controller::admin_sync(const sn::SubmissionEntry& cmd, void* data,
@@ -322,7 +334,7 @@ void Controller::on_io_timeout(void* ctx, Qpair& qp, uint16_t cid) {
   auto* hook = static_cast<TimeoutHook*>(ctx);
   ++hook->ctrl->stats_.io_timeouts;
   if (hook->user_cb) hook->user_cb(hook->user_ctx, qp, cid);
-  hook->ctrl->abort(qp.id(), cid);
+  hook->ctrl->request_abort(qp.id(), cid);  // no admin lock on the I/O thread
 }
 
 Result<std::unique_ptr<Qpair>> Controller::alloc_io_qpair(const QpairOptions& options) {

@@ -16,6 +16,7 @@
 #include "driver/env/clock.h"
 #include "driver/env/dma_memory.h"
 #include "driver/env/memory_registry.h"
+#include "driver/env/mpmc_queue.h"
 #include "driver/env/pci_device.h"
 #include "driver/env/result.h"
 #include "driver/nvme/namespace.h"
@@ -34,9 +35,9 @@ struct ControllerOptions {
 };
 
 struct ControllerStats {
-  uint64_t async_events = 0;
-  uint64_t aborts_sent = 0;
-  uint64_t io_timeouts = 0;
+  std::atomic<uint64_t> async_events{0};
+  std::atomic<uint64_t> aborts_sent{0};
+  std::atomic<uint64_t> io_timeouts{0};  // reported by I/O threads
 };
 
 class Controller {
@@ -80,6 +81,9 @@ class Controller {
                                          uint32_t len = 0);
   // Asks the device to abort command `cid` of queue `sqid` (asynchronous, best effort).
   int abort(uint16_t sqid, uint16_t cid);
+  // From an I/O thread (a timeout): never waits for the admin lock; the Abort is queued and
+  // sent by the next process_admin_completions().
+  void request_abort(uint16_t sqid, uint16_t cid);
 
   // Called from process_admin_completions() with the admin lock held: it must not call
   // admin functions of this controller itself (defer them, e.g. with a message).
@@ -123,6 +127,7 @@ class Controller {
   uint32_t io_queues_granted_ = 0;
   std::vector<bool> qid_used_;
   std::map<uint16_t, std::unique_ptr<TimeoutHook>> timeout_hooks_;
+  env::MpmcQueue<uint32_t> abort_requests_{1024};  // (sqid << 16) | cid
   AsyncEventFn aer_fn_ = nullptr;
   void* aer_ctx_ = nullptr;
   ControllerStats stats_;

@@ -241,6 +241,53 @@ TEST_F(DriverOnEmulator, DeepQueueWithMoreRequestsThanSlotsCompletesEverything) 
   ctrl_->free_io_qpair(std::move(qp).value());
 }
 
+// A command the device sits on times out; the driver reports it to the owner and asks the
+// device to abort it (without taking the admin lock on the I/O path); the device aborts it.
+TEST(DriverTimeouts, TimedOutCommandIsReportedAndAborted) {
+  env::MemoryRegistry registry;
+  env::VirtualClock clock(1'000'000'000);
+  auto created = emu::device::InProcessNvmeDevice::create(two_namespaces());
+  ASSERT_TRUE(created.ok()) << created.error();
+  auto dev = std::move(created).value();
+  auto pci = env::VfioUserDevice::attach(dev.get(), registry);
+  ASSERT_TRUE(pci.ok());
+  nvme::ControllerOptions o;
+  o.registry = &registry;
+  o.clock = &clock;
+  auto ctrl = nvme::Controller::attach(std::move(pci).value(), o);
+  ASSERT_TRUE(ctrl.ok()) << ctrl.error().message;
+  static std::vector<uint16_t> timed_out;
+  timed_out.clear();
+  nvme::QpairOptions qo;
+  qo.timeout_us = 100;
+  qo.timeout_cb = [](void*, nvme::Qpair&, uint16_t cid) { timed_out.push_back(cid); };
+  auto qp = (*ctrl)->alloc_io_qpair(qo);
+  ASSERT_TRUE(qp.ok());
+  auto mem = env::DmaRegion::create(registry, 4096);
+  ASSERT_TRUE(mem.ok());
+  Waiter w;
+  // Hold the device: the command stays in its SQ while time passes.
+  dev->with_device([&](auto&) {
+    EXPECT_EQ((*qp)->read(*(*ctrl)->ns(1), (*mem)->data(), 0, 8, Waiter::cb, &w), 0);
+    (*qp)->flush_doorbell();
+    clock.advance_us(500);
+    EXPECT_EQ((*qp)->process_completions(), 0);
+    EXPECT_EQ(timed_out.size(), 1u);
+    (*ctrl)->process_admin_completions();  // sends the queued Abort (device still held)
+    return 0;
+  });
+  EXPECT_EQ((*ctrl)->stats().io_timeouts.load(), 1u);
+  EXPECT_EQ((*ctrl)->stats().aborts_sent.load(), 1u);
+  for (long i = 0; i < 50'000'000 && w.done == 0; ++i) {
+    (*qp)->process_completions();
+    (*ctrl)->process_admin_completions();
+  }
+  ASSERT_EQ(w.done, 1);
+  EXPECT_EQ(nvme::Status::from_cqe(w.cpl.status).sc, sn::sc::kAbortedByRequest);
+  (*ctrl)->free_io_qpair(std::move(qp).value());
+  ctrl->reset();  // shut the controller down before the device goes
+}
+
 TEST_F(DriverOnEmulator, AsyncEventOnNamespaceChange) {
   static int events;
   static uint32_t dw0;

@@ -309,7 +309,7 @@ TEST_F(Admin, FeatureErrors) {
   save.cdw10 |= 1u << 31;
   expect_status(admin(save), sp::sct::kCommandSpecific, sp::sc_cmd::kFeatureIdNotSaveable);
   expect_status(admin(TestHost::set_features(sp::feature::kTemperatureThreshold, 1u << 16 | 300)),
-                sp::sct::kGeneric, sp::sc::kInvalidField);  // sensor 1 not implemented
+                sp::sct::kGeneric, sp::sc::kInvalidField);  // only the composite sensor is modelled
   expect_status(admin(TestHost::get_features(sp::feature::kInterruptVectorConfig, 0, 999)),
                 sp::sct::kGeneric, sp::sc::kInvalidField);
 }

@@ -166,7 +166,7 @@ VbdevModule::VbdevModule(Manager& mgr, std::string name) : mgr_(mgr), name_(std:
 VbdevModule::~VbdevModule() = default;
 
 void VbdevModule::examine(Manager&, Bdev& base) {
-  std::vector<Config*> todo;
+  std::vector<Config*> unbuilt;
   {
     std::lock_guard lock(mu_);
     for (auto& c : configs_) {
@@ -175,11 +175,11 @@ void VbdevModule::examine(Manager&, Bdev& base) {
       for (const auto& a : base.props().aliases) match |= c->base_name == a;
       if (!match) continue;
       c->building = true;
-      todo.push_back(c.get());
+      unbuilt.push_back(c.get());
     }
   }
   // A failure here has no caller to report to: the configuration stays, unbuilt (configs()).
-  for (Config* c : todo) (void)build(c);
+  for (Config* c : unbuilt) (void)build(c);
 }
 
 Result<int> VbdevModule::build(Config* c) {

@@ -6,6 +6,7 @@
 // device (and follows regions added later), so any buffer from driver/env is DMA-able.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -32,9 +33,9 @@ class PciDevice {
   // Function-level reset. 0 or a negative errno.
   virtual int reset() = 0;
 
-  // True once the backend knows the device is gone (surprise removal, disconnect). Must be
-  // cheap — a flag, no syscall: queue pairs read it on every submit and poll.
-  virtual bool removed() const = 0;
+  // True once the backend knows the device is gone (surprise removal, disconnect). A flag
+  // load, not a virtual call: queue pairs read it on every submit and poll.
+  bool removed() const { return removed_.load(std::memory_order_acquire); }
   // Looks actively for removal (may make a syscall); for control paths such as the admin
   // poller. Returns removed() afterwards.
   virtual bool probe_removed() { return removed(); }
@@ -52,6 +53,13 @@ class PciDevice {
   }
   int write32(int bar, uint64_t off, uint32_t v) { return bar_write(bar, off, &v, 4); }
   int write64(int bar, uint64_t off, uint64_t v) { return bar_write(bar, off, &v, 8); }
+
+ protected:
+  // Backends call this when they learn the device is gone.
+  void mark_removed() { removed_.store(true, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> removed_{false};
 };
 
 }  // namespace pollux::env

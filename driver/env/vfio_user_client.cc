@@ -116,7 +116,7 @@ VfioUserDevice::~VfioUserDevice() {
     maps.swap(dma_maps_);
   }
   for (const auto& [iova, size] : maps) {
-    if (removed_.load()) break;
+    if (removed()) break;
     vu::DmaUnmap u{sizeof(vu::DmaUnmap), 0, iova, size};
     (void)transact(vu::cmd::kDmaUnmap, &u, sizeof u, nullptr, 0, nullptr, nullptr);
   }
@@ -301,14 +301,13 @@ Error VfioUserDevice::read_region_info(uint32_t index) {
 
 // ---------------------------------------------------------------------- messaging ---
 
-void VfioUserDevice::mark_removed() { removed_.store(true, std::memory_order_release); }
 
 bool VfioUserDevice::probe_removed() {
-  if (removed_.load(std::memory_order_acquire)) return true;
+  if (removed()) return true;
   if (sock_ < 0) return false;
   pollfd pf{sock_, POLLRDHUP, 0};
   if (::poll(&pf, 1, 0) == 1 && (pf.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL))) {
-    removed_.store(true, std::memory_order_release);
+    mark_removed();
     return true;
   }
   return false;
@@ -326,7 +325,7 @@ int VfioUserDevice::transact(uint16_t command, const void* payload, std::size_t 
   int rc = 0;
   try {
     std::lock_guard lock(io_mu_);
-    if (removed_.load(std::memory_order_acquire)) return -ENODEV;
+    if (removed()) return -ENODEV;
     const uint16_t id = next_msg_id_++;
     vu::Header h{id, command, static_cast<uint32_t>(kHdr + plen), vu::flags::kTypeCommand, 0};
     msg.reserve(kHdr + plen);

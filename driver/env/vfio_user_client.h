@@ -79,7 +79,6 @@ class VfioUserDevice final : public PciDevice, private RegionListener {
   int reset() override;
   // Socket mode: true once the connection broke (seen by a failed message, or by a hang-up
   // on the socket, which this checks without blocking).
-  bool removed() const override { return removed_.load(std::memory_order_acquire); }
   bool probe_removed() override;  // a non-blocking poll() on the socket for a hang-up
   std::string address() const override { return address_; }
 
@@ -123,7 +122,6 @@ class VfioUserDevice final : public PciDevice, private RegionListener {
                       uint16_t msg_id, std::vector<uint8_t>& reply, std::vector<int>& rfds);
   int send_all(const uint8_t* data, std::size_t len, const int* fds, std::size_t nfds);
   int recv_exact(uint8_t* data, std::size_t len, std::vector<int>& fds);
-  void mark_removed();
 
   int region_rw(uint32_t index, uint64_t offset, void* buf, std::size_t len, bool write);
   const Mapped* find_mapping(int bar, uint64_t offset, std::size_t len) const;
@@ -140,7 +138,6 @@ class VfioUserDevice final : public PciDevice, private RegionListener {
 
   std::mutex io_mu_;  // one request/reply at a time
   uint16_t next_msg_id_ = 1;
-  mutable std::atomic<bool> removed_{false};
 
   VfioUserServerCaps caps_;
   spec::vfio_user::DeviceInfo info_{};

@@ -23,7 +23,6 @@ class LoopbackDevice : public env::PciDevice {
   int bar_write(int, uint64_t, const void*, std::size_t) override { return -ENOTSUP; }
   volatile void* bar_map(int, uint64_t off, std::size_t) override { return db_ + off / 4; }
   int reset() override { return 0; }
-  bool removed() const override { return false; }
   std::string address() const override { return "loopback"; }
 
   // Completes everything the doorbell shows; returns how many.

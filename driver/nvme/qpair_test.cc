@@ -20,12 +20,12 @@ class ScriptedDevice : public env::PciDevice {
   int config_read(uint32_t, void*, std::size_t) override { return -ENOTSUP; }
   int config_write(uint32_t, const void*, std::size_t) override { return -ENOTSUP; }
   int bar_read(int, uint64_t off, void* buf, std::size_t len) override {
-    if (removed_) return -ENODEV;
+    if (removed()) return -ENODEV;
     std::memcpy(buf, regs_ + off, len);
     return 0;
   }
   int bar_write(int, uint64_t off, const void* buf, std::size_t len) override {
-    if (removed_) return -ENODEV;
+    if (removed()) return -ENODEV;
     std::memcpy(regs_ + off, buf, len);
     ++slow_writes;
     return 0;
@@ -34,7 +34,7 @@ class ScriptedDevice : public env::PciDevice {
     return mapped_doorbells ? regs_ + off : nullptr;
   }
   int reset() override { return 0; }
-  bool removed() const override { return removed_; }
+  void unplug() { mark_removed(); }
   std::string address() const override { return "scripted"; }
 
   uint32_t doorbell(uint32_t off) const {
@@ -43,7 +43,6 @@ class ScriptedDevice : public env::PciDevice {
     return v;
   }
   bool mapped_doorbells = true;
-  bool removed_ = false;
   int slow_writes = 0;
 
  private:
@@ -362,7 +361,7 @@ TEST_F(Harness, FailAllAndRemovedDevice) {
   Done d;
   ASSERT_EQ(qp->read(ns, buf(), 0, 1, Done::cb, &d), 0);
   ASSERT_EQ(qp->read(ns, buf(), 1, 1, Done::cb, &d), 0);
-  dev.removed_ = true;
+  dev.unplug();
   EXPECT_EQ(qp->read(ns, buf(), 2, 1, Done::cb, &d), -ENODEV);
   EXPECT_EQ(qp->process_completions(), -ENODEV);
   const uint16_t st = spec::nvme::status::make(spec::nvme::sct::kGeneric,

@@ -63,6 +63,14 @@ Result<std::unique_ptr<Controller>> Controller::attach(std::unique_ptr<env::PciD
   return ctrl;
 }
 
+void Controller::wait_turn() {
+  if (options_.wait_hook) {
+    options_.wait_hook();
+  } else {
+    sched_yield();
+  }
+}
+
 // Reads CSTS until (CSTS & mask) == value or the deadline passes. Set-up path only.
 bool Controller::wait_csts(uint32_t mask, uint32_t value) {
   for (;;) {
@@ -80,7 +88,7 @@ bool Controller::wait_csts(uint32_t mask, uint32_t value) {
       init_error_ = "timed out after CAP.TO";
       return false;
     }
-    sched_yield();
+    wait_turn();
   }
 }
 
@@ -287,6 +295,7 @@ Result<sn::CompletionEntry> Controller::admin_sync(const sn::SubmissionEntry& cm
   const uint64_t deadline = clock_.now() + clock_.us_to_ticks(options_.admin_timeout_us);
   while (!wait.done) {
     if (admin_->process_completions() < 0) return make_error(ENODEV, "device gone");
+    if (!wait.done && options_.wait_hook) options_.wait_hook();
     if (!wait.done && clock_.now() > deadline) {
       // The device still owns the command (its CID, maybe a DMA into the scratch area): the
       // controller cannot be trusted any more. Fail every admin request and refuse further
@@ -428,7 +437,7 @@ void Controller::shutdown() {
   while (clock_.now() < deadline) {
     const uint32_t csts = device_->read32(0, sn::reg::kCsts);
     if (csts == ~0u || sn::csts::shst(csts) == sn::csts::kShstComplete) break;
-    sched_yield();
+    wait_turn();
   }
   device_->write32(0, sn::reg::kCc, 0);
 }

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -32,6 +33,10 @@ struct ControllerOptions {
   uint64_t admin_timeout_us = 5'000'000;
   env::MemoryRegistry* registry = nullptr;  // default: env::MemoryRegistry::global()
   const env::Clock* clock = nullptr;        // default: env::system_clock()
+  // Called on every turn of a set-up path's wait for the device (CSTS changes, admin_sync,
+  // shutdown); default: sched_yield(). A simulator that runs the device in this same thread
+  // (lockstep virtual time) advances the device here.
+  std::function<void()> wait_hook;
 };
 
 struct ControllerStats {
@@ -100,6 +105,7 @@ class Controller {
   // One step of initialisation; returns false when it must be called again.
   bool process_init();
   bool wait_csts(uint32_t mask, uint32_t value);
+  void wait_turn();
   bool identify_namespaces();
   void arm_async_event();
   static void on_async_event(void* ctx, const sn::CompletionEntry& cpl);

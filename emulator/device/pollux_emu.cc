@@ -2,13 +2,18 @@
 // socket. Any conforming vfio-user client can drive it (Pollux's driver, SPDK's vfio-user
 // NVMe transport, QEMU's vfio-user-pci).
 //   pollux-emu --socket /tmp/emu.sock --config emulator/nvme/examples/default.yaml
+//   pollux-emu --socket /tmp/emu.sock --profile p3700     (timed, paced to the wall clock)
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstring>
+#include <memory>
 
 #include "emulator/device/nvme_device.h"
+#include "emulator/timing/simulation.h"
+#include "emulator/timing/timed_ssd.h"
 
 namespace {
 volatile std::sig_atomic_t g_stop = 0;
@@ -18,15 +23,46 @@ void on_signal(int) { g_stop = 1; }
 int main(int argc, char** argv) {
   using namespace pollux::emu;
   CLI::App app{"pollux-emu: an emulated NVMe SSD served over vfio-user"};
-  std::string socket_path, config_path;
+  std::string socket_path, config_path, profile_name, fidelity, time_mode = "realtime";
+  uint64_t seed = 1;
   bool quiet = false;
   app.add_option("-s,--socket", socket_path, "UNIX socket to listen on")->required();
   app.add_option("-c,--config", config_path, "device YAML (default: 2 namespaces, 1 GiB each)");
   app.add_flag("-q,--quiet", quiet, "no start-up banner");
+  app.add_option("-p,--profile", profile_name,
+                 "timed device: built-in profile (p4800x, p3700, gen4-tlc, null) or YAML path");
+  app.add_option("--fidelity", fidelity, "with --profile: functional | timed | rtl");
+  app.add_option("--time", time_mode,
+                 "with --profile: realtime (the only mode for a device in its own process; "
+                 "virtual time needs host and device in one process: see pollux-sim)");
+  app.add_option("--seed", seed, "seed of the device's random choices");
+  app.get_option("--config")->excludes(app.get_option("--profile"));
   CLI11_PARSE(app, argc, argv);
 
   nvme::ControllerConfig config;
-  if (!config_path.empty()) {
+  timing::Profile profile;
+  if (!profile_name.empty()) {
+    auto p = timing::load_profile(profile_name);
+    if (!p) {
+      fmt::print(stderr, "pollux-emu: {}\n", p.error());
+      return 2;
+    }
+    profile = std::move(p).value();
+    if (!fidelity.empty()) {
+      auto f = timing::parse_fidelity(fidelity);
+      if (!f) {
+        fmt::print(stderr, "pollux-emu: --fidelity: {}\n", f.error());
+        return 2;
+      }
+      profile.fidelity = f.value();
+    }
+    if (time_mode != "realtime") {
+      fmt::print(stderr, "pollux-emu: --time {}: a device in its own process runs in realtime; "
+                         "use pollux-sim for virtual time\n", time_mode);
+      return 2;
+    }
+    config = profile.controller;
+  } else if (!config_path.empty()) {
     auto loaded = nvme::load_config_file(config_path);
     if (!loaded) {
       fmt::print(stderr, "pollux-emu: {}: {}\n", config_path, loaded.error());
@@ -42,6 +78,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto dev = std::move(created).value();
+  // Timed: a SystemC simulation in front of the controller, paced to the wall clock.
+  std::unique_ptr<timing::Simulation> sim;
+  if (!profile_name.empty() && profile.fidelity != timing::Fidelity::kFunctional) {
+    sim = std::make_unique<timing::Simulation>(seed);
+    if (auto added = sim->add_device(profile, dev->controller()); !added) {
+      fmt::print(stderr, "pollux-emu: {}\n", added.error());
+      return 2;
+    }
+  }
   if (const int rc = dev->server().listen(socket_path); rc != 0) {
     fmt::print(stderr, "pollux-emu: cannot listen on {}: {}\n", socket_path, std::strerror(-rc));
     return 1;
@@ -50,12 +95,19 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, on_signal);
   std::signal(SIGPIPE, SIG_IGN);
   if (!quiet) {
-    fmt::print("pollux-emu: {} ({} namespace(s)) listening on {}\n", config.model,
-               config.namespaces.size(), socket_path);
+    fmt::print("pollux-emu: {} ({} namespace(s)) listening on {}{}\n", config.model,
+               config.namespaces.size(), socket_path,
+               sim ? fmt::format(" [profile {}, {}, realtime]", profile.name,
+                                 timing::to_string(profile.fidelity))
+                   : std::string());
     std::fflush(stdout);
   }
   // One loop for messages and device work. With a client attached the device polls its
   // doorbells continuously (it is a polled device); without one it sleeps in poll().
+  // Timed: simulated time follows the wall clock; completions are posted when the wall
+  // clock reaches their simulated time. `lag` is how far the simulation fell behind.
+  const auto t0 = std::chrono::steady_clock::now();
+  uint64_t max_lag_ns = 0;
   while (!g_stop) {
     auto& server = dev->server();
     const int rc = server.poll_once(server.client_connected() ? 0 : 100);
@@ -63,7 +115,24 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "pollux-emu: server: {}\n", std::strerror(-rc));
       return 1;
     }
-    if (server.client_connected()) dev->poll();
+    if (sim) {
+      const auto wall = std::chrono::steady_clock::now() - t0;
+      const uint64_t target = static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(wall).count());
+      const uint64_t before = sim->now() / timing::kNs;
+      if (target > before) max_lag_ns = std::max(max_lag_ns, target - before);
+      sim->run_until(target * timing::kNs);
+      sim->scan();
+    } else if (server.client_connected()) {
+      dev->poll();
+    }
+  }
+  if (sim && !quiet) {
+    const auto s = sim->device(0).stats();
+    fmt::print("pollux-emu: simulated {:.3f} s; {} commands; largest step behind the wall "
+               "clock {} us; engine mismatches {}\n",
+               double(sim->now()) / double(timing::kSec), s.commands, max_lag_ns / 1000,
+               s.engine_mismatches);
   }
   const auto& c = dev->controller().counters();
   if (!quiet) fmt::print("pollux-emu: stopping; {} IOMMU faults\n", c.iommu_faults);

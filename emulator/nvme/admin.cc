@@ -172,7 +172,8 @@ uint16_t Controller::admin_create_sq(const sp::SubmissionEntry& sqe) {
     ++counters_.iommu_faults;
     return kDataTransferError;
   }
-  create_sq(static_cast<uint16_t>(qid), base, qsize, static_cast<uint16_t>(cqid));
+  const uint8_t qprio = (sqe.cdw11 >> 1) & 3;
+  create_sq(static_cast<uint16_t>(qid), base, qsize, static_cast<uint16_t>(cqid), qprio);
   return kOk;
 }
 
@@ -289,6 +290,7 @@ uint16_t Controller::admin_set_features(const sp::SubmissionEntry& sqe, uint32_t
   switch (fid) {
     case sp::feature::kArbitration:
       features_.arbitration = v;
+      ++queue_generation_;
       return kOk;
     case sp::feature::kPowerManagement:
       if ((v & 0x1f) != 0) return kInvalidField;  // NPSS = 0: only power state 0

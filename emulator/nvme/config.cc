@@ -80,7 +80,8 @@ Result<ControllerConfig> parse_root(const YAML::Node& root) {
     if (Status s = check_keys(ctrl, "controller.",
                               {"serial", "model", "firmware", "max_queue_entries",
                                "max_io_queue_pairs", "mdts", "doorbell_stride",
-                               "volatile_write_cache", "ready_delay_polls"});
+                               "volatile_write_cache", "ready_delay_polls",
+                               "weighted_round_robin"});
         !s) {
       return Error{s.error()};
     }
@@ -110,6 +111,11 @@ Result<ControllerConfig> parse_root(const YAML::Node& root) {
       auto r = get_bool(n, "controller.volatile_write_cache");
       if (!r) return Error{r.error()};
       c.volatile_write_cache = r.value();
+    }
+    if (const YAML::Node n = ctrl["weighted_round_robin"]) {
+      auto r = get_bool(n, "controller.weighted_round_robin");
+      if (!r) return Error{r.error()};
+      c.weighted_round_robin = r.value();
     }
   }
 

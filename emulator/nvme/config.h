@@ -26,6 +26,7 @@ struct ControllerConfig {
   uint32_t doorbell_stride = 0;             // CAP.DSTRD: doorbells 4 << n bytes apart, 0..15
   bool volatile_write_cache = true;         // Identify VWC
   uint32_t ready_delay_polls = 0;           // CC.EN 0->1: CSTS.RDY after this many poll()s
+  bool weighted_round_robin = false;        // CAP.AMS bit 0: WRR with urgent priority class
   std::vector<NamespaceConfig> namespaces;  // NSID = index + 1, at least one
 
   // Bytes of the doorbell area (BAR0 offset 0x1000 on) for this configuration.
@@ -39,7 +40,7 @@ Status validate(const ControllerConfig& config);
 
 // YAML layout (all controller keys optional; see examples/default.yaml):
 //   controller: {serial, model, firmware, max_queue_entries, max_io_queue_pairs, mdts,
-//                doorbell_stride, volatile_write_cache, ready_delay_polls}
+//                doorbell_stride, volatile_write_cache, ready_delay_polls, weighted_round_robin}
 //   namespaces:
 //     - {size: 1GiB | size_bytes: N | blocks: N, lba_size: 512|4096, backing: memory|file:<path>}
 // Unknown keys are errors (they are usually typos).

@@ -33,6 +33,7 @@ Controller::Controller(const ControllerConfig& config, DmaSpace& dma) : config_(
   cap_ = sp::cap::make(static_cast<uint16_t>(config_.max_queue_entries - 1), /*cqr=*/true,
                        kTimeout500ms, static_cast<uint8_t>(config_.doorbell_stride),
                        /*nssrs=*/true, static_cast<uint8_t>(sp::cap::kCssNvm), 0, kMpsMax);
+  if (config_.weighted_round_robin) cap_ |= uint64_t{1} << 17;  // CAP.AMS: WRR with urgent
   internal_db_.assign(doorbell_bytes() / 4, 0);
   db_ = internal_db_.data();
   sqs_.resize(size_t{config_.max_io_queue_pairs} + 1);
@@ -204,7 +205,9 @@ void Controller::enable() {
   const uint32_t asqs = sp::aqa::asqs(aqa_) + 1, acqs = sp::aqa::acqs(aqa_) + 1;
   const uint64_t page = uint64_t{4096} << mps;
   const uint32_t iosqes = sp::cc::iosqes(cc_), iocqes = sp::cc::iocqes(cc_);
-  const bool bad = sp::cc::css(cc_) != 0 || mps > kMpsMax || sp::cc::ams(cc_) != 0 ||
+  const bool bad = sp::cc::css(cc_) != 0 || mps > kMpsMax || (sp::cc::ams(cc_) != sp::cc::kAmsRoundRobin &&
+                    !(config_.weighted_round_robin &&
+                      sp::cc::ams(cc_) == sp::cc::kAmsWeightedRoundRobin)) ||
                    (iosqes != 0 && iosqes != 6) || (iocqes != 0 && iocqes != 4) || asqs < 2 ||
                    acqs < 2 || asqs > config_.max_queue_entries ||
                    acqs > config_.max_queue_entries || (asq_ & (page - 1)) || (acq_ & (page - 1)) ||
@@ -230,6 +233,7 @@ void Controller::enable() {
 // counters persist.
 void Controller::controller_reset() {
   ++counters_.resets;
+  ++queue_generation_;
   if ((csts_ & sp::csts::kRdy) && sp::csts::shst(csts_) != sp::csts::kShstComplete) {
     ++unsafe_shutdowns_;
   }
@@ -306,12 +310,15 @@ void Controller::doorbell_error(uint8_t info, uint16_t qid) {
 
 // ---------------------------------------------------------------------------- queues ---
 
-void Controller::create_sq(uint16_t qid, uint64_t base, uint32_t size, uint16_t cqid) {
+void Controller::create_sq(uint16_t qid, uint64_t base, uint32_t size, uint16_t cqid,
+                           uint8_t prio) {
+  ++queue_generation_;
   Sq& sq = sqs_[qid];
   sq = Sq{};
   sq.exists = true;
   sq.qid = qid;
   sq.cqid = cqid;
+  sq.prio = prio;
   sq.base = base;
   sq.size = size;
   db_[sq_db_index(qid)] = 0;
@@ -320,6 +327,7 @@ void Controller::create_sq(uint16_t qid, uint64_t base, uint32_t size, uint16_t 
 }
 
 void Controller::create_cq(uint16_t qid, uint64_t base, uint32_t size, bool ien, uint16_t iv) {
+  ++queue_generation_;
   Cq& cq = cqs_[qid];
   cq.exists = true;
   cq.qid = qid;
@@ -340,6 +348,7 @@ void Controller::create_cq(uint16_t qid, uint64_t base, uint32_t size, bool ien,
 }
 
 void Controller::delete_sq(uint16_t qid) {
+  ++queue_generation_;
   Sq& sq = sqs_[qid];
   if (!sq.exists) return;
   if (qid != 0 && cqs_[sq.cqid].bound_sqs) --cqs_[sq.cqid].bound_sqs;
@@ -350,6 +359,7 @@ void Controller::delete_sq(uint16_t qid) {
 }
 
 void Controller::delete_cq(uint16_t qid) {
+  ++queue_generation_;
   Cq& cq = cqs_[qid];
   cq.exists = false;
   cq.overflow.clear();
@@ -499,6 +509,8 @@ bool Controller::write_cqe(Cq& cq, const sp::CompletionEntry& cqe) {
     }
     cq.ring_gen = poll_gen_;
   }
+  const uint32_t slot_index = cq.tail;
+  const bool phase = cq.phase;
   sp::CompletionEntry* slot = &cq.ring[cq.tail];
   slot->dw0 = cqe.dw0;
   slot->dw1 = cqe.dw1;
@@ -514,6 +526,7 @@ bool Controller::write_cqe(Cq& cq, const sp::CompletionEntry& cqe) {
   }
   ++counters_.completions_posted;
   cq.irq_pending |= cq.ien;
+  if (cqe_observer_) cqe_observer_(cq.qid, slot_index, phase);
   return true;
 }
 

@@ -88,6 +88,48 @@ class Controller {
                spec::nvme::CompletionEntry* cqe);
   void post_completion(uint16_t sqid, const spec::nvme::CompletionEntry& cqe);
 
+  // ---- Timed layering: a timing model decides which SQ is fetched from and when ---------
+  // The model watches the doorbell page (BAR0 offset 0x1000 on) the way the device front end
+  // does, and drives fetch -> execute() -> complete_fetched() at simulated times.
+  const volatile uint32_t* doorbells() const { return db_; }
+  uint32_t sq_doorbell(uint16_t qid) const { return sq_db_index(qid); }  // index into doorbells()
+  uint32_t cq_doorbell(uint16_t qid) const { return cq_db_index(qid); }
+  // The housekeeping poll() does without fetching: the ready countdown after CC.EN, CQ head
+  // doorbells (room for queued entries).
+  void service();
+  enum class Fetch { kFetched, kEmpty, kCqFull, kAborted, kUnavailable };
+  // Takes the SQE at `sqid`'s head and reserves a slot in its CQ. kAborted: an Abort named
+  // this command first; its completion is already posted. kUnavailable: no such SQ, or the
+  // controller is not ready / has failed.
+  Fetch fetch(uint16_t sqid, spec::nvme::SubmissionEntry* sqe);
+  // Posts the completion of a fetched command into the slot fetch() reserved. A command whose
+  // execute() returned false (an AER, completed later by the controller itself) releases
+  // its slot with release_fetched().
+  void complete_fetched(uint16_t sqid, const spec::nvme::CompletionEntry& cqe);
+  void release_fetched(uint16_t sqid);
+  struct QueueState {
+    bool exists = false;
+    uint32_t size = 0;   // entries
+    uint16_t cqid = 0;   // SQ: its CQ
+    uint8_t prio = 0;    // SQ: Create I/O SQ QPRIO (0 urgent .. 3 low)
+    uint32_t head = 0;   // SQ: next entry to fetch; CQ: last head doorbell
+    uint32_t tail = 0;   // SQ: last tail doorbell; CQ: next slot to write
+  };
+  uint32_t queue_slots() const;  // queue ids 0 .. n-1
+  QueueState sq_state(uint16_t qid) const;
+  QueueState cq_state(uint16_t qid) const;
+  // Changes whenever a queue is created or deleted, the controller is enabled or reset, or the
+  // Arbitration feature is set: the model re-reads queue states then.
+  uint64_t queue_generation() const { return queue_generation_; }
+  uint32_t arbitration_feature() const { return features_.arbitration; }
+  bool weighted_round_robin_enabled() const {
+    return spec::nvme::cc::ams(cc_) == spec::nvme::cc::kAmsWeightedRoundRobin;
+  }
+  // Called after every completion entry is written to host memory: CQ, slot, phase tag.
+  void set_cqe_observer(std::function<void(uint16_t cqid, uint32_t slot, bool phase)> fn) {
+    cqe_observer_ = std::move(fn);
+  }
+
   // ---- Host-visible events -------------------------------------------------------------------
   // Called with the MSI-X vector of a CQ with interrupts enabled after new entries were posted
   // to it (at most once per CQ per poll()).
@@ -131,7 +173,7 @@ class Controller {
   uint32_t doorbell(uint32_t index) const { return db_[index]; }
   uint32_t sq_db_index(uint16_t qid) const { return (2u * qid) << config_.doorbell_stride; }
   uint32_t cq_db_index(uint16_t qid) const { return (2u * qid + 1) << config_.doorbell_stride; }
-  void create_sq(uint16_t qid, uint64_t base, uint32_t size, uint16_t cqid);
+  void create_sq(uint16_t qid, uint64_t base, uint32_t size, uint16_t cqid, uint8_t prio = 0);
   void create_cq(uint16_t qid, uint64_t base, uint32_t size, bool ien, uint16_t iv);
   void delete_sq(uint16_t qid);
   void delete_cq(uint16_t qid);
@@ -190,6 +232,8 @@ class Controller {
   ControllerConfig config_;
   DmaSpace& dma_;
   std::function<void(uint16_t)> irq_;
+  std::function<void(uint16_t, uint32_t, bool)> cqe_observer_;
+  uint64_t queue_generation_ = 0;
   ControllerCounters counters_;
 
   // Registers.

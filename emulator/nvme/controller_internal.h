@@ -16,6 +16,7 @@ struct Controller::Sq {
   bool exists = false;
   uint16_t qid = 0;
   uint16_t cqid = 0;
+  uint8_t prio = 0;  // QPRIO (used by a timing model's arbiter)
   uint64_t base = 0;
   uint32_t size = 0;
   uint32_t head = 0;

@@ -1,0 +1,85 @@
+// The controller's timed-layering entry points: the same steps poll() takes, one at a time,
+// for a timing model that decides when each happens (see controller.h).
+#include <cstring>
+
+#include "emulator/nvme/controller.h"
+#include "emulator/nvme/controller_internal.h"
+
+namespace pollux::emu::nvme {
+
+void Controller::service() {
+  if (ready_countdown_) {
+    if (--ready_countdown_ == 0) csts_ |= sp::csts::kRdy;
+    return;
+  }
+  if ((csts_ & (sp::csts::kRdy | sp::csts::kCfs)) != sp::csts::kRdy) return;
+  ++poll_gen_;
+  for (uint16_t cqid : active_cqs_) update_cq_head(cqs_[cqid]);
+  fire_interrupts();
+}
+
+Controller::Fetch Controller::fetch(uint16_t sqid, sp::SubmissionEntry* sqe) {
+  if ((csts_ & (sp::csts::kRdy | sp::csts::kCfs)) != sp::csts::kRdy) return Fetch::kUnavailable;
+  if (sqid >= sqs_.size() || !sqs_[sqid].exists) return Fetch::kUnavailable;
+  Sq& sq = sqs_[sqid];
+  if (!refresh_sq_tail(sq) || sq.head == sq.tail) return Fetch::kEmpty;
+  Cq& cq = cqs_[sq.cqid];
+  if (cq_free(cq) == 0) {
+    ++counters_.cq_full_stalls;
+    return Fetch::kCqFull;
+  }
+  ++poll_gen_;  // translate afresh: the host may have remapped memory since the last step
+  auto* ring = reinterpret_cast<sp::SubmissionEntry*>(
+      dma_.translate(sq.base, size_t{sq.size} * sizeof(sp::SubmissionEntry)));
+  if (ring == nullptr) {
+    ++counters_.iommu_faults;
+    set_fatal();
+    return Fetch::kUnavailable;
+  }
+  std::memcpy(sqe, &ring[sq.head], sizeof *sqe);
+  sq.head = sq.head + 1 == sq.size ? 0 : sq.head + 1;
+  ++cq.reserved;
+  if (sq.n_aborts && take_abort(sq, sqe->cid)) {
+    ++counters_.aborted_commands;
+    const sp::CompletionEntry cqe{0, 0, 0, sq.qid, sqe->cid,
+                                  sp::status::make(sp::sct::kGeneric, sp::sc::kAbortedByRequest)};
+    ++counters_.failed_commands;
+    log_error(sq.qid, sqe->cid, cqe.status, sqe->nsid);
+    post(cq, cqe, true);
+    fire_interrupts();
+    return Fetch::kAborted;
+  }
+  return Fetch::kFetched;
+}
+
+void Controller::complete_fetched(uint16_t sqid, const sp::CompletionEntry& cqe) {
+  if (sqid >= sqs_.size() || !sqs_[sqid].exists) return;  // deleted meanwhile: dropped
+  ++poll_gen_;
+  Cq& cq = cqs_[sqs_[sqid].cqid];
+  sp::CompletionEntry c = cqe;
+  c.sqid = sqid;
+  post(cq, c, true);
+  fire_interrupts();
+}
+
+void Controller::release_fetched(uint16_t sqid) {
+  if (sqid >= sqs_.size() || !sqs_[sqid].exists) return;
+  Cq& cq = cqs_[sqs_[sqid].cqid];
+  if (cq.reserved) --cq.reserved;
+}
+
+uint32_t Controller::queue_slots() const { return static_cast<uint32_t>(sqs_.size()); }
+
+Controller::QueueState Controller::sq_state(uint16_t qid) const {
+  if (qid >= sqs_.size() || !sqs_[qid].exists) return {};
+  const Sq& sq = sqs_[qid];
+  return QueueState{true, sq.size, sq.cqid, sq.prio, sq.head, sq.tail};
+}
+
+Controller::QueueState Controller::cq_state(uint16_t qid) const {
+  if (qid >= cqs_.size() || !cqs_[qid].exists) return {};
+  const Cq& cq = cqs_[qid];
+  return QueueState{true, cq.size, 0, 0, cq.head, cq.tail};
+}
+
+}  // namespace pollux::emu::nvme

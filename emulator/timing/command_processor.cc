@@ -1,0 +1,106 @@
+#include "emulator/timing/command_processor.h"
+
+#include <algorithm>
+
+namespace pollux::emu::timing {
+
+namespace sp = ::pollux::spec::nvme;
+
+CommandProcessor::CommandProcessor(sc_core::sc_module_name n, const FirmwareProfile& fw,
+                                   uint32_t lba_shift, uint32_t page_size)
+    : sc_module(n), fw_(fw), cores_(fw.cores, 0), lba_shift_(lba_shift), page_size_(page_size) {}
+
+SimTime CommandProcessor::firmware(SimTime start, SimTime cost) {
+  auto core = std::min_element(cores_.begin(), cores_.end());
+  *core = std::max(start, *core) + cost;
+  return *core;
+}
+
+// A PRP list is needed when the data crosses more than two memory pages; the device reads it
+// (8 bytes an entry) before moving data. SGL segments are read the same way.
+SimTime CommandProcessor::fetch_prp_list(SimTime t, const sp::SubmissionEntry& sqe,
+                                         uint64_t bytes) {
+  const bool sgl = sqe.psdt() != sp::kPsdtPrp;
+  const uint64_t offset = sgl ? 0 : sqe.dptr.prp.prp1 & (page_size_ - 1);
+  const uint64_t pages = (offset + bytes + page_size_ - 1) / page_size_;
+  if (!sgl && pages <= 2) return t;
+  if (sgl && sqe.dptr.sgl1.type() == sp::sgl::kTypeDataBlock) return t;
+  ++stats_.prp_list_fetches;
+  return link->dma_read(t, sgl ? 16 * pages : 8 * (pages - 1));
+}
+
+SimTime CommandProcessor::read(SimTime t, uint64_t slba, uint32_t nlb,
+                               const sp::SubmissionEntry& sqe) {
+  const uint64_t bytes = uint64_t{nlb} << lba_shift_;
+  t = fetch_prp_list(t, sqe, bytes);
+  const uint64_t first = (slba << lba_shift_) / kUnitBytes;
+  const uint64_t last = (((slba + nlb) << lba_shift_) - 1) / kUnitBytes;
+  SimTime done = t;
+  for (uint64_t u = first; u <= last; ++u) {
+    done = std::max(done, media->read(t + fw_.per_unit * (u - first), u));
+  }
+  stats_.units_read += last - first + 1;
+  return link->dma_write(done, bytes);  // data to host; the CQE follows on the same path
+}
+
+SimTime CommandProcessor::write(SimTime t, uint64_t slba, uint32_t nlb,
+                                const sp::SubmissionEntry& sqe) {
+  const uint64_t bytes = uint64_t{nlb} << lba_shift_;
+  t = fetch_prp_list(t, sqe, bytes);
+  t = link->dma_read(t, bytes);  // data from host into the controller
+  const bool fua = (sqe.cdw12 >> 30) & 1;
+  const uint64_t first = (slba << lba_shift_) / kUnitBytes;
+  const uint64_t last = (((slba + nlb) << lba_shift_) - 1) / kUnitBytes;
+  SimTime acked = t, durable = t;
+  for (uint64_t u = first; u <= last; ++u) {
+    const SimTime start = t + fw_.per_unit * (u - first);
+    if (cache->enabled()) {
+      const SimTime slot = cache->admit(start);
+      const Media::WriteOutcome w = media->write(slot, u);
+      if (w.units) cache->release_pending(w.units, w.done);
+      acked = std::max(acked, slot);
+    } else {
+      const Media::WriteOutcome w = media->write(start, u);
+      durable = std::max(durable, w.units ? w.done : media->flush(start));
+    }
+  }
+  stats_.units_written += last - first + 1;
+  if (!cache->enabled()) return durable;
+  if (fua) return std::max(media->flush(acked), cache->drained_at());
+  return acked;
+}
+
+SimTime CommandProcessor::process(uint16_t sqid, const sp::SubmissionEntry& sqe, SimTime t) {
+  if (sqid == 0) {
+    ++stats_.admin;
+    return link->dma_write(firmware(t, fw_.admin), 16);
+  }
+  const uint8_t opc = sqe.opcode;
+  const uint64_t slba = (uint64_t{sqe.cdw11} << 32) | sqe.cdw10;
+  const uint32_t nlb = (sqe.cdw12 & 0xffff) + 1;
+  SimTime done;
+  switch (opc) {
+    case sp::nvm::kRead:
+      ++stats_.reads;
+      done = read(firmware(t, fw_.read), slba, nlb, sqe);
+      break;
+    case sp::nvm::kWrite:
+      ++stats_.writes;
+      done = write(firmware(t, fw_.write), slba, nlb, sqe);
+      break;
+    case sp::nvm::kFlush: {
+      ++stats_.flushes;
+      const SimTime f = firmware(t, fw_.flush);
+      done = std::max(media->flush(f), cache->drained_at());
+      done = std::max(done, f);
+      break;
+    }
+    default:
+      ++stats_.other;
+      done = firmware(t, fw_.other);
+      break;
+  }
+  return link->dma_write(done, 16);
+}
+
+}  // namespace pollux::emu::timing

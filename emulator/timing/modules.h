@@ -1,0 +1,132 @@
+// The SystemC modules of the timed SSD and the interfaces that connect them.
+//
+//   host <-> PcieLink <-> QueueEngineModule (doorbells, arbitration, fetch, CQ tail/phase)
+//                              |  grants            ^ completion requests
+//                              v                    |
+//                         CommandProcessor --> WriteCache --> Media (Optane | FTL -> NAND array)
+//
+// Modules talk through sc_port/sc_export interfaces and annotate time (the loosely-timed
+// TLM style): a call is given the time an operation may start and returns when it ends,
+// reserving the resources it used. Only the points where the host can observe something
+// (a fetch decision, a completion entry landing) are SystemC events.
+#pragma once
+
+// Verilator headers (if any) must come before <systemc>: include this header last.
+#include <systemc>
+
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "emulator/timing/media.h"
+#include "emulator/timing/pcie_link.h"
+#include "emulator/timing/profile.h"
+#include "emulator/timing/sim_time.h"
+
+namespace pollux::emu::timing {
+
+inline SimTime sc_now() { return sc_core::sc_time_stamp().value(); }
+inline sc_core::sc_time sc_ps(SimTime t) { return sc_core::sc_time::from_value(t); }
+
+// ---- interfaces -------------------------------------------------------------------------------
+
+struct LinkIf : virtual sc_core::sc_interface {
+  virtual SimTime dma_read(SimTime start, uint64_t bytes) = 0;
+  virtual SimTime dma_write(SimTime start, uint64_t bytes) = 0;
+  virtual SimTime mmio_write(SimTime start) const = 0;
+};
+
+struct MediaIf : virtual sc_core::sc_interface {
+  virtual SimTime read(SimTime start, uint64_t unit) = 0;
+  virtual Media::WriteOutcome write(SimTime start, uint64_t unit) = 0;
+  virtual SimTime flush(SimTime start) = 0;
+  virtual void trim(uint64_t unit) = 0;
+};
+
+struct CacheIf : virtual sc_core::sc_interface {
+  virtual bool enabled() const = 0;
+  virtual SimTime admit(SimTime start) = 0;
+  virtual void release_pending(uint32_t n, SimTime done) = 0;
+  virtual SimTime drained_at() const = 0;
+};
+
+// ---- leaf modules -----------------------------------------------------------------------------
+
+class PcieLinkModule final : public sc_core::sc_module, public LinkIf {
+ public:
+  PcieLinkModule(sc_core::sc_module_name n, const PcieProfile& p) : sc_module(n), link_(p) {}
+  SimTime dma_read(SimTime s, uint64_t b) override { return link_.dma_read(sc_now(), s, b); }
+  SimTime dma_write(SimTime s, uint64_t b) override { return link_.dma_write(sc_now(), s, b); }
+  SimTime mmio_write(SimTime s) const override { return link_.mmio_write(s); }
+  const PcieLink& core() const { return link_; }
+
+ private:
+  PcieLink link_;
+};
+
+// Any Media core (null, Optane) as a module.
+class MediaModule final : public sc_core::sc_module, public MediaIf {
+ public:
+  MediaModule(sc_core::sc_module_name n, std::unique_ptr<Media> m)
+      : sc_module(n), media_(std::move(m)) {}
+  SimTime read(SimTime s, uint64_t u) override { return media_->read(s, u); }
+  Media::WriteOutcome write(SimTime s, uint64_t u) override { return media_->write(s, u); }
+  SimTime flush(SimTime s) override { return media_->flush(s); }
+  void trim(uint64_t u) override { media_->trim(u); }
+
+ private:
+  std::unique_ptr<Media> media_;
+};
+
+// The NAND array (dies, planes, channels) and the FTL in front of it.
+class NandArrayModule final : public sc_core::sc_module {
+ public:
+  NandArrayModule(sc_core::sc_module_name n, const NandGeometry& g, const NandTiming& t)
+      : sc_module(n), array_(g, t) {}
+  NandArray& core() { return array_; }
+
+ private:
+  NandArray array_;
+};
+
+class FtlModule final : public sc_core::sc_module, public MediaIf {
+ public:
+  FtlModule(sc_core::sc_module_name n, const FtlConfig& c, NandArrayModule& nand)
+      : sc_module(n), nand_(nand.core()), ftl_(c, nand.core()) {}
+  SimTime read(SimTime s, uint64_t u) override {
+    nand_.set_now(sc_now());
+    return ftl_.read(s, u);
+  }
+  Media::WriteOutcome write(SimTime s, uint64_t u) override {
+    nand_.set_now(sc_now());
+    const Ftl::WriteResult r = ftl_.write(s, u);
+    return {r.units, r.done};
+  }
+  SimTime flush(SimTime s) override {
+    nand_.set_now(sc_now());
+    const Ftl::WriteResult r = ftl_.flush(s);
+    return r.units ? r.done : s;
+  }
+  void trim(uint64_t u) override { ftl_.trim(u); }
+  const Ftl& core() const { return ftl_; }
+
+ private:
+  NandArray& nand_;
+  Ftl ftl_;
+};
+
+class WriteCacheModule final : public sc_core::sc_module, public CacheIf {
+ public:
+  WriteCacheModule(sc_core::sc_module_name n, uint64_t bytes)
+      : sc_module(n), cache_(bytes / kUnitBytes) {}
+  bool enabled() const override { return cache_.enabled(); }
+  SimTime admit(SimTime s) override { return cache_.admit(s); }
+  void release_pending(uint32_t n, SimTime d) override { cache_.release_pending(n, d); }
+  SimTime drained_at() const override { return cache_.drained_at(); }
+  const WriteCache& core() const { return cache_; }
+
+ private:
+  WriteCache cache_;
+};
+
+}  // namespace pollux::emu::timing

@@ -1,0 +1,264 @@
+// NAND flash media: the array (channels x dies x planes with tR/tPROG/tBERS and a channel bus)
+// and a page-mapping FTL (over-provisioning, greedy garbage collection, write amplification,
+// preconditioning). Plain C++ resource models: each operation is given the time it may start
+// and returns the time it completes, reserving the die and channel it uses (busy-until
+// bookkeeping, FIFO per resource). The SystemC modules wrap these; keeping the cores free of
+// SystemC lets them be unit-tested many times per process.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "emulator/timing/sim_time.h"
+#include "emulator/timing/timeline.h"
+
+namespace pollux::emu::timing {
+
+struct NandGeometry {
+  uint32_t channels = 8;
+  uint32_t dies_per_channel = 4;
+  uint32_t planes_per_die = 2;
+  uint32_t blocks_per_plane = 1024;
+  uint32_t pages_per_block = 256;
+  uint32_t page_bytes = 16384;  // a multiple of the 4 KiB mapping unit
+};
+
+struct NandTiming {
+  SimTime t_read = 50 * kUs;     // tR: array to page register
+  SimTime t_prog = 600 * kUs;    // tPROG: page register to array
+  SimTime t_erase = 3 * kMs;     // tBERS
+  uint64_t channel_bytes_per_second = 400'000'000;  // bus between controller and dies
+  SimTime command_overhead = 0;  // per operation on the channel (command/address cycles)
+};
+
+// Where a page lives. `block` is per plane.
+struct PhysPage {
+  uint32_t channel, die, plane, block, page;
+};
+
+// Reservations are FIFO per resource: an operation never starts before one reserved earlier
+// on the same die or channel ends, even if it is given an earlier start (no back-filling of
+// idle gaps). The counters count commands: a multi-plane program or erase is one.
+class NandArray {
+ public:
+  NandArray(const NandGeometry& g, const NandTiming& t);
+  // Read `bytes` of a page: the die (all planes) is busy for tR, then the channel moves the
+  // bytes (plus command_overhead). Returns when the data is in the controller. The die is free
+  // again after tR (the data waits in the cache register for the channel).
+  SimTime read(SimTime start, const PhysPage& p, uint32_t bytes);
+  // Program a full page: the channel moves page_bytes into the die, then the die is busy
+  // for tPROG. Multi-plane: `planes` pages on consecutive planes of one die in one tPROG.
+  SimTime program(SimTime start, const PhysPage& p, uint32_t planes = 1);
+  // Erase: the die is busy for tBERS (after command_overhead on the channel, if any).
+  // Multi-plane: `planes` blocks with the same index on consecutive planes in one tBERS.
+  SimTime erase(SimTime start, uint32_t channel, uint32_t die, uint32_t plane, uint32_t block,
+                uint32_t planes = 1);
+  // Earliest time the die is idle (for the FTL's write-point choice).
+  SimTime die_free_at(uint32_t channel, uint32_t die) const;
+  // The current simulated time: channel bookings end before it are forgotten. The FTL books
+  // operations ahead of time (GC bursts) and out of order; a channel is a timeline, so a
+  // transfer booked later for an earlier time uses the idle gap instead of queueing behind.
+  void set_now(SimTime now) { now_ = now; }
+  SimTime channel_free_at(uint32_t channel) const { return channels_[channel].busy_until(); }
+  const NandGeometry& geometry() const { return g_; }
+  const NandTiming& timing() const { return t_; }
+  uint64_t reads() const { return reads_; }
+  uint64_t programs() const { return programs_; }
+  uint64_t erases() const { return erases_; }
+ private:
+  NandGeometry g_;
+  NandTiming t_;
+  std::vector<SimTime> die_busy_;
+  std::vector<Timeline> channels_;
+  SimTime now_ = 0;
+  std::vector<SimTime> program_xfer_;  // channel time of 0..planes_per_die pages (hot path)
+  uint32_t read_xfer_bytes_ = 0;    // last read size and its channel time (memoised)
+  SimTime read_xfer_time_ = 0;
+  uint64_t reads_ = 0, programs_ = 0, erases_ = 0;
+};
+
+enum class Precondition {
+  kNone,        // fresh out of box: nothing mapped, every block free
+  kSequential,  // every logical page written once in order (no invalid pages yet)
+  kSteady,      // sequential fill, then random overwrites (not timed) until WA settles
+};
+
+struct FtlConfig {
+  uint64_t logical_bytes = 0;        // user capacity; physical = the array's raw capacity
+  uint32_t mapping_unit = 4096;      // bytes per logical page (LPN)
+  uint32_t gc_free_blocks_low = 4;   // start GC below this many free blocks per die (superblock)
+  Precondition precondition = Precondition::kNone;
+  uint64_t seed = 1;                 // for kSteady's random overwrites
+};
+
+struct FtlStats {
+  uint64_t host_units_written = 0;   // mapping units written by the host
+  uint64_t nand_units_written = 0;   // host + GC relocations (+ padding: every program counts
+                                     // its full page group, so this = programs x group units)
+  uint64_t gc_relocations = 0;
+  uint64_t erases = 0;               // superblock (multi-plane) erases
+  double write_amplification() const {
+    return host_units_written ? double(nand_units_written) / double(host_units_written) : 0.0;
+  }
+};
+
+// Page-level FTL. Layout and policy (see ftl.cc for the details):
+//  * The die is the unit of allocation and GC: a superblock is block index b on every plane
+//    of one die; it is written one page group (one page on every plane, a multi-plane program)
+//    at a time, erased whole (one multi-plane erase), and chosen by greedy GC (fewest valid
+//    units on that die). Host data and GC relocations share the die's open superblock. GC
+//    relocates whole page groups (no padding) and may leave a victim half-emptied until the
+//    die's next GC round; its remaining units stay readable where they are.
+//  * GC runs on the die about to take a host page group when that die has fewer than
+//    gc_free_blocks_low free superblocks, before the host program, on the same die and
+//    channel reservations: its time is the write latency of that program (the write cliff).
+//  * validate() asks for gc_free_blocks_low + 2 spare superblocks per die beyond the logical
+//    capacity; with that, some die can always take a host page group.
+//  * Host page groups go to dies in round-robin order, channel first (die index i is channel
+//    i % channels, die i / channels), so consecutive groups use different channels.
+//  * The forward map (LPN -> physical unit) and the reverse map (physical unit -> LPN) live in
+//    lazily allocated anonymous memory: entries never written cost nothing. After a
+//    kSequential/kSteady precondition a forward entry of 0 means "implicit": the LPN is still
+//    where the sequential fill put it, a position computed from the LPN (the fill is exactly
+//    the round-robin stripe above), not stored. With kNone, 0 means unmapped.
+// Single-threaded; no allocation per operation after construction.
+class Ftl {
+ public:
+  // Errors (physical capacity smaller than logical, bad mapping unit) are reported by
+  // validate(); construct only from a validated config (the constructor throws
+  // std::invalid_argument with the same message otherwise).
+  static std::string validate(const FtlConfig& c, const NandGeometry& g);  // "" if fine
+  // kSteady costs O(logical capacity) of untimed work at construction (random overwrites until
+  // WA settles): meant for scaled-down capacities. kNone and kSequential are O(blocks).
+  Ftl(const FtlConfig& c, NandArray& nand);
+  // Time a read of one mapping unit completes. Units never written since preconditioning
+  // read from where the precondition put them; with kNone they cost no media access (a real
+  // drive returns zeroes for unmapped LBAs without touching NAND). Units in the open
+  // (not yet programmed) page group are served from the write buffer: `start`.
+  SimTime read(SimTime start, uint64_t lpn);
+  // Accept one mapping unit into the open page (the controller's write buffer). Units gather
+  // until a page (x planes_per_die for a multi-plane program) is full; then it is programmed at
+  // the next write point (dies in round-robin order), after any garbage collection the free
+  // block count calls for (relocations and erases reserve the same dies, which is how the
+  // write cliff appears). `units` = how many units that program made durable (0: the unit is
+  // buffered, not yet programmed); `done` = that program's completion time.
+  struct WriteResult {
+    uint32_t units = 0;
+    SimTime done = 0;
+  };
+  WriteResult write(SimTime start, uint64_t lpn);
+  // Program the partly filled open page now (padding), as Flush / FUA / shutdown require.
+  // Nothing buffered: {0, start}. `done` covers this program only; programs returned earlier by
+  // write() may still be in flight (a Flush command waits for those too).
+  WriteResult flush(SimTime start);
+  void trim(uint64_t lpn);
+  const FtlStats& stats() const { return stats_; }
+  uint64_t free_blocks() const;  // free superblocks, all dies
+
+  // --- introspection (tests, diagnostics) ---
+  uint32_t free_blocks(uint32_t channel, uint32_t die) const;
+  struct Location {
+    enum Kind { kUnmapped, kBuffered, kNand } kind = kUnmapped;
+    PhysPage page{};    // kNand: the plane page holding the unit
+    uint32_t unit = 0;  // kNand: which mapping unit of that page
+  };
+  Location locate(uint64_t lpn) const;
+  struct BlockInfo {
+    enum State { kFree, kOpen, kClosed, kCollecting } state = kFree;  // kCollecting: GC victim
+    uint32_t valid_units = 0;
+  };
+  BlockInfo block_info(uint32_t channel, uint32_t die, uint32_t block) const;  // a superblock
+  uint64_t logical_units() const { return logical_units_; }
+  uint32_t units_per_program() const { return group_units_; }  // page_bytes*planes/unit
+  // kSteady: untimed host units written after the sequential fill, and the WA of the last
+  // settling window (the stats are reset to zero after preconditioning).
+  uint64_t precondition_host_units() const { return precond_host_units_; }
+  double precondition_write_amplification() const { return precond_wa_; }
+
+ private:
+  // uint32 entries in anonymous MAP_NORESERVE memory: zero until written, and pages never
+  // written cost no RAM. Move-only.
+  class LazyTable {
+   public:
+    LazyTable() = default;
+    explicit LazyTable(uint64_t entries);
+    LazyTable(LazyTable&& o) noexcept;
+    LazyTable& operator=(LazyTable&& o) noexcept;
+    LazyTable(const LazyTable&) = delete;
+    LazyTable& operator=(const LazyTable&) = delete;
+    ~LazyTable();
+    uint32_t& operator[](uint64_t i) { return p_[i]; }
+    uint32_t operator[](uint64_t i) const { return p_[i]; }
+   private:
+    uint32_t* p_ = nullptr;
+    uint64_t bytes_ = 0;
+  };
+
+  struct DieState {
+    uint32_t channel = 0, die = 0;  // NAND address of this round-robin slot
+    uint32_t open = 0;              // open superblock (global index) or kNoBlock
+    uint32_t next_group = 0;        // next page of the open superblock
+    uint32_t free_count = 0, free_head = 0, free_tail = 0;  // FIFO of free superblocks
+    uint32_t min_hint = 0;          // no closed superblock has fewer valid units than this
+    uint32_t victim = 0;            // superblock GC is emptying (kNoBlock: none)
+    uint32_t cursor = 0;            // next unit of the victim to look at
+  };
+
+  static constexpr uint32_t kNoBlock = UINT32_MAX;
+  static constexpr uint64_t kNoLpn = UINT64_MAX;
+
+  void accept(uint64_t lpn);
+  WriteResult program_buffer(SimTime start, bool timed);
+  uint32_t pick_die(SimTime start, bool timed);
+  void collect(uint32_t d, SimTime start, bool timed);
+  bool gc_group(uint32_t d, SimTime start, bool timed);
+  void erase_victim(uint32_t d, uint32_t sb, SimTime start, bool timed);
+  uint64_t take_group(uint32_t d);
+  void finish_group(uint32_t d);
+  void invalidate(uint64_t lpn);
+  void drop_unit(uint64_t p);
+  void place(uint64_t lpn, uint64_t p);
+  uint64_t live_lpn(uint64_t p, bool precond_block) const;
+  uint64_t implicit_phys(uint64_t lpn) const;
+  PhysPage page_of(uint64_t p) const;
+  uint32_t lowest_block(uint32_t d);
+  void bucket_link(uint32_t sb, uint32_t valid);
+  void bucket_unlink(uint32_t sb, uint32_t valid);
+  uint32_t pop_free(uint32_t d);
+  void push_free(uint32_t d, uint32_t sb);
+  void precondition_sequential();
+  void precondition_steady();
+
+  NandArray& nand_;
+  FtlConfig cfg_;
+  NandGeometry g_;
+  uint32_t unit_bytes_ = 0;     // mapping unit
+  uint32_t units_per_page_ = 0;
+  uint32_t group_units_ = 0;    // G: units per multi-plane program
+  uint32_t sb_units_ = 0;       // units per superblock = pages_per_block * G
+  uint32_t dies_ = 0;           // channels * dies_per_channel
+  uint64_t logical_units_ = 0;
+  uint64_t physical_units_ = 0;
+  bool implicit_ = false;       // forward entry 0 = the sequential fill's position
+  uint32_t unmapped_ = 0;       // forward entry of a trimmed LPN
+  uint64_t precond_groups_ = 0; // page groups the sequential fill wrote
+
+  LazyTable fwd_;  // LPN -> 0 (implicit/unmapped), physical unit + 1, buffer slot, trimmed
+  LazyTable rev_;  // physical unit -> LPN + 1, 0 = none (explicitly written superblocks only)
+  std::vector<uint32_t> valid_, next_, prev_;  // per superblock; next/prev: bucket or free list
+  std::vector<uint8_t> state_, precond_;       // precond_: still holds the sequential fill
+  std::vector<uint32_t> bucket_;  // per die x (sb_units+1): closed superblocks by valid count
+  std::vector<DieState> die_state_;
+  std::vector<uint64_t> host_buf_;  // the open host page group (LPN per slot, kNoLpn = dead)
+  uint32_t host_fill_ = 0;
+  std::vector<uint64_t> gc_buf_;       // the relocation page group being gathered (G)
+  std::vector<uint32_t> gc_finished_;  // victims emptied into it, erased once it is programmed
+  uint32_t rr_ = 0;                // next die for a host page group
+  uint64_t free_total_ = 0;
+  FtlStats stats_;
+  uint64_t precond_host_units_ = 0;
+  double precond_wa_ = 0.0;
+};
+
+}  // namespace pollux::emu::timing

@@ -1,0 +1,58 @@
+// The queue engine clocked inside SystemC: a C++ reference model (fidelity `timed`) or the
+// verilated RTL (fidelity `rtl`), stepped one clock edge at a time, and only while it has
+// work: an idle front end costs no host time.
+#pragma once
+
+#include "emulator/rtl/queue_engine.h"
+#include "emulator/timing/modules.h"
+#include "emulator/timing/ring.h"
+
+namespace pollux::emu::timing {
+
+// What the engine's decisions are delivered to (the device top level).
+struct FrontEndClient {
+  virtual ~FrontEndClient() = default;
+  virtual bool can_accept_command() const = 0;
+  virtual void on_fetch_grant(uint8_t sqid, uint16_t slot) = 0;
+  virtual void on_completion_slot(uint8_t cqid, uint16_t slot, bool phase) = 0;
+};
+
+class QueueEngineModule final : public sc_core::sc_module {
+ public:
+  SC_HAS_PROCESS(QueueEngineModule);
+  QueueEngineModule(sc_core::sc_module_name n, std::unique_ptr<rtl::QueueEngine> engine,
+                    uint32_t clock_mhz, FrontEndClient& client);
+
+  // Inputs, queued and fed one per kind per edge. A doorbell becomes visible at `at`.
+  void configure(const rtl::QueueEngineInputs& cfg);  // cfg_*/arb_*/reset fields only
+  void doorbell(SimTime at, bool cq, uint8_t qid, uint16_t value);
+  void request_completion(uint8_t cqid, bool urgent);  // urgent: ahead of queued requests
+  void drop_pending();  // controller reset: forget queued doorbells and completion requests
+  void wake(SimTime at);  // new work may exist (a command slot freed)
+
+  uint64_t cycles() const { return cycles_; }
+  uint64_t grants() const { return grants_; }
+  SimTime period() const { return period_; }
+
+ private:
+  struct Doorbell {
+    SimTime at;
+    bool cq;
+    uint8_t qid;
+    uint16_t value;
+  };
+  void edge();
+  SimTime next_edge(SimTime t) const { return (t + period_ - 1) / period_ * period_; }
+
+  std::unique_ptr<rtl::QueueEngine> engine_;
+  SimTime period_;
+  FrontEndClient& client_;
+  sc_core::sc_event clock_;
+  Ring<rtl::QueueEngineInputs> config_;
+  Ring<Doorbell> doorbells_;
+  Ring<uint8_t> completions_;
+  bool busy_ = false;
+  uint64_t cycles_ = 0, grants_ = 0;
+};
+
+}  // namespace pollux::emu::timing

@@ -1,0 +1,25 @@
+// Simulated time for the timing models: picoseconds since the simulation started, the same
+// resolution as SystemC's default time unit, so an sc_time converts without rounding.
+#pragma once
+
+#include <cstdint>
+
+namespace pollux::emu::timing {
+
+using SimTime = uint64_t;  // picoseconds
+
+inline constexpr SimTime kPs = 1;
+inline constexpr SimTime kNs = 1000;
+inline constexpr SimTime kUs = 1000 * kNs;
+inline constexpr SimTime kMs = 1000 * kUs;
+inline constexpr SimTime kSec = 1000 * kMs;
+
+// Time to move `bytes` at `bytes_per_second` (rounded up to a whole picosecond).
+inline constexpr SimTime transfer_time(uint64_t bytes, uint64_t bytes_per_second) {
+  return bytes_per_second == 0 ? 0
+                               : static_cast<SimTime>((static_cast<unsigned __int128>(bytes) * kSec +
+                                                       bytes_per_second - 1) /
+                                                      bytes_per_second);
+}
+
+}  // namespace pollux::emu::timing

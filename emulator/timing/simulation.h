@@ -1,0 +1,68 @@
+// One SystemC simulation: the devices in it, its clock, its seeded random generator and its
+// event trace. SystemC allows one elaboration per kernel context; a Simulation makes a fresh
+// context of its own, so a process can build several in turn (tests do), one at a time.
+//
+// Time modes:
+//   virtual  — the owner advances time explicitly (run_until), in lockstep with a host stack
+//              stepped in the same process (see scenarios/sim). Deterministic.
+//   realtime — run_realtime() paces simulated time to the wall clock; a driver in another
+//              process sees completions when wall time reaches their simulated time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "emulator/nvme/controller.h"
+#include "emulator/nvme/result.h"
+#include "emulator/timing/profile.h"
+#include "emulator/timing/sim_time.h"
+#include "emulator/timing/trace.h"
+
+namespace pollux::emu::timing {
+
+class TimedSsd;
+
+class Simulation {
+ public:
+  explicit Simulation(uint64_t seed);
+  ~Simulation();
+  Simulation(const Simulation&) = delete;
+  Simulation& operator=(const Simulation&) = delete;
+
+  // Adds a timed device in front of `controller` (which must outlive the simulation).
+  // Only before the first run_until(). Returns its index.
+  nvme::Result<uint32_t> add_device(const Profile& profile, nvme::Controller& controller);
+  uint32_t device_count() const { return static_cast<uint32_t>(devices_.size()); }
+  TimedSsd& device(uint32_t i) { return *devices_[i]; }
+
+  // Every device notices doorbell writes made up to now.
+  void scan();
+  // Runs events up to and including time t (virtual mode). With stop_at_completion, returns
+  // early, at the time a device posted a completion entry (the host has something to see).
+  void run_until(SimTime t, bool stop_at_completion = false);
+  SimTime now() const;
+  // The time of the next pending event, if any.
+  std::optional<SimTime> next_event() const;
+
+  uint64_t seed() const { return seed_; }
+  std::mt19937_64& rng() { return rng_; }
+  Trace& trace() { return trace_; }
+  // Devices call this when a completion entry became visible to the host.
+  void host_visible_event();
+
+ private:
+  void elaborate_if_needed();
+  uint64_t seed_;
+  std::mt19937_64 rng_;
+  Trace trace_;
+  std::vector<std::unique_ptr<TimedSsd>> devices_;
+  bool started_ = false;
+  bool pausing_ = false;
+  void* context_ = nullptr;           // the sc_simcontext this simulation built
+  void* previous_context_ = nullptr;  // restored when it ends
+};
+
+}  // namespace pollux::emu::timing

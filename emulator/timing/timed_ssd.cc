@@ -1,0 +1,302 @@
+// Verilator's headers must precede <systemc>.
+#include "emulator/rtl/rtl_queue_engine.h"
+// (keep the order above)
+#include "emulator/timing/timed_ssd.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "emulator/rtl/queue_engine_ref.h"
+
+namespace pollux::emu::timing {
+
+namespace sp = ::pollux::spec::nvme;
+
+TimedSsd::TimedSsd(sc_core::sc_module_name n, const Profile& p, nvme::Controller& controller,
+                   std::mt19937_64& rng, Trace& trace, uint32_t device_index,
+                   std::function<void()> on_host_visible)
+    : sc_module(n),
+      profile_(p),
+      ctrl_(controller),
+      trace_(trace),
+      index_(device_index),
+      on_host_visible_(std::move(on_host_visible)) {
+  link_ = std::make_unique<PcieLinkModule>("pcie", p.pcie);
+  cache_ = std::make_unique<WriteCacheModule>("write_cache", p.cache.bytes);
+  processor_ = std::make_unique<CommandProcessor>("command_processor", p.firmware, 9, 4096);
+  processor_->link(*link_);
+  processor_->cache(*cache_);
+  switch (p.media) {
+    case MediaKind::kNand: {
+      nand_ = std::make_unique<NandArrayModule>("nand_array", p.nand_geometry, p.nand_timing);
+      FtlConfig fc = p.ftl;
+      fc.logical_bytes = p.controller.namespaces.at(0).size_bytes;
+      ftl_ = std::make_unique<FtlModule>("ftl", fc, *nand_);
+      processor_->media(*ftl_);
+      break;
+    }
+    case MediaKind::kOptane:
+      media_ = std::make_unique<MediaModule>("optane", std::make_unique<OptaneMedia>(p.optane, rng));
+      processor_->media(*media_);
+      break;
+    case MediaKind::kNone:
+      media_ = std::make_unique<MediaModule>("null_media", std::make_unique<NullMedia>());
+      processor_->media(*media_);
+      break;
+  }
+  std::unique_ptr<rtl::QueueEngine> engine;
+  if (p.fidelity == Fidelity::kRtl) {
+    engine = std::make_unique<rtl::RtlQueueEngine>();
+  } else {
+    engine = std::make_unique<rtl::RefQueueEngine>();
+  }
+  engine_ = std::make_unique<QueueEngineModule>("queue_engine", std::move(engine),
+                                                p.frontend_clock_mhz,
+                                                static_cast<FrontEndClient&>(*this));
+
+  slots_.resize(p.max_outstanding);
+  free_.reserve(p.max_outstanding);
+  for (uint32_t i = p.max_outstanding; i-- > 0;) free_.push_back(i);
+  due_.reserve(p.max_outstanding);
+  queues_ = std::min<uint32_t>(ctrl_.queue_slots(), rtl::kQueues);
+  sq_shadow_.assign(queues_, {});
+  cq_shadow_.assign(queues_, {});
+  sq_db_.assign(queues_, 0);
+  cq_db_.assign(queues_, 0);
+  resets_ = ctrl_.counters().resets;
+  ctrl_.set_cqe_observer(
+      [this](uint16_t cqid, uint32_t slot, bool phase) { on_cqe_written(cqid, slot, phase); });
+
+  SC_METHOD(complete_due);
+  sensitive << due_event_;
+  dont_initialize();
+}
+
+TimedSsd::~TimedSsd() { ctrl_.set_cqe_observer(nullptr); }
+
+void TimedSsd::scan() {
+  ctrl_.service();
+  const SimTime now = sc_now();
+  if (ctrl_.counters().resets != resets_) {
+    // Controller reset (CC.EN 1 -> 0, NSSR): what was in flight is gone, as in hardware.
+    resets_ = ctrl_.counters().resets;
+    ++epoch_;
+    dropped_ += slots_.size() - free_.size();
+    free_.clear();
+    for (uint32_t i = static_cast<uint32_t>(slots_.size()); i-- > 0;) free_.push_back(i);
+    due_.clear();
+    pending_.clear();
+    engine_->drop_pending();
+    rtl::QueueEngineInputs r;
+    r.reset = true;
+    engine_->configure(r);
+    std::fill(sq_shadow_.begin(), sq_shadow_.end(), nvme::Controller::QueueState{});
+    std::fill(cq_shadow_.begin(), cq_shadow_.end(), nvme::Controller::QueueState{});
+    std::fill(sq_db_.begin(), sq_db_.end(), 0);
+    std::fill(cq_db_.begin(), cq_db_.end(), 0);
+    arb_shadow_ = ~0u;
+    generation_ = ~0ull;
+  }
+  if (ctrl_.queue_generation() != generation_) sync_configuration();
+  const volatile uint32_t* db = ctrl_.doorbells();
+  for (uint16_t q = 0; q < queues_; ++q) {
+    if (sq_shadow_[q].exists) {
+      const uint32_t v = __atomic_load_n(&db[ctrl_.sq_doorbell(q)], __ATOMIC_ACQUIRE);
+      if (v != sq_db_[q]) {
+        sq_db_[q] = v;
+        trace_.record(now, index_, TraceKind::kDoorbell, q, 0, v);
+        engine_->doorbell(link_->mmio_write(now), false, static_cast<uint8_t>(q),
+                          static_cast<uint16_t>(v));
+      }
+    }
+    if (cq_shadow_[q].exists) {
+      const uint32_t v = __atomic_load_n(&db[ctrl_.cq_doorbell(q)], __ATOMIC_ACQUIRE);
+      if (v != cq_db_[q]) {
+        cq_db_[q] = v;
+        trace_.record(now, index_, TraceKind::kDoorbell, q, 1, v);
+        engine_->doorbell(link_->mmio_write(now), true, static_cast<uint8_t>(q),
+                          static_cast<uint16_t>(v));
+      }
+    }
+  }
+}
+
+// Tell the engine about queues created or deleted and arbitration settings, in an order the
+// engine accepts: SQs go before the CQs they use, CQs come before the SQs bound to them.
+void TimedSsd::sync_configuration() {
+  generation_ = ctrl_.queue_generation();
+  std::vector<nvme::Controller::QueueState> sq(queues_), cq(queues_);
+  for (uint16_t q = 0; q < queues_; ++q) {
+    sq[q] = ctrl_.sq_state(q);
+    cq[q] = ctrl_.cq_state(q);
+  }
+  auto same = [](const nvme::Controller::QueueState& a, const nvme::Controller::QueueState& b) {
+    return a.exists == b.exists && a.size == b.size && a.cqid == b.cqid && a.prio == b.prio;
+  };
+  auto send = [&](bool is_cq, uint16_t q, const nvme::Controller::QueueState& s) {
+    rtl::QueueEngineInputs in;
+    in.cfg_valid = true;
+    in.cfg_cq = is_cq;
+    in.cfg_qid = static_cast<uint8_t>(q);
+    in.cfg_enable = s.exists;
+    in.cfg_size = static_cast<uint16_t>(s.exists ? s.size - 1 : 1);
+    in.cfg_cqid = static_cast<uint8_t>(s.cqid);
+    in.cfg_prio = static_cast<rtl::Prio>(s.prio & 3);
+    engine_->configure(in);
+  };
+  for (uint16_t q = 0; q < queues_; ++q) {
+    if (sq_shadow_[q].exists && !same(sq_shadow_[q], sq[q])) {
+      send(false, q, nvme::Controller::QueueState{});
+      sq_shadow_[q] = {};
+    }
+  }
+  for (uint16_t q = 0; q < queues_; ++q) {
+    if (cq_shadow_[q].exists && !same(cq_shadow_[q], cq[q])) {
+      send(true, q, nvme::Controller::QueueState{});
+      cq_shadow_[q] = {};
+    }
+  }
+  for (uint16_t q = 0; q < queues_; ++q) {
+    if (cq[q].exists && !cq_shadow_[q].exists) {
+      send(true, q, cq[q]);
+      cq_shadow_[q] = cq[q];
+      cq_db_[q] = 0;
+    }
+  }
+  for (uint16_t q = 0; q < queues_; ++q) {
+    if (sq[q].exists && !sq_shadow_[q].exists) {
+      send(false, q, sq[q]);
+      sq_shadow_[q] = sq[q];
+      sq_db_[q] = 0;
+    }
+  }
+  const uint32_t arb = ctrl_.arbitration_feature();
+  const bool wrr = ctrl_.weighted_round_robin_enabled();
+  if (arb != arb_shadow_ || wrr != wrr_shadow_) {
+    arb_shadow_ = arb;
+    wrr_shadow_ = wrr;
+    rtl::QueueEngineInputs in;
+    in.arb_valid = true;
+    in.arb_wrr = wrr;
+    in.arb_burst = arb & 7;
+    in.arb_lpw = static_cast<uint8_t>(arb >> 8);
+    in.arb_mpw = static_cast<uint8_t>(arb >> 16);
+    in.arb_hpw = static_cast<uint8_t>(arb >> 24);
+    engine_->configure(in);
+  }
+}
+
+void TimedSsd::on_fetch_grant(uint8_t sqid, uint16_t slot) {
+  const SimTime now = sc_now();
+  if (ctrl_.sq_state(sqid).head != slot) ++mismatches_;
+  sp::SubmissionEntry sqe;
+  switch (ctrl_.fetch(sqid, &sqe)) {
+    case nvme::Controller::Fetch::kFetched: break;
+    case nvme::Controller::Fetch::kAborted: ++commands_; return;  // its CQE is queued already
+    default: ++mismatches_; return;
+  }
+  ++commands_;
+  const uint32_t i = free_.back();
+  free_.pop_back();
+  slots_[i] = InFlight{sqid, epoch_, sqe, {}};
+  trace_.record(now, index_, TraceKind::kFetch, sqid, sqe.cid, sqe.opcode);
+  const uint32_t lba = ctrl_.lba_size(sqe.nsid);
+  processor_->set_lba_shift(lba ? static_cast<uint32_t>(__builtin_ctz(lba)) : 9);
+  processor_->set_page_size(ctrl_.memory_page_size());
+  const SimTime fetched = link_->dma_read(now, sizeof(sp::SubmissionEntry));
+  schedule(i, processor_->process(sqid, sqe, fetched));
+}
+
+void TimedSsd::schedule(uint32_t slot, SimTime at) {
+  const SimTime now = sc_now();
+  at = std::max(at, now);
+  due_.push_back(Due{at, seq_++, slot, epoch_});
+  std::push_heap(due_.begin(), due_.end(), std::greater<Due>());
+  if (due_.front().seq == seq_ - 1) due_event_.notify(sc_ps(at - now));
+}
+
+void TimedSsd::complete_due() {
+  const SimTime now = sc_now();
+  bool freed = false;
+  while (!due_.empty() && due_.front().at <= now) {
+    const Due d = due_.front();
+    std::pop_heap(due_.begin(), due_.end(), std::greater<Due>());
+    due_.pop_back();
+    if (d.epoch != epoch_) continue;
+    InFlight& f = slots_[d.slot];
+    // The command takes effect now: data moves, state changes, the entry is produced.
+    if (ctrl_.execute(f.sqid, f.sqe, &f.cqe)) {
+      const uint16_t cqid = ctrl_.sq_state(f.sqid).cqid;
+      pending_.push_back(Pending{d.slot, cqid, 0, false});
+      engine_->request_completion(static_cast<uint8_t>(cqid), false);
+    } else {
+      ctrl_.release_fetched(f.sqid);  // an AER: the controller posts it when an event occurs
+      free_.push_back(d.slot);
+      freed = true;
+    }
+    if (f.sqid == 0 && ctrl_.queue_generation() != generation_) sync_configuration();
+  }
+  if (!due_.empty()) due_event_.notify(sc_ps(due_.front().at - now));
+  if (freed) engine_->wake(now);
+}
+
+void TimedSsd::on_completion_slot(uint8_t cqid, uint16_t slot, bool phase) {
+  if (pending_.empty()) {
+    ++mismatches_;
+    return;
+  }
+  const Pending p = pending_.front();
+  pending_.pop_front();
+  if (p.cqid != cqid) ++mismatches_;
+  if (p.slot == kPosted) {
+    if (p.cq_slot != slot || p.phase != phase) ++mismatches_;
+    return;
+  }
+  InFlight& f = slots_[p.slot];
+  posting_ = true;
+  posted_seen_ = false;
+  ctrl_.complete_fetched(f.sqid, f.cqe);
+  posting_ = false;
+  if (posted_seen_ && (posted_slot_ != slot || posted_phase_ != phase)) ++mismatches_;
+  ++completions_;
+  trace_.record(sc_now(), index_, TraceKind::kComplete, f.sqid, f.cqe.cid, f.cqe.status);
+  if (on_host_visible_) on_host_visible_();
+  free_.push_back(p.slot);
+  engine_->wake(sc_now());
+}
+
+void TimedSsd::on_cqe_written(uint16_t cqid, uint32_t slot, bool phase) {
+  if (posting_) {
+    posted_seen_ = true;
+    posted_slot_ = slot;
+    posted_phase_ = phase;
+    return;
+  }
+  if (cqid >= queues_) return;
+  // Written by the controller on its own (AER, aborted at fetch): the engine's tail must
+  // follow before any other entry of this CQ.
+  pending_.push_front(Pending{kPosted, cqid, static_cast<uint16_t>(slot), phase});
+  engine_->request_completion(static_cast<uint8_t>(cqid), true);
+}
+
+TimedSsdStats TimedSsd::stats() const {
+  TimedSsdStats s;
+  s.commands = commands_;
+  s.completions = completions_;
+  s.in_flight = slots_.size() - free_.size();
+  s.engine_cycles = engine_->cycles();
+  s.engine_mismatches = mismatches_;
+  s.dropped_by_reset = dropped_;
+  s.cache_stalls = cache_->core().stalls();
+  if (ftl_) {
+    s.ftl = ftl_->core().stats();
+    s.nand_reads = nand_->core().reads();
+    s.nand_programs = nand_->core().programs();
+    s.nand_erases = nand_->core().erases();
+  }
+  s.link_upstream_bytes = link_->core().upstream_bytes();
+  s.link_downstream_bytes = link_->core().downstream_bytes();
+  return s;
+}
+
+}  // namespace pollux::emu::timing

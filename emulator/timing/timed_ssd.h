@@ -1,0 +1,121 @@
+// A timed NVMe SSD: the functional controller (emulator/nvme) for command semantics and data,
+// and SystemC models that decide when each step happens. A command's effects become visible,
+// and its completion is posted, at its simulated completion time.
+//
+// The host reaches the device exactly as before (registers, the doorbell page, DMA through
+// the vfio-user boundary); scan() is how the device notices doorbell writes: the lockstep
+// loop calls it after each host step, the realtime loop continuously.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "emulator/nvme/controller.h"
+#include "emulator/timing/command_processor.h"
+#include "emulator/timing/profile.h"
+#include "emulator/timing/queue_engine_module.h"
+#include "emulator/timing/trace.h"
+
+namespace pollux::emu::timing {
+
+struct TimedSsdStats {
+  uint64_t commands = 0;          // fetched
+  uint64_t completions = 0;       // posted through the engine
+  uint64_t in_flight = 0;
+  uint64_t engine_cycles = 0;
+  uint64_t engine_mismatches = 0;  // engine and functional controller disagreed (must be 0)
+  uint64_t dropped_by_reset = 0;   // in flight when the controller was reset
+  uint64_t cache_stalls = 0;
+  FtlStats ftl;                    // NAND media only
+  uint64_t nand_reads = 0, nand_programs = 0, nand_erases = 0;
+  uint64_t link_upstream_bytes = 0, link_downstream_bytes = 0;
+};
+
+class TimedSsd final : public sc_core::sc_module, private FrontEndClient {
+ public:
+  SC_HAS_PROCESS(TimedSsd);
+  TimedSsd(sc_core::sc_module_name n, const Profile& p, nvme::Controller& controller,
+           std::mt19937_64& rng, Trace& trace, uint32_t device_index,
+           std::function<void()> on_host_visible = {});
+  ~TimedSsd() override;
+
+  // Notice doorbell writes and queue (re)configuration at the current simulated time.
+  void scan();
+  TimedSsdStats stats() const;
+  const Profile& profile() const { return profile_; }
+
+ private:
+  struct InFlight {
+    uint16_t sqid;
+    uint64_t epoch;
+    spec::nvme::SubmissionEntry sqe;
+    spec::nvme::CompletionEntry cqe;
+  };
+  struct Due {
+    SimTime at;
+    uint64_t seq;
+    uint32_t slot;
+    uint64_t epoch;
+    bool operator>(const Due& o) const { return at != o.at ? at > o.at : seq > o.seq; }
+  };
+
+  // FrontEndClient
+  bool can_accept_command() const override { return !free_.empty(); }
+  void on_fetch_grant(uint8_t sqid, uint16_t slot) override;
+  void on_completion_slot(uint8_t cqid, uint16_t slot, bool phase) override;
+
+  void sync_configuration();
+  void on_cqe_written(uint16_t cqid, uint32_t slot, bool phase);
+  void complete_due();  // SC_METHOD: commands whose completion time has come
+  void schedule(uint32_t slot, SimTime at);
+
+  Profile profile_;
+  nvme::Controller& ctrl_;
+  Trace& trace_;
+  uint32_t index_;
+  std::function<void()> on_host_visible_;
+
+  std::unique_ptr<PcieLinkModule> link_;
+  std::unique_ptr<NandArrayModule> nand_;
+  std::unique_ptr<FtlModule> ftl_;
+  std::unique_ptr<MediaModule> media_;
+  std::unique_ptr<WriteCacheModule> cache_;
+  std::unique_ptr<CommandProcessor> processor_;
+  std::unique_ptr<QueueEngineModule> engine_;
+
+  std::vector<InFlight> slots_;
+  std::vector<uint32_t> free_;
+  std::vector<Due> due_;  // min-heap
+  uint64_t seq_ = 0;
+  sc_core::sc_event due_event_;
+
+  // Completion requests in engine order: the in-flight slot, or kPosted for an entry the
+  // controller wrote by itself (an AER, an aborted command).
+  static constexpr uint32_t kPosted = ~0u;
+  struct Pending {
+    uint32_t slot;
+    uint16_t cqid, cq_slot;
+    bool phase;
+  };
+  Ring<Pending> pending_;
+  bool posting_ = false;
+  bool posted_seen_ = false;
+  uint32_t posted_slot_ = 0;
+  bool posted_phase_ = false;
+
+  // What the engine has been told.
+  std::vector<nvme::Controller::QueueState> sq_shadow_, cq_shadow_;
+  std::vector<uint32_t> sq_db_, cq_db_;
+  uint32_t arb_shadow_ = ~0u;
+  bool wrr_shadow_ = false;
+  uint64_t generation_ = ~0ull;
+  uint64_t resets_ = 0;
+  uint64_t epoch_ = 0;
+  uint32_t queues_ = 0;
+
+  uint64_t commands_ = 0, completions_ = 0, mismatches_ = 0, dropped_ = 0;
+};
+
+}  // namespace pollux::emu::timing

@@ -1,0 +1,65 @@
+// The busy periods of one resource (a link direction), reserved out of time order.
+//
+// The timed models compute a command's whole path when it is fetched, so a resource is often
+// reserved for a time later than a reservation made afterwards (command A's data goes up the
+// link after its media read, command B's SQE fetch goes up now). A plain busy-until counter
+// would make B wait behind A's future transfer; a timeline puts B in the gap before it.
+#pragma once
+
+#include <algorithm>
+#include <vector>
+
+#include "emulator/timing/sim_time.h"
+
+namespace pollux::emu::timing {
+
+class Timeline {
+ public:
+  // Reserves `duration` at the earliest time >= `start` when the resource is free; returns
+  // the end of the reservation. `now` lets periods wholly in the past be forgotten.
+  SimTime reserve(SimTime now, SimTime start, SimTime duration) {
+    forget_before(now);
+    if (duration == 0) return start;
+    // Busy periods are sorted and disjoint; find the first gap that fits.
+    auto it = std::lower_bound(busy_.begin(), busy_.end(), start,
+                               [](const Period& p, SimTime t) { return p.end <= t; });
+    SimTime t = start;
+    while (it != busy_.end() && it->start < t + duration) {
+      t = std::max(t, it->end);
+      ++it;
+    }
+    insert(it, Period{t, t + duration});
+    return t + duration;
+  }
+  size_t periods() const { return busy_.size(); }
+  // End of the last booked period (0 if none is remembered).
+  SimTime busy_until() const { return busy_.empty() ? 0 : busy_.back().end; }
+
+ private:
+  struct Period {
+    SimTime start, end;
+  };
+  void forget_before(SimTime now) {
+    size_t n = 0;
+    while (n < busy_.size() && busy_[n].end <= now) ++n;
+    if (n) busy_.erase(busy_.begin(), busy_.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+  // Insert before `it`, merging with neighbours that touch it.
+  void insert(std::vector<Period>::iterator it, Period p) {
+    const bool join_prev = it != busy_.begin() && std::prev(it)->end == p.start;
+    const bool join_next = it != busy_.end() && it->start == p.end;
+    if (join_prev && join_next) {
+      std::prev(it)->end = it->end;
+      busy_.erase(it);
+    } else if (join_prev) {
+      std::prev(it)->end = p.end;
+    } else if (join_next) {
+      it->start = p.start;
+    } else {
+      busy_.insert(it, p);
+    }
+  }
+  std::vector<Period> busy_;
+};
+
+}  // namespace pollux::emu::timing

@@ -1,0 +1,61 @@
+#include "scenarios/sim/lockstep.h"
+
+#include <algorithm>
+
+namespace pollux::sim {
+
+Lockstep::Lockstep(emu::timing::Simulation& sim, event::Framework& fw, env::VirtualClock& clock,
+                   HostCostModel costs)
+    : sim_(sim), fw_(fw), clock_(clock), costs_(costs) {
+  clock_.set(sim_.now() / emu::timing::kNs);
+}
+
+void Lockstep::watch(const nvme::Qpair* qp) {
+  const nvme::QpairStats& s = qp->stats();
+  watched_.push_back(Watched{qp, s.submitted, s.completed, s.doorbells});
+}
+
+void Lockstep::unwatch(const nvme::Qpair* qp) {
+  std::erase_if(watched_, [qp](const Watched& w) { return w.qp == qp; });
+}
+
+bool Lockstep::step() {
+  fw_.step();
+  ++steps_;
+  uint64_t cost = costs_.reactor_iteration_ns;
+  bool work = false;
+  for (Watched& w : watched_) {
+    const nvme::QpairStats& s = w.qp->stats();
+    const uint64_t sub = s.submitted - w.submitted, cpl = s.completed - w.completed,
+                   db = s.doorbells - w.doorbells;
+    w.submitted = s.submitted;
+    w.completed = s.completed;
+    w.doorbells = s.doorbells;
+    cost += costs_.poll_ns + sub * costs_.submit_ns + cpl * costs_.complete_ns +
+            db * costs_.doorbell_ns;
+    work |= sub != 0 || cpl != 0;
+  }
+  advance(cost, !work);
+  return work;
+}
+
+void Lockstep::wait_turn() { advance(costs_.wait_turn_ns, true); }
+
+void Lockstep::advance(uint64_t cost_ns, bool idle) {
+  using emu::timing::kNs;
+  host_busy_ns_ += idle ? 0 : cost_ns;
+  uint64_t t = clock_.now() + cost_ns;
+  // The device sees what the host wrote during this step at the step's end.
+  sim_.run_until(t * kNs);
+  sim_.scan();
+  if (idle) {
+    // Nothing for the host to do until a device posts a completion: skip the empty polls
+    // (bounded, so host timers are not skipped over).
+    sim_.run_until((t + costs_.idle_jump_cap_ns) * kNs, /*stop_at_completion=*/true);
+    t = std::max(t, (sim_.now() + kNs - 1) / kNs);
+  }
+  sim_.run_until(t * kNs);
+  clock_.set(t);
+}
+
+}  // namespace pollux::sim

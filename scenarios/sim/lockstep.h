@@ -1,0 +1,67 @@
+// Deterministic lockstep of a host stack and simulated devices in one process (virtual time).
+//
+// The simulator owns the clock. Each step runs every reactor once (the event framework's step
+// mode), charges the host work it did to virtual time through a cost model calibrated from
+// the driver's measured costs (docs/BENCHMARKS.md), then lets the devices catch up to the new
+// time. When the host found nothing to do, time jumps to the next device event (bounded, so
+// host timers still fire on time). Same seed + same configuration = same event trace.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "driver/env/clock.h"
+#include "driver/event/framework.h"
+#include "driver/nvme/qpair.h"
+#include "emulator/timing/simulation.h"
+
+namespace pollux::sim {
+
+// Host CPU time per operation (ns). Defaults: the driver's measured hot-path costs on this
+// class of machine (qpair_bench: 33-49 ns per 4 KiB I/O submit + complete; event_bench:
+// 20-24 ns per reactor iteration, 10-15 ns per poller) — see docs/FIDELITY.md.
+struct HostCostModel {
+  uint64_t reactor_iteration_ns = 22;
+  uint64_t poll_ns = 12;        // one process_completions() call (per watched qpair per step)
+  uint64_t submit_ns = 20;      // one command built and placed in the SQ
+  uint64_t complete_ns = 18;    // one completion reaped and its callback run
+  uint64_t doorbell_ns = 6;     // one MMIO doorbell store (posted)
+  uint64_t wait_turn_ns = 100;  // one turn of a set-up path's wait loop
+  uint64_t idle_jump_cap_ns = 20'000;  // longest jump to the next device event when idle
+};
+
+class Lockstep {
+ public:
+  Lockstep(emu::timing::Simulation& sim, event::Framework& fw, env::VirtualClock& clock,
+           HostCostModel costs = {});
+  // Queue pairs whose work is charged to host time (their stats are read after each step).
+  void watch(const nvme::Qpair* qp);
+  void unwatch(const nvme::Qpair* qp);
+
+  // One host step and device catch-up. Returns whether the host did any work.
+  bool step();
+  // For nvme::ControllerOptions::wait_hook: a set-up path waits for the device.
+  void wait_turn();
+
+  uint64_t now_ns() const { return clock_.now(); }
+  uint64_t host_busy_ns() const { return host_busy_ns_; }
+  uint64_t steps() const { return steps_; }
+  const HostCostModel& costs() const { return costs_; }
+
+ private:
+  struct Watched {
+    const nvme::Qpair* qp;
+    uint64_t submitted, completed, doorbells;
+  };
+  void advance(uint64_t cost_ns, bool idle);
+
+  emu::timing::Simulation& sim_;
+  event::Framework& fw_;
+  env::VirtualClock& clock_;
+  HostCostModel costs_;
+  std::vector<Watched> watched_;
+  uint64_t host_busy_ns_ = 0;
+  uint64_t steps_ = 0;
+};
+
+}  // namespace pollux::sim

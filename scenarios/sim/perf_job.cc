@@ -1,0 +1,141 @@
+#include "scenarios/sim/perf_job.h"
+
+#include <algorithm>
+
+namespace pollux::sim {
+
+PerfJob::PerfJob(nvme::Controller& ctrl, uint32_t nsid, const JobOptions& o,
+                 std::mt19937_64& rng, const env::Clock& clock, env::MemoryRegistry& registry,
+                 std::string* error)
+    : ctrl_(ctrl), o_(o), rng_(rng), clock_(clock) {
+  ns_ = ctrl.ns(nsid);
+  if (ns_ == nullptr) {
+    *error = "no namespace " + std::to_string(nsid);
+    return;
+  }
+  if (o.io_bytes % ns_->block_size || o.queue_depth == 0) {
+    *error = "io size must be a multiple of the block size, queue depth >= 1";
+    return;
+  }
+  blocks_ = (o.range_bytes ? std::min(o.range_bytes, ns_->num_blocks * ns_->block_size)
+                           : ns_->num_blocks * ns_->block_size) / ns_->block_size;
+  io_blocks_ = o.io_bytes / ns_->block_size;
+  nvme::QpairOptions qo;
+  qo.queue_size = std::min<uint32_t>(ctrl.max_queue_entries(), std::max(64u, o.queue_depth + 1));
+  auto qp = ctrl.alloc_io_qpair(qo);
+  if (!qp) {
+    *error = "alloc_io_qpair: " + qp.error().message;
+    return;
+  }
+  auto mem = env::DmaRegion::create(registry, size_t{o.queue_depth} * o.io_bytes);
+  if (!mem) {
+    *error = "DMA buffers: " + mem.error().message;
+    ctrl.free_io_qpair(std::move(qp).value());
+    return;
+  }
+  buffers_ = std::move(mem).value();
+  qp_ = std::move(qp).value();
+  ios_.resize(o.queue_depth);
+  for (uint32_t i = 0; i < o.queue_depth; ++i) {
+    ios_[i] = Io{this, static_cast<uint8_t*>(buffers_->data()) + size_t{i} * o.io_bytes, 0};
+  }
+}
+
+PerfJob::~PerfJob() {
+  if (poller_) thread_->unregister_poller(poller_);
+  if (qp_) ctrl_.free_io_qpair(std::move(qp_));
+}
+
+void PerfJob::start(event::Thread& thread) {
+  thread_ = &thread;
+  poller_ = thread.register_poller(&PerfJob::poll, this, 0, "perf-job");
+}
+
+uint64_t PerfJob::next_lba() {
+  const uint64_t slots = blocks_ / io_blocks_;
+  if (o_.pattern == Pattern::kSequential) {
+    const uint64_t lba = seq_lba_;
+    seq_lba_ = (seq_lba_ + io_blocks_) % (slots * io_blocks_);
+    return lba;
+  }
+  return (rng_() % slots) * io_blocks_;
+}
+
+bool PerfJob::submit(Io& io) {
+  const bool read = o_.read_percent >= 100 || (rng_() % 100) < o_.read_percent;
+  const uint64_t lba = next_lba();
+  io.submitted_ns = clock_.now();
+  const int rc = read ? qp_->read(*ns_, io.buf, lba, static_cast<uint32_t>(io_blocks_),
+                                  &PerfJob::on_complete, &io)
+                      : qp_->write(*ns_, io.buf, lba, static_cast<uint32_t>(io_blocks_),
+                                   &PerfJob::on_complete, &io);
+  if (rc != 0) {
+    ++result_.errors;
+    return false;
+  }
+  ++submitted_;
+  ++outstanding_;
+  return true;
+}
+
+void PerfJob::on_complete(void* ctx, const spec::nvme::CompletionEntry& cpl) {
+  Io& io = *static_cast<Io*>(ctx);
+  PerfJob& j = *io.job;
+  --j.outstanding_;
+  const uint64_t now = j.clock_.now();
+  if (spec::nvme::status::sc(cpl.status) || spec::nvme::status::sct(cpl.status)) ++j.result_.errors;
+  // Latency of I/Os issued after warm-up; IOPS from completions inside the window.
+  if (io.submitted_ns >= j.measure_from_ns_) j.result_.latency_ns.record(now - io.submitted_ns);
+  if (now >= j.measure_from_ns_ && (j.o_.duration_ns == 0 || now < j.stop_ns_)) {
+    ++j.result_.ios;
+    j.last_done_ns_ = now;
+  }
+  if (j.state_ == State::kRunning) {
+    const bool more = (j.o_.max_ios == 0 || j.submitted_ < j.o_.max_ios) &&
+                      (j.o_.duration_ns == 0 || now < j.stop_ns_);
+    if (more) {
+      j.submit(io);
+    } else {
+      j.state_ = State::kDraining;
+    }
+  }
+}
+
+event::PollStatus PerfJob::poll(void* arg) {
+  PerfJob& j = *static_cast<PerfJob*>(arg);
+  switch (j.state_) {
+    case State::kIdle:
+      j.start_ns_ = j.clock_.now();
+      j.measure_from_ns_ = j.start_ns_ + j.o_.warmup_ns;
+      j.stop_ns_ = j.measure_from_ns_ + j.o_.duration_ns;
+      j.state_ = State::kRunning;
+      for (Io& io : j.ios_) {
+        if (j.o_.max_ios && j.submitted_ >= j.o_.max_ios) break;
+        j.submit(io);
+      }
+      j.qp_->flush_doorbell();
+      return event::PollStatus::kBusy;
+    case State::kRunning:
+    case State::kDraining: {
+      const int n = j.qp_->process_completions();
+      if (n < 0) {
+        j.state_ = State::kDone;
+        return event::PollStatus::kIdle;
+      }
+      if (j.state_ == State::kDraining && j.outstanding_ == 0) j.state_ = State::kDone;
+      return n > 0 ? event::PollStatus::kBusy : event::PollStatus::kIdle;
+    }
+    case State::kDone: return event::PollStatus::kIdle;
+  }
+  return event::PollStatus::kIdle;
+}
+
+JobResult PerfJob::result() const {
+  JobResult r = result_;
+  // The window: the measured duration, or warm-up end to the last completion.
+  r.window_ns = o_.duration_ns ? o_.duration_ns
+                               : (last_done_ns_ > measure_from_ns_ ? last_done_ns_ - measure_from_ns_ : 0);
+  return r;
+}
+
+}  // namespace pollux::sim

@@ -1,0 +1,83 @@
+// A perf-style workload on one queue pair (what SPDK's perf does per namespace): keeps
+// `queue_depth` I/Os outstanding, resubmitting from each completion, and measures latency and
+// IOPS on the host's clock. Runs as a poller on an event-framework thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "driver/env/clock.h"
+#include "driver/env/dma_memory.h"
+#include "driver/env/histogram.h"
+#include "driver/event/thread.h"
+#include "driver/nvme/controller.h"
+#include "driver/nvme/qpair.h"
+
+namespace pollux::sim {
+
+enum class Pattern { kRandom, kSequential };
+
+struct JobOptions {
+  uint32_t queue_depth = 1;
+  uint32_t io_bytes = 4096;
+  uint32_t read_percent = 100;  // the rest are writes
+  Pattern pattern = Pattern::kRandom;
+  uint64_t range_bytes = 0;     // 0: the whole namespace
+  uint64_t warmup_ns = 0;       // completions before this (after start) are not measured
+  uint64_t duration_ns = 0;     // stop submitting after start + warmup + duration
+  uint64_t max_ios = 0;         // or after this many submissions (0: no limit)
+};
+
+struct JobResult {
+  uint64_t ios = 0;             // measured completions
+  uint64_t errors = 0;
+  uint64_t window_ns = 0;
+  double iops() const { return window_ns ? double(ios) * 1e9 / double(window_ns) : 0.0; }
+  env::LatencyHistogram latency_ns;
+};
+
+class PerfJob {
+ public:
+  // `rng` is the simulation's generator: every random choice of a run comes from one seed.
+  PerfJob(nvme::Controller& ctrl, uint32_t nsid, const JobOptions& o, std::mt19937_64& rng,
+          const env::Clock& clock, env::MemoryRegistry& registry, std::string* error);
+  ~PerfJob();
+  // Registers the poller on `thread` and starts at the next step.
+  void start(event::Thread& thread);
+  bool done() const { return state_ == State::kDone; }
+  const nvme::Qpair* qpair() const { return qp_.get(); }
+  JobResult result() const;
+  bool ok() const { return qp_ != nullptr; }
+
+ private:
+  enum class State { kIdle, kRunning, kDraining, kDone };
+  struct Io {
+    PerfJob* job;
+    uint8_t* buf;
+    uint64_t submitted_ns;
+  };
+  static event::PollStatus poll(void* arg);
+  static void on_complete(void* ctx, const spec::nvme::CompletionEntry& cpl);
+  bool submit(Io& io);
+  uint64_t next_lba();
+
+  nvme::Controller& ctrl_;
+  const nvme::Namespace* ns_ = nullptr;
+  JobOptions o_;
+  std::mt19937_64& rng_;
+  const env::Clock& clock_;
+  std::unique_ptr<nvme::Qpair> qp_;
+  std::unique_ptr<env::DmaRegion> buffers_;
+  std::vector<Io> ios_;
+  event::Thread* thread_ = nullptr;
+  event::Poller* poller_ = nullptr;
+  State state_ = State::kIdle;
+  uint64_t start_ns_ = 0, measure_from_ns_ = 0, stop_ns_ = 0, last_done_ns_ = 0;
+  uint64_t submitted_ = 0, outstanding_ = 0, seq_lba_ = 0, blocks_ = 0, io_blocks_ = 0;
+  JobResult result_;
+};
+
+}  // namespace pollux::sim

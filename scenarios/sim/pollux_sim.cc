@@ -1,0 +1,147 @@
+// pollux-sim: a perf run against timed devices in deterministic virtual time, in one process.
+//
+//   pollux-sim --profile p4800x --qd 16 --rw randread --time-ms 20 --seed 7
+//   pollux-sim --profile p3700 --devices 8 --qd 128 --time-ms 20 --json
+//
+// Prints IOPS and latency per device, the simulation's speed, and the trace hash: the same
+// seed and options give the same hash.
+#include <CLI/CLI.hpp>
+
+#include <cinttypes>
+#include <cstdio>
+
+#include "emulator/timing/profile.h"
+#include "scenarios/sim/run.h"
+
+using namespace pollux;
+
+int main(int argc, char** argv) {
+  CLI::App app{"pollux-sim: perf against timed SSD models in virtual time"};
+  std::string profile_name = "p4800x", rw = "randread", fidelity;
+  uint32_t devices = 1, qd = 1, bs = 4096, mix = 100;
+  double time_ms = 10, warmup_ms = 1;
+  uint64_t seed = 1, ios = 0;
+  bool json = false;
+  uint32_t scale_blocks = 0, scale_pages = 0;
+  std::string precondition;
+  app.add_option("-p,--profile", profile_name, "built-in profile or path to a YAML profile");
+  app.add_option("--fidelity", fidelity, "override: timed | rtl");
+  app.add_option("-n,--devices", devices, "devices, one queue pair each, all on one host core")
+      ->check(CLI::Range(1, 64));
+  app.add_option("-q,--qd", qd, "queue depth per device")->check(CLI::Range(1, 4095));
+  app.add_option("-o,--bs", bs, "I/O size in bytes");
+  app.add_option("-w,--rw", rw, "randread | randwrite | read | write | randrw");
+  app.add_option("-M,--mix", mix, "read percentage for randrw")->check(CLI::Range(0, 100));
+  app.add_option("-t,--time-ms", time_ms, "measured simulated time (ms)");
+  app.add_option("--warmup-ms", warmup_ms, "simulated warm-up before measuring (ms)");
+  app.add_option("--ios", ios, "stop after this many I/Os per device instead of a time");
+  app.add_option("-s,--seed", seed, "seed of every random choice");
+  app.add_flag("--json", json, "one JSON object on stdout");
+  app.add_option("--scale-blocks", scale_blocks,
+                 "NAND: shrink the drive to this many blocks per plane (same spare ratio)");
+  app.add_option("--scale-pages", scale_pages, "NAND: with --scale-blocks, pages per block");
+  app.add_option("--precondition", precondition, "NAND: none | sequential | steady");
+  CLI11_PARSE(app, argc, argv);
+
+  auto profile = emu::timing::load_profile(profile_name);
+  if (!profile) {
+    std::fprintf(stderr, "pollux-sim: %s\n", profile.error().c_str());
+    return 2;
+  }
+  sim::RunSpec spec;
+  spec.profile = profile.value();
+  if (!fidelity.empty()) {
+    auto f = emu::timing::parse_fidelity(fidelity);
+    if (!f || f.value() == emu::timing::Fidelity::kFunctional) {
+      std::fprintf(stderr, "pollux-sim: --fidelity must be timed or rtl\n");
+      return 2;
+    }
+    spec.profile.fidelity = f.value();
+  }
+  if (scale_blocks) {
+    if (auto st = emu::timing::scale_capacity(spec.profile, scale_blocks, scale_pages); !st) {
+      std::fprintf(stderr, "pollux-sim: --scale-blocks: %s\n", st.error().c_str());
+      return 2;
+    }
+  }
+  if (!precondition.empty()) {
+    using emu::timing::Precondition;
+    if (precondition == "none") spec.profile.ftl.precondition = Precondition::kNone;
+    else if (precondition == "sequential") spec.profile.ftl.precondition = Precondition::kSequential;
+    else if (precondition == "steady") spec.profile.ftl.precondition = Precondition::kSteady;
+    else {
+      std::fprintf(stderr, "pollux-sim: --precondition: none, sequential or steady\n");
+      return 2;
+    }
+  }
+  spec.devices = devices;
+  spec.seed = seed;
+  spec.job.queue_depth = qd;
+  spec.job.io_bytes = bs;
+  if (rw == "randread" || rw == "read") spec.job.read_percent = 100;
+  else if (rw == "randwrite" || rw == "write") spec.job.read_percent = 0;
+  else if (rw == "randrw") spec.job.read_percent = mix;
+  else {
+    std::fprintf(stderr, "pollux-sim: --rw %s: not one of randread, randwrite, read, write, randrw\n",
+                 rw.c_str());
+    return 2;
+  }
+  spec.job.pattern = rw == "read" || rw == "write" ? sim::Pattern::kSequential : sim::Pattern::kRandom;
+  spec.job.warmup_ns = static_cast<uint64_t>(warmup_ms * 1e6);
+  spec.job.duration_ns = ios ? 0 : static_cast<uint64_t>(time_ms * 1e6);
+  spec.job.max_ios = ios;
+  if (!json) {
+    std::printf("pollux-sim: profile %s (%s), fidelity %s, %u device(s), seed %" PRIu64 "\n",
+                spec.profile.name.c_str(), spec.profile.description.c_str(),
+                emu::timing::to_string(spec.profile.fidelity), devices, seed);
+  }
+  const sim::RunReport r = sim::run_perf(spec);
+  if (!r.error.empty()) {
+    std::fprintf(stderr, "pollux-sim: %s\n", r.error.c_str());
+    return 1;
+  }
+  const double sim_ios_per_s = r.wall_seconds > 0 ? double(r.total_ios) / r.wall_seconds : 0;
+  const double slowdown = r.simulated_ns ? r.wall_seconds * 1e9 / double(r.simulated_ns) : 0;
+  if (json) {
+    std::printf("{\"profile\":\"%s\",\"fidelity\":\"%s\",\"devices\":%u,\"qd\":%u,\"bs\":%u,"
+                "\"rw\":\"%s\",\"seed\":%" PRIu64 ",\"total_iops\":%.1f,\"per_device\":[",
+                spec.profile.name.c_str(), emu::timing::to_string(spec.profile.fidelity), devices,
+                qd, bs, rw.c_str(), seed, r.total_iops);
+    for (size_t i = 0; i < r.devices.size(); ++i) {
+      const auto& d = r.devices[i];
+      std::printf("%s{\"iops\":%.1f,\"mean_us\":%.3f,\"p50_us\":%.3f,\"p99_us\":%.3f,"
+                  "\"errors\":%" PRIu64 ",\"write_amplification\":%.3f,\"engine_mismatches\":%" PRIu64 "}",
+                  i ? "," : "", d.job.iops(), d.job.latency_ns.mean() / 1e3,
+                  d.job.latency_ns.quantile(0.5) / 1e3, d.job.latency_ns.quantile(0.99) / 1e3,
+                  d.job.errors, d.device.ftl.write_amplification(), d.device.engine_mismatches);
+    }
+    std::printf("],\"simulated_ms\":%.3f,\"wall_s\":%.3f,\"simulated_ios_per_host_s\":%.0f,"
+                "\"wall_per_simulated\":%.3f,\"host_busy_pct\":%.1f,\"trace_hash\":\"%016" PRIx64
+                "\",\"trace_records\":%" PRIu64 "}\n",
+                r.simulated_ns / 1e6, r.wall_seconds, sim_ios_per_s, slowdown,
+                r.simulated_ns ? 100.0 * double(r.host_busy_ns) / double(r.simulated_ns) : 0.0,
+                r.trace_hash, r.trace_records);
+    return 0;
+  }
+  for (size_t i = 0; i < r.devices.size(); ++i) {
+    const auto& d = r.devices[i];
+    std::printf("  device %zu: %10.0f IOPS  mean %8.2f us  p50 %8.2f us  p99 %8.2f us  errors %" PRIu64
+                "%s\n",
+                i, d.job.iops(), d.job.latency_ns.mean() / 1e3, d.job.latency_ns.quantile(0.5) / 1e3,
+                d.job.latency_ns.quantile(0.99) / 1e3, d.job.errors,
+                d.device.engine_mismatches ? "  ENGINE MISMATCHES" : "");
+    if (d.device.ftl.host_units_written) {
+      std::printf("            WA %.2f (host %" PRIu64 " units, NAND %" PRIu64 ", GC relocations %" PRIu64
+                  ", erases %" PRIu64 ")\n",
+                  d.device.ftl.write_amplification(), d.device.ftl.host_units_written,
+                  d.device.ftl.nand_units_written, d.device.ftl.gc_relocations, d.device.ftl.erases);
+    }
+  }
+  std::printf("  total:    %10.0f IOPS\n", r.total_iops);
+  std::printf("  simulated %.3f ms in %.3f s wall: %.0f simulated I/O per host second, "
+              "wall/simulated %.2f, host core busy %.1f%%\n",
+              r.simulated_ns / 1e6, r.wall_seconds, sim_ios_per_s, slowdown,
+              r.simulated_ns ? 100.0 * double(r.host_busy_ns) / double(r.simulated_ns) : 0.0);
+  std::printf("  trace hash %016" PRIx64 " (%" PRIu64 " records)\n", r.trace_hash, r.trace_records);
+  return 0;
+}

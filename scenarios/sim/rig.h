@@ -1,0 +1,57 @@
+// A complete virtual-time test rig in one process: N timed devices of one profile (emulator,
+// SystemC), the unchanged polled driver attached to each through the in-process vfio-user
+// boundary, one step-mode reactor on a virtual clock, and the lockstep that ties them.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "driver/env/clock.h"
+#include "driver/env/memory_registry.h"
+#include "driver/event/framework.h"
+#include "driver/nvme/controller.h"
+#include "emulator/device/nvme_device.h"
+#include "emulator/timing/profile.h"
+#include "emulator/timing/simulation.h"
+#include "scenarios/sim/lockstep.h"
+
+namespace pollux::sim {
+
+struct RigOptions {
+  emu::timing::Profile profile;
+  uint32_t devices = 1;
+  uint64_t seed = 1;
+  HostCostModel costs;
+  uint32_t io_queues = 1;  // Number of Queues requested per controller
+};
+
+class Rig {
+ public:
+  // Returns nullptr and sets *error on failure (bad profile, attach failure...).
+  static std::unique_ptr<Rig> create(const RigOptions& options, std::string* error);
+  ~Rig();
+
+  emu::timing::Simulation& sim() { return *sim_; }
+  Lockstep& lockstep() { return *lockstep_; }
+  event::Framework& framework() { return *fw_; }
+  event::Thread& thread() { return *thread_; }
+  env::VirtualClock& clock() { return clock_; }
+  env::MemoryRegistry& registry() { return registry_; }
+  uint32_t device_count() const { return static_cast<uint32_t>(controllers_.size()); }
+  nvme::Controller& controller(uint32_t i) { return *controllers_[i]; }
+  emu::device::NvmeDevice& device(uint32_t i) { return *devices_[i]; }
+
+ private:
+  Rig() = default;
+  env::VirtualClock clock_{1'000'000'000};  // 1 tick = 1 ns
+  env::MemoryRegistry registry_;
+  std::vector<std::unique_ptr<emu::device::NvmeDevice>> devices_;  // outlive the simulation
+  std::unique_ptr<emu::timing::Simulation> sim_;
+  std::unique_ptr<event::Framework> fw_;
+  event::Thread* thread_ = nullptr;
+  std::unique_ptr<Lockstep> lockstep_;
+  std::vector<std::unique_ptr<nvme::Controller>> controllers_;
+};
+
+}  // namespace pollux::sim

@@ -1,0 +1,43 @@
+// One perf run in virtual time: build the rig, run a job per device on one host core, report.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "emulator/timing/profile.h"
+#include "emulator/timing/timed_ssd.h"
+#include "scenarios/sim/lockstep.h"
+#include "scenarios/sim/perf_job.h"
+
+namespace pollux::sim {
+
+struct RunSpec {
+  emu::timing::Profile profile;
+  uint32_t devices = 1;
+  uint64_t seed = 1;
+  JobOptions job;
+  HostCostModel costs;
+};
+
+struct DeviceReport {
+  JobResult job;
+  emu::timing::TimedSsdStats device;
+};
+
+struct RunReport {
+  std::string error;  // empty: the run happened
+  std::vector<DeviceReport> devices;
+  double total_iops = 0;
+  uint64_t total_ios = 0;        // completions of the whole run (warm-up included)
+  uint64_t simulated_ns = 0;     // virtual time the run took
+  double wall_seconds = 0;       // host time the run took
+  uint64_t host_busy_ns = 0;     // virtual host CPU time charged by the cost model
+  uint64_t trace_hash = 0;
+  uint64_t trace_records = 0;
+  uint64_t steps = 0;
+};
+
+RunReport run_perf(const RunSpec& spec);
+
+}  // namespace pollux::sim

@@ -106,7 +106,13 @@ int main(int argc, char** argv) {
   // doorbells continuously (it is a polled device); without one it sleeps in poll().
   // Timed: simulated time follows the wall clock; completions are posted when the wall
   // clock reaches their simulated time. `lag` is how far the simulation fell behind.
-  const auto t0 = std::chrono::steady_clock::now();
+  static const auto t0 = std::chrono::steady_clock::now();
+  auto wall_ps = [](void*) -> timing::SimTime {
+    return static_cast<timing::SimTime>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                            std::chrono::steady_clock::now() - t0)
+                                            .count()) *
+           timing::kNs;
+  };
   uint64_t max_lag_ns = 0;
   while (!g_stop) {
     auto& server = dev->server();
@@ -116,13 +122,13 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (sim) {
-      const auto wall = std::chrono::steady_clock::now() - t0;
-      const uint64_t target = static_cast<uint64_t>(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(wall).count());
+      const uint64_t target = wall_ps(nullptr) / timing::kNs;
       const uint64_t before = sim->now() / timing::kNs;
-      if (target > before) max_lag_ns = std::max(max_lag_ns, target - before);
+      if (server.client_connected() && target > before) {
+        max_lag_ns = std::max(max_lag_ns, target - before);
+      }
       sim->run_until(target * timing::kNs);
-      sim->scan();
+      sim->scan(wall_ps, nullptr);
     } else if (server.client_connected()) {
       dev->poll();
     }

@@ -49,9 +49,9 @@ void Simulation::elaborate_if_needed() {
   sc_core::sc_start(sc_core::SC_ZERO_TIME);
 }
 
-void Simulation::scan() {
+void Simulation::scan(SimTime (*clock)(void* ctx), void* ctx) {
   elaborate_if_needed();
-  for (auto& d : devices_) d->scan();
+  for (auto& d : devices_) d->scan(clock, ctx);
 }
 
 void Simulation::run_until(SimTime t, bool stop_at_completion) {

@@ -38,8 +38,8 @@ class Simulation {
   uint32_t device_count() const { return static_cast<uint32_t>(devices_.size()); }
   TimedSsd& device(uint32_t i) { return *devices_[i]; }
 
-  // Every device notices doorbell writes made up to now.
-  void scan();
+  // Every device notices doorbell writes made up to now (see TimedSsd::scan for `clock`).
+  void scan(SimTime (*clock)(void* ctx) = nullptr, void* ctx = nullptr);
   // Runs events up to and including time t (virtual mode). With stop_at_completion, returns
   // early, at the time a device posted a completion entry (the host has something to see).
   void run_until(SimTime t, bool stop_at_completion = false);

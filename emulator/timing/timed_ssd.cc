@@ -74,9 +74,9 @@ TimedSsd::TimedSsd(sc_core::sc_module_name n, const Profile& p, nvme::Controller
 
 TimedSsd::~TimedSsd() { ctrl_.set_cqe_observer(nullptr); }
 
-void TimedSsd::scan() {
+void TimedSsd::scan(ClockFn clock, void* ctx) {
   ctrl_.service();
-  const SimTime now = sc_now();
+  SimTime now = sc_now();
   if (ctrl_.counters().resets != resets_) {
     // Controller reset (CC.EN 1 -> 0, NSSR): what was in flight is gone, as in hardware.
     resets_ = ctrl_.counters().resets;
@@ -96,27 +96,29 @@ void TimedSsd::scan() {
     std::fill(cq_db_.begin(), cq_db_.end(), 0);
     arb_shadow_ = ~0u;
     generation_ = ~0ull;
+    live_sqs_.clear();
+    live_cqs_.clear();
   }
   if (ctrl_.queue_generation() != generation_) sync_configuration();
   const volatile uint32_t* db = ctrl_.doorbells();
-  for (uint16_t q = 0; q < queues_; ++q) {
-    if (sq_shadow_[q].exists) {
-      const uint32_t v = __atomic_load_n(&db[ctrl_.sq_doorbell(q)], __ATOMIC_ACQUIRE);
-      if (v != sq_db_[q]) {
-        sq_db_[q] = v;
-        trace_.record(now, index_, TraceKind::kDoorbell, q, 0, v);
-        engine_->doorbell(link_->mmio_write(now), false, static_cast<uint8_t>(q),
-                          static_cast<uint16_t>(v));
-      }
+  for (uint16_t q : live_sqs_) {
+    const uint32_t v = __atomic_load_n(&db[ctrl_.sq_doorbell(q)], __ATOMIC_ACQUIRE);
+    if (v != sq_db_[q]) {
+      if (clock) now = std::max(now, clock(ctx));
+      sq_db_[q] = v;
+      trace_.record(now, index_, TraceKind::kDoorbell, q, 0, v);
+      engine_->doorbell(link_->mmio_write(now), false, static_cast<uint8_t>(q),
+                        static_cast<uint16_t>(v));
     }
-    if (cq_shadow_[q].exists) {
-      const uint32_t v = __atomic_load_n(&db[ctrl_.cq_doorbell(q)], __ATOMIC_ACQUIRE);
-      if (v != cq_db_[q]) {
-        cq_db_[q] = v;
-        trace_.record(now, index_, TraceKind::kDoorbell, q, 1, v);
-        engine_->doorbell(link_->mmio_write(now), true, static_cast<uint8_t>(q),
-                          static_cast<uint16_t>(v));
-      }
+  }
+  for (uint16_t q : live_cqs_) {
+    const uint32_t v = __atomic_load_n(&db[ctrl_.cq_doorbell(q)], __ATOMIC_ACQUIRE);
+    if (v != cq_db_[q]) {
+      if (clock) now = std::max(now, clock(ctx));
+      cq_db_[q] = v;
+      trace_.record(now, index_, TraceKind::kDoorbell, q, 1, v);
+      engine_->doorbell(link_->mmio_write(now), true, static_cast<uint8_t>(q),
+                        static_cast<uint16_t>(v));
     }
   }
 }
@@ -169,6 +171,12 @@ void TimedSsd::sync_configuration() {
       sq_shadow_[q] = sq[q];
       sq_db_[q] = 0;
     }
+  }
+  live_sqs_.clear();
+  live_cqs_.clear();
+  for (uint16_t q = 0; q < queues_; ++q) {
+    if (sq_shadow_[q].exists) live_sqs_.push_back(q);
+    if (cq_shadow_[q].exists) live_cqs_.push_back(q);
   }
   const uint32_t arb = ctrl_.arbitration_feature();
   const bool wrr = ctrl_.weighted_round_robin_enabled();

@@ -41,8 +41,11 @@ class TimedSsd final : public sc_core::sc_module, private FrontEndClient {
            std::function<void()> on_host_visible = {});
   ~TimedSsd() override;
 
-  // Notice doorbell writes and queue (re)configuration at the current simulated time.
-  void scan();
+  // Notice doorbell writes and queue (re)configuration at the current simulated time, or,
+  // with `clock` (realtime mode), at clock() read after the doorbell was seen: a doorbell is
+  // never dated before the host wrote it, so no completion can come early.
+  using ClockFn = SimTime (*)(void* ctx);
+  void scan(ClockFn clock = nullptr, void* ctx = nullptr);
   TimedSsdStats stats() const;
   const Profile& profile() const { return profile_; }
 
@@ -108,6 +111,7 @@ class TimedSsd final : public sc_core::sc_module, private FrontEndClient {
   // What the engine has been told.
   std::vector<nvme::Controller::QueueState> sq_shadow_, cq_shadow_;
   std::vector<uint32_t> sq_db_, cq_db_;
+  std::vector<uint16_t> live_sqs_, live_cqs_;  // queues the engine knows (scanned each step)
   uint32_t arb_shadow_ = ~0u;
   bool wrr_shadow_ = false;
   uint64_t generation_ = ~0ull;

@@ -84,6 +84,11 @@ void PerfJob::on_complete(void* ctx, const spec::nvme::CompletionEntry& cpl) {
   --j.outstanding_;
   const uint64_t now = j.clock_.now();
   if (spec::nvme::status::sc(cpl.status) || spec::nvme::status::sct(cpl.status)) ++j.result_.errors;
+  if (j.o_.series_window_ns) {
+    const uint64_t w = (now - j.start_ns_) / j.o_.series_window_ns;
+    if (w >= j.result_.series.size()) j.result_.series.resize(w + 1, 0);  // off the hot path: once a window
+    ++j.result_.series[w];
+  }
   // Latency of I/Os issued after warm-up; IOPS from completions inside the window.
   if (io.submitted_ns >= j.measure_from_ns_) j.result_.latency_ns.record(now - io.submitted_ns);
   if (now >= j.measure_from_ns_ && (j.o_.duration_ns == 0 || now < j.stop_ns_)) {

@@ -29,6 +29,7 @@ struct JobOptions {
   uint64_t warmup_ns = 0;       // completions before this (after start) are not measured
   uint64_t duration_ns = 0;     // stop submitting after start + warmup + duration
   uint64_t max_ios = 0;         // or after this many submissions (0: no limit)
+  uint64_t series_window_ns = 0;  // > 0: also count completions per window of this length
 };
 
 struct JobResult {
@@ -37,6 +38,7 @@ struct JobResult {
   uint64_t window_ns = 0;
   double iops() const { return window_ns ? double(ios) * 1e9 / double(window_ns) : 0.0; }
   env::LatencyHistogram latency_ns;
+  std::vector<uint64_t> series;  // completions per series window, from the start (warm-up too)
 };
 
 class PerfJob {

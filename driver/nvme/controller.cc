@@ -399,10 +399,9 @@ Result<std::unique_ptr<Qpair>> Controller::alloc_io_qpair(const QpairOptions& op
     release_qid();
     return make_error(EIO, "create I/O SQ " + std::to_string(qid) + ": " + r.error().message);
   }
-  if (hook) {
-    std::lock_guard lock(admin_mu_);
-    timeout_hooks_[qid] = std::move(hook);
-  }
+  std::lock_guard lock(admin_mu_);
+  if (hook) timeout_hooks_[qid] = std::move(hook);
+  io_qpairs_.push_back(qp->get());
   return std::move(qp).value();
 }
 
@@ -425,7 +424,125 @@ int Controller::free_io_qpair(std::unique_ptr<Qpair> qp) {
   std::lock_guard lock(admin_mu_);
   qid_used_[qid] = false;
   timeout_hooks_.erase(qid);
+  std::erase(io_qpairs_, qp.get());
   return rc;
+}
+
+// ---------------------------------------------------------------------------- reset ---
+
+bool Controller::enable_admin_queue() {
+  device_->write32(0, sn::reg::kAqa,
+                   sn::aqa::make(admin_->queue_size() - 1, admin_->queue_size() - 1));
+  device_->write64(0, sn::reg::kAsq, admin_->sq_iova());
+  device_->write64(0, sn::reg::kAcq, admin_->cq_iova());
+  device_->write32(0, sn::reg::kCc, sn::cc::make(true, 0, 0, sn::cc::kAmsRoundRobin,
+                                                 sn::cc::kShnNone, 6, 4));
+  deadline_ = clock_.now() + clock_.us_to_ticks(sn::cap::to(cap_) * 500'000 + 500'000);
+  return wait_csts(sn::csts::kRdy, sn::csts::kRdy);
+}
+
+int Controller::recreate_io_queues() {
+  const uint16_t retriable = sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedSqDeletion);
+  std::vector<Qpair*> qps;
+  {
+    std::lock_guard lock(admin_mu_);
+    qps = io_qpairs_;
+  }
+  for (Qpair* qp : qps) stats_.reset_aborted_ios += qp->reset_rings(retriable);
+  for (Qpair* qp : qps) {
+    const uint16_t qid = qp->id();
+    sn::SubmissionEntry cq{};
+    cq.opcode = sn::admin::kCreateIoCq;
+    cq.dptr.prp.prp1 = qp->cq_iova();
+    cq.cdw10 = (qp->queue_size() - 1) << 16 | qid;
+    cq.cdw11 = 1;
+    if (auto r = admin_sync(cq); !r) {
+      init_error_ = "reset: create I/O CQ " + std::to_string(qid) + ": " + r.error().message;
+      return -EIO;
+    }
+    sn::SubmissionEntry sq{};
+    sq.opcode = sn::admin::kCreateIoSq;
+    sq.dptr.prp.prp1 = qp->sq_iova();
+    sq.cdw10 = (qp->queue_size() - 1) << 16 | qid;
+    sq.cdw11 = uint32_t{qid} << 16 | 1;
+    if (auto r = admin_sync(sq); !r) {
+      init_error_ = "reset: create I/O SQ " + std::to_string(qid) + ": " + r.error().message;
+      return -EIO;
+    }
+  }
+  for (Qpair* qp : qps) qp->resume();
+  return 0;
+}
+
+int Controller::fail_reset(int rc) {
+  ++stats_.reset_failures;
+  if (++reset_failures_in_a_row_ >= options_.max_reset_failures) {
+    state_ = InitState::kFailed;
+    const uint16_t final_status =
+        sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedSqDeletion, /*dnr=*/true);
+    std::lock_guard lock(admin_mu_);
+    for (Qpair* qp : io_qpairs_) {
+      qp->fail_all(final_status);
+      qp->resume();  // reaping reports the failure (-ENODEV once removed; nothing otherwise)
+    }
+  }
+  return rc;
+}
+
+bool Controller::healthy() {
+  const uint32_t csts = device_->read32(0, sn::reg::kCsts);
+  return csts != ~0u && !(csts & sn::csts::kCfs) && (csts & sn::csts::kRdy);
+}
+
+int Controller::reset() {
+  if (state_ == InitState::kFailed) return -ENODEV;
+  ++stats_.resets;
+  if (device_->probe_removed()) return fail_reset(-ENODEV);
+  // 1. Disable. A controller in fatal status may not answer until EN is cleared.
+  deadline_ = clock_.now() + clock_.us_to_ticks(sn::cap::to(cap_) * 500'000 + 500'000);
+  const uint32_t cc = device_->read32(0, sn::reg::kCc);
+  if (cc == ~0u) return fail_reset(-ENODEV);
+  device_->write32(0, sn::reg::kCc, cc & ~(sn::cc::kEn | 3u << 14));
+  if (!wait_csts(sn::csts::kRdy, 0)) return fail_reset(-ETIMEDOUT);
+  // 2. The admin queue's outstanding commands (the AERs) are gone with the controller.
+  {
+    std::lock_guard lock(admin_mu_);
+    admin_->reset_rings(sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedByRequest));
+    admin_->resume();
+  }
+  // 3. Enable with the same admin queue, then what a fresh controller needs from us.
+  const InitState before = state_;
+  state_ = InitState::kEnable;  // admin_sync refuses a failed controller, not this
+  if (!enable_admin_queue()) {
+    state_ = before;
+    return fail_reset(-ETIMEDOUT);
+  }
+  const uint32_t want = io_queues_granted_ ? io_queues_granted_ - 1 : 0;
+  sn::SubmissionEntry noq{};
+  noq.opcode = sn::admin::kSetFeatures;
+  noq.cdw10 = sn::feature::kNumberOfQueues;
+  noq.cdw11 = want | want << 16;
+  sn::SubmissionEntry aec{};
+  aec.opcode = sn::admin::kSetFeatures;
+  aec.cdw10 = sn::feature::kAsyncEventConfig;
+  aec.cdw11 = 0xff | (cdata_.oaes & 0x300u);
+  if (!admin_sync(noq) || !admin_sync(aec)) {
+    state_ = before;
+    return fail_reset(-EIO);
+  }
+  // 4. Every I/O queue pair again, same id and memory; waiting requests go out after.
+  if (const int rc = recreate_io_queues(); rc != 0) {
+    state_ = before;
+    return fail_reset(rc);
+  }
+  {
+    std::lock_guard lock(admin_mu_);
+    const uint32_t n = std::min<uint32_t>(options_.async_events, uint32_t{cdata_.aerl} + 1);
+    for (uint32_t i = 0; i < n; ++i) arm_async_event();
+  }
+  state_ = InitState::kReady;
+  reset_failures_in_a_row_ = 0;
+  return 0;
 }
 
 void Controller::shutdown() {

@@ -37,12 +37,16 @@ struct ControllerOptions {
   // shutdown); default: sched_yield(). A simulator that runs the device in this same thread
   // (lockstep virtual time) advances the device here.
   std::function<void()> wait_hook;
+  uint32_t max_reset_failures = 3;  // consecutive failed resets before the controller is failed
 };
 
 struct ControllerStats {
   std::atomic<uint64_t> async_events{0};
   std::atomic<uint64_t> aborts_sent{0};
   std::atomic<uint64_t> io_timeouts{0};  // reported by I/O threads
+  std::atomic<uint64_t> resets{0};       // controller resets attempted
+  std::atomic<uint64_t> reset_failures{0};
+  std::atomic<uint64_t> reset_aborted_ios{0};  // I/Os the device held, ended retriable by resets
 };
 
 class Controller {
@@ -84,6 +88,20 @@ class Controller {
   // The data buffer, if any, is bounced through the controller's DMA scratch area.
   Result<sn::CompletionEntry> admin_sync(const sn::SubmissionEntry& cmd, void* data = nullptr,
                                          uint32_t len = 0);
+  // Controller reset, the recovery path (set-up path, synchronous): disable the controller,
+  // end what it held with a retriable status (Aborted due to SQ deletion, DNR clear: the
+  // device may or may not have executed it), enable it again with the same admin queue,
+  // restore Number of Queues and the AERs, and recreate every I/O queue pair with its id and
+  // memory; requests that had not reached the device are submitted afterwards. The owners of
+  // the I/O queue pairs must not use them during the call (run it on their thread, or pause
+  // them). 0, or a negative errno; after `max_reset_failures` failures in a row the
+  // controller is failed (every queue pair's requests end with DNR set).
+  int reset();
+  // Reads CSTS (an MMIO read: not for the hot path): false when the controller reports fatal
+  // status, is no longer ready, or reads all ones (removed) — reasons to reset it.
+  bool healthy();
+  bool failed() const { return state_ == InitState::kFailed; }
+
   // Asks the device to abort command `cid` of queue `sqid` (asynchronous, best effort).
   int abort(uint16_t sqid, uint16_t cid);
   // From an I/O thread (a timeout): never waits for the admin lock; the Abort is queued and
@@ -106,6 +124,9 @@ class Controller {
   bool process_init();
   bool wait_csts(uint32_t mask, uint32_t value);
   void wait_turn();
+  bool enable_admin_queue();
+  int recreate_io_queues();
+  int fail_reset(int rc);
   bool identify_namespaces();
   void arm_async_event();
   static void on_async_event(void* ctx, const sn::CompletionEntry& cpl);
@@ -132,6 +153,8 @@ class Controller {
   std::map<uint32_t, Namespace> namespaces_;
   uint32_t io_queues_granted_ = 0;
   std::vector<bool> qid_used_;
+  std::vector<Qpair*> io_qpairs_;  // allocated I/O queue pairs (recreated by reset())
+  uint32_t reset_failures_in_a_row_ = 0;
   std::map<uint16_t, std::unique_ptr<TimeoutHook>> timeout_hooks_;
   env::MpmcQueue<uint32_t> abort_requests_{1024};  // (sqid << 16) | cid
   AsyncEventFn aer_fn_ = nullptr;

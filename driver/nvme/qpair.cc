@@ -308,7 +308,7 @@ int Qpair::submit_raw(const sn::SubmissionEntry& cmd, void* buf, uint32_t len, C
 int Qpair::submit(Request* r) {
   ++outstanding_;
   const bool sq_full = (sq_tail_ + 1) % size_ == sq_head_;
-  if (wait_head_ != nullptr || sq_full) {  // keep submission order: wait behind the others
+  if (wait_head_ != nullptr || sq_full || resetting_) {  // keep order: wait behind the others
     r->next = nullptr;
     if (wait_tail_) wait_tail_->next = r; else wait_head_ = r;
     wait_tail_ = r;
@@ -357,6 +357,7 @@ void Qpair::unlink_outstanding(Request* r) {
 
 int Qpair::process_completions(uint32_t max) {
   if (ctx_.device->removed()) return -ENODEV;
+  if (resetting_) return 0;  // the controller is being reset: its queues don't exist
   uint32_t reaped = 0;
   while (max == 0 || reaped < max) {
     sn::CompletionEntry* slot = &cq_[cq_head_];
@@ -417,6 +418,35 @@ void Qpair::check_timeouts() {
     ++stats_.timeouts;
     if (options_.timeout_cb) options_.timeout_cb(options_.timeout_ctx, *this, r->cid);
   }
+}
+
+uint32_t Qpair::reset_rings(uint16_t status) {
+  resetting_ = true;
+  sn::CompletionEntry cpl{};
+  cpl.sqid = qid_;
+  cpl.status = static_cast<uint16_t>(status & 0xfffe);
+  uint32_t n = 0;
+  for (Request** head : {&out_head_, &late_head_}) {
+    while (*head != nullptr) {
+      Request* r = *head;
+      unlink_outstanding(r);
+      cpl.cid = r->cid;
+      const CompletionFn cb = r->cb;
+      void* const cb_ctx = r->cb_ctx;
+      put_request(r);
+      --outstanding_;
+      ++n;
+      if (cb) cb(cb_ctx, cpl);  // may submit again: it waits (the rings are reset below)
+    }
+  }
+  const std::size_t sq_bytes = std::size_t{size_} * sizeof(sn::SubmissionEntry);
+  const std::size_t cq_bytes = std::size_t{size_} * sizeof(sn::CompletionEntry);
+  std::memset(static_cast<void*>(sq_), 0, sq_bytes);
+  std::memset(static_cast<void*>(cq_), 0, cq_bytes);
+  sq_tail_ = sq_head_ = cq_head_ = 0;
+  phase_ = 1;
+  doorbell_pending_ = false;
+  return n;
 }
 
 uint32_t Qpair::fail_all(uint16_t status) {

@@ -107,6 +107,14 @@ class Qpair {
   // Fails every outstanding and waiting request with `status` (no device involved), e.g.
   // after surprise removal. Returns how many.
   uint32_t fail_all(uint16_t status);
+  // After a controller reset (set-up path; the owner must not use the pair meanwhile): ends
+  // what had reached the device with `status` (a retriable one: the device may or may not
+  // have executed it), keeps what was still waiting for an SQ slot (it is submitted once the
+  // queues exist again), and returns both rings to their initial state (empty, phase 1).
+  // Returns how many were ended. Until resume(), submissions wait and nothing is reaped.
+  uint32_t reset_rings(uint16_t status);
+  void resume() { resetting_ = false; }
+  bool resetting() const { return resetting_; }
 
  private:
   struct Request;
@@ -138,6 +146,7 @@ class Qpair {
   uint32_t sq_tail_ = 0, sq_head_ = 0, cq_head_ = 0;
   uint16_t phase_ = 1;
   bool doorbell_pending_ = false;
+  bool resetting_ = false;  // between reset_rings() and resume(): the queues don't exist
 
   std::unique_ptr<Request[]> requests_;
   uint32_t num_requests_ = 0;

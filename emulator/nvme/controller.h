@@ -140,6 +140,11 @@ class Controller {
   // Composite temperature reported by SMART (kelvin); crossing a threshold raises an event.
   void set_composite_temperature(uint16_t kelvin);
 
+  // ---- Faults (driven by fault injection) ---------------------------------------------------
+  // Controller Fatal Status: CSTS.CFS is set; nothing is fetched or posted until the host
+  // resets the controller (CC.EN 1 -> 0).
+  void inject_fatal_status() { set_fatal(); }
+
   // ---- Inspection -------------------------------------------------------------------------------
   const ControllerCounters& counters() const { return counters_; }
   const ControllerConfig& config() const { return config_; }

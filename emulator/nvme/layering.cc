@@ -53,9 +53,13 @@ Controller::Fetch Controller::fetch(uint16_t sqid, sp::SubmissionEntry* sqe) {
 }
 
 void Controller::complete_fetched(uint16_t sqid, const sp::CompletionEntry& cqe) {
-  if (sqid >= sqs_.size() || !sqs_[sqid].exists) return;  // deleted meanwhile: dropped
-  ++poll_gen_;
+  if (sqid >= sqs_.size()) return;
+  // The SQ may have been deleted after the command executed: the command took effect, so its
+  // entry still goes to the CQ the SQ was bound to, into the slot fetch() reserved there
+  // (ahead of the Delete's own entry). Only a deleted CQ drops it.
   Cq& cq = cqs_[sqs_[sqid].cqid];
+  if (!cq.exists) return;
+  ++poll_gen_;
   sp::CompletionEntry c = cqe;
   c.sqid = sqid;
   post(cq, c, true);

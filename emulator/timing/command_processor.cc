@@ -16,6 +16,11 @@ SimTime CommandProcessor::firmware(SimTime start, SimTime cost) {
   return *core;
 }
 
+bool CommandProcessor::in_range(uint64_t slba, uint32_t nlb) const {
+  const uint64_t blocks = capacity_bytes_ >> lba_shift_;
+  return slba < blocks && nlb <= blocks - slba;
+}
+
 // A PRP list is needed when the data crosses more than two memory pages; the device reads it
 // (8 bytes an entry) before moving data. SGL segments are read the same way.
 SimTime CommandProcessor::fetch_prp_list(SimTime t, const sp::SubmissionEntry& sqe,
@@ -82,11 +87,13 @@ SimTime CommandProcessor::process(uint16_t sqid, const sp::SubmissionEntry& sqe,
   switch (opc) {
     case sp::nvm::kRead:
       ++stats_.reads;
-      done = read(firmware(t, fw_.read), slba, nlb, sqe);
+      done = firmware(t, fw_.read);
+      if (in_range(slba, nlb)) done = read(done, slba, nlb, sqe);  // else: an error, no data
       break;
     case sp::nvm::kWrite:
       ++stats_.writes;
-      done = write(firmware(t, fw_.write), slba, nlb, sqe);
+      done = firmware(t, fw_.write);
+      if (in_range(slba, nlb)) done = write(done, slba, nlb, sqe);
       break;
     case sp::nvm::kFlush: {
       ++stats_.flushes;

@@ -27,10 +27,14 @@ class CommandProcessor final : public sc_core::sc_module {
   SimTime process(uint16_t sqid, const spec::nvme::SubmissionEntry& sqe, SimTime fetched);
   void set_lba_shift(uint32_t s) { lba_shift_ = s; }
   void set_page_size(uint32_t p) { page_size_ = p; }
+  // The namespace's size: a read or write past it is failed by the controller (LBA Out of
+  // Range) and never reaches the media.
+  void set_capacity_bytes(uint64_t b) { capacity_bytes_ = b; }
   const ProcessorStats& stats() const { return stats_; }
 
  private:
   SimTime firmware(SimTime start, SimTime cost);
+  bool in_range(uint64_t slba, uint32_t nlb) const;
   SimTime fetch_prp_list(SimTime t, const spec::nvme::SubmissionEntry& sqe, uint64_t bytes);
   SimTime read(SimTime t, uint64_t slba, uint32_t nlb, const spec::nvme::SubmissionEntry& sqe);
   SimTime write(SimTime t, uint64_t slba, uint32_t nlb, const spec::nvme::SubmissionEntry& sqe);
@@ -38,6 +42,7 @@ class CommandProcessor final : public sc_core::sc_module {
   std::vector<SimTime> cores_;
   uint32_t lba_shift_;
   uint32_t page_size_;
+  uint64_t capacity_bytes_ = ~uint64_t{0};
   ProcessorStats stats_;
 };
 

@@ -21,7 +21,6 @@
 // superblock holds, so once GC takes a fresh superblock the victim is emptied (and erased)
 // before that one fills: GC never needs a second. Every group GC programs gains space as long
 // as some closed superblock has a stale unit.
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cmath>
@@ -54,35 +53,6 @@ uint64_t min_spare_units_per_die(const FtlConfig& c, const NandGeometry& g) {
 std::string n(uint64_t v) { return std::to_string(v); }
 
 }  // namespace
-
-// ---------------------------------------------------------------------------------------------
-// LazyTable
-
-Ftl::LazyTable::LazyTable(uint64_t entries) : bytes_(std::max<uint64_t>(entries, 1) * 4) {
-  void* m = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (m == MAP_FAILED) throw std::bad_alloc();
-  // Entries are touched sparsely (one 4 KiB page per 1024 LPNs): a 2 MiB page per touch
-  // would make memory proportional to the capacity rather than to what is used.
-  madvise(m, bytes_, MADV_NOHUGEPAGE);
-  p_ = static_cast<uint32_t*>(m);
-}
-
-Ftl::LazyTable::LazyTable(LazyTable&& o) noexcept
-    : p_(std::exchange(o.p_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-
-Ftl::LazyTable& Ftl::LazyTable::operator=(LazyTable&& o) noexcept {
-  if (this != &o) {
-    if (p_) munmap(p_, bytes_);
-    p_ = std::exchange(o.p_, nullptr);
-    bytes_ = std::exchange(o.bytes_, 0);
-  }
-  return *this;
-}
-
-Ftl::LazyTable::~LazyTable() {
-  if (p_) munmap(p_, bytes_);
-}
 
 // ---------------------------------------------------------------------------------------------
 // Validation and construction

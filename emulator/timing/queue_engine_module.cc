@@ -18,7 +18,12 @@ QueueEngineModule::QueueEngineModule(sc_core::sc_module_name n,
 
 void QueueEngineModule::wake(SimTime at) {
   const SimTime now = sc_now();
-  clock_.notify(sc_ps(next_edge(std::max(at, now)) - now));
+  SimTime t = next_edge(std::max(at, now));
+  // One edge per clock period: if this edge has been taken already (a completion or a freed
+  // slot noticed during or after it), the next chance is one period later. A zero-delay
+  // notification here would clock the engine again at the same instant.
+  if (cycles_ && t <= last_edge_) t = last_edge_ + period_;
+  clock_.notify(sc_ps(t - now));
 }
 
 void QueueEngineModule::configure(const rtl::QueueEngineInputs& cfg) {
@@ -47,6 +52,7 @@ void QueueEngineModule::drop_pending() {
 
 void QueueEngineModule::edge() {
   const SimTime now = sc_now();
+  last_edge_ = now;
   rtl::QueueEngineInputs in;
   if (!config_.empty()) {
     in = config_.front();
@@ -74,6 +80,12 @@ void QueueEngineModule::edge() {
   if (out.cpl_valid) {
     completions_.pop_front();
     client_.on_completion_slot(out.cpl_cqid, out.cpl_slot, out.cpl_phase);
+  } else if (in.cpl_valid) {
+    // Refused, and it would be refused at every later edge too (a request always follows a
+    // grant's reservation; only deleting or re-creating the CQ takes one away): drop it, or
+    // it would block every completion queued behind it.
+    completions_.pop_front();
+    client_.on_completion_refused(in.cpl_cqid);
   }
   if (out.fetch_valid) {
     ++grants_;

@@ -15,6 +15,9 @@ struct FrontEndClient {
   virtual bool can_accept_command() const = 0;
   virtual void on_fetch_grant(uint8_t sqid, uint16_t slot) = 0;
   virtual void on_completion_slot(uint8_t cqid, uint16_t slot, bool phase) = 0;
+  // The engine refused the oldest completion request: its CQ was deleted or re-created (with
+  // its reservations) since the command was granted. Nothing can be posted for it.
+  virtual void on_completion_refused(uint8_t cqid) = 0;
 };
 
 class QueueEngineModule final : public sc_core::sc_module {
@@ -52,6 +55,7 @@ class QueueEngineModule final : public sc_core::sc_module {
   Ring<Doorbell> doorbells_;
   Ring<uint8_t> completions_;
   bool busy_ = false;
+  SimTime last_edge_ = 0;  // time of the last edge (valid once cycles_ > 0)
   uint64_t cycles_ = 0, grants_ = 0;
 };
 

@@ -24,6 +24,7 @@ TimedSsd::TimedSsd(sc_core::sc_module_name n, const Profile& p, nvme::Controller
   link_ = std::make_unique<PcieLinkModule>("pcie", p.pcie);
   cache_ = std::make_unique<WriteCacheModule>("write_cache", p.cache.bytes);
   processor_ = std::make_unique<CommandProcessor>("command_processor", p.firmware, 9, 4096);
+  processor_->set_capacity_bytes(p.controller.namespaces.at(0).size_bytes);
   processor_->link(*link_);
   processor_->cache(*cache_);
   switch (p.media) {
@@ -63,6 +64,7 @@ TimedSsd::TimedSsd(sc_core::sc_module_name n, const Profile& p, nvme::Controller
   cq_shadow_.assign(queues_, {});
   sq_db_.assign(queues_, 0);
   cq_db_.assign(queues_, 0);
+  sq_epoch_.assign(queues_, 0);
   resets_ = ctrl_.counters().resets;
   ctrl_.set_cqe_observer(
       [this](uint16_t cqid, uint32_t slot, bool phase) { on_cqe_written(cqid, slot, phase); });
@@ -112,7 +114,11 @@ void TimedSsd::scan(ClockFn clock, void* ctx) {
     }
   }
   for (uint16_t q : live_cqs_) {
-    const uint32_t v = __atomic_load_n(&db[ctrl_.cq_doorbell(q)], __ATOMIC_ACQUIRE);
+    // The head the controller accepted in service() above, not the doorbell read again: a
+    // host writing concurrently (realtime) must not give the engine more CQ room than the
+    // controller has, or the engine grants a fetch the controller refuses (kCqFull) and the
+    // command is lost. (Invalid heads, which the controller ignores, stay away too.)
+    const uint32_t v = ctrl_.cq_state(q).head;
     if (v != cq_db_[q]) {
       if (clock) now = std::max(now, clock(ctx));
       cq_db_[q] = v;
@@ -150,6 +156,7 @@ void TimedSsd::sync_configuration() {
     if (sq_shadow_[q].exists && !same(sq_shadow_[q], sq[q])) {
       send(false, q, nvme::Controller::QueueState{});
       sq_shadow_[q] = {};
+      ++sq_epoch_[q];  // its commands in flight are gone with it
     }
   }
   for (uint16_t q = 0; q < queues_; ++q) {
@@ -201,12 +208,14 @@ void TimedSsd::on_fetch_grant(uint8_t sqid, uint16_t slot) {
   switch (ctrl_.fetch(sqid, &sqe)) {
     case nvme::Controller::Fetch::kFetched: break;
     case nvme::Controller::Fetch::kAborted: ++commands_; return;  // its CQE is queued already
-    default: ++mismatches_; return;
+    default:
+      if (!ctrl_.fatal()) ++mismatches_;  // a failed controller fetches nothing
+      return;
   }
   ++commands_;
   const uint32_t i = free_.back();
   free_.pop_back();
-  slots_[i] = InFlight{sqid, epoch_, sqe, {}};
+  slots_[i] = InFlight{sqid, epoch_, sq_epoch_[sqid], sqe, {}};
   trace_.record(now, index_, TraceKind::kFetch, sqid, sqe.cid, sqe.opcode);
   const uint32_t lba = ctrl_.lba_size(sqe.nsid);
   processor_->set_lba_shift(lba ? static_cast<uint32_t>(__builtin_ctz(lba)) : 9);
@@ -232,6 +241,22 @@ void TimedSsd::complete_due() {
     due_.pop_back();
     if (d.epoch != epoch_) continue;
     InFlight& f = slots_[d.slot];
+    if (ctrl_.fatal()) {
+      // Controller Fatal Status: the device stopped; nothing more takes effect or is posted
+      // (the host's reset, CC.EN 1 -> 0, clears what is left).
+      free_.push_back(d.slot);
+      ++dropped_;
+      freed = true;
+      continue;
+    }
+    if (f.sq_epoch != sq_epoch_[f.sqid]) {
+      // Its SQ was deleted after the fetch: the command is implicitly completed (NVMe 1.4
+      // Delete I/O Submission Queue) and takes no effect. Nothing is posted: the SQ has no
+      // CQ any more (asking the engine to post for one would stall every later completion).
+      free_.push_back(d.slot);
+      freed = true;
+      continue;
+    }
     // The command takes effect now: data moves, state changes, the entry is produced.
     if (ctrl_.execute(f.sqid, f.sqe, &f.cqe)) {
       const uint16_t cqid = ctrl_.sq_state(f.sqid).cqid;
@@ -261,6 +286,11 @@ void TimedSsd::on_completion_slot(uint8_t cqid, uint16_t slot, bool phase) {
     return;
   }
   InFlight& f = slots_[p.slot];
+  if (ctrl_.fatal()) {  // stopped between execution and posting: the entry is never written
+    free_.push_back(p.slot);
+    ++dropped_;
+    return;
+  }
   posting_ = true;
   posted_seen_ = false;
   ctrl_.complete_fetched(f.sqid, f.cqe);
@@ -269,6 +299,20 @@ void TimedSsd::on_completion_slot(uint8_t cqid, uint16_t slot, bool phase) {
   ++completions_;
   trace_.record(sc_now(), index_, TraceKind::kComplete, f.sqid, f.cqe.cid, f.cqe.status);
   if (on_host_visible_) on_host_visible_();
+  free_.push_back(p.slot);
+  engine_->wake(sc_now());
+}
+
+void TimedSsd::on_completion_refused(uint8_t cqid) {
+  if (pending_.empty()) {
+    ++mismatches_;
+    return;
+  }
+  const Pending p = pending_.front();
+  pending_.pop_front();
+  if (p.cqid != cqid) ++mismatches_;
+  if (p.slot == kPosted) return;  // the controller's entry went with its CQ
+  // The CQ was deleted after the command executed: the command is implicitly completed.
   free_.push_back(p.slot);
   engine_->wake(sc_now());
 }

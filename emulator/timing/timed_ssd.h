@@ -26,7 +26,7 @@ struct TimedSsdStats {
   uint64_t in_flight = 0;
   uint64_t engine_cycles = 0;
   uint64_t engine_mismatches = 0;  // engine and functional controller disagreed (must be 0)
-  uint64_t dropped_by_reset = 0;   // in flight when the controller was reset
+  uint64_t dropped_by_reset = 0;   // in flight when the controller was reset or failed (CFS)
   uint64_t cache_stalls = 0;
   FtlStats ftl;                    // NAND media only
   uint64_t nand_reads = 0, nand_programs = 0, nand_erases = 0;
@@ -53,6 +53,7 @@ class TimedSsd final : public sc_core::sc_module, private FrontEndClient {
   struct InFlight {
     uint16_t sqid;
     uint64_t epoch;
+    uint64_t sq_epoch;  // sq_epoch_[sqid] at fetch
     spec::nvme::SubmissionEntry sqe;
     spec::nvme::CompletionEntry cqe;
   };
@@ -68,6 +69,7 @@ class TimedSsd final : public sc_core::sc_module, private FrontEndClient {
   bool can_accept_command() const override { return !free_.empty(); }
   void on_fetch_grant(uint8_t sqid, uint16_t slot) override;
   void on_completion_slot(uint8_t cqid, uint16_t slot, bool phase) override;
+  void on_completion_refused(uint8_t cqid) override;
 
   void sync_configuration();
   void on_cqe_written(uint16_t cqid, uint32_t slot, bool phase);
@@ -117,6 +119,7 @@ class TimedSsd final : public sc_core::sc_module, private FrontEndClient {
   uint64_t generation_ = ~0ull;
   uint64_t resets_ = 0;
   uint64_t epoch_ = 0;
+  std::vector<uint64_t> sq_epoch_;  // per SQ: bumped when it is deleted (or re-created)
   uint32_t queues_ = 0;
 
   uint64_t commands_ = 0, completions_ = 0, mismatches_ = 0, dropped_ = 0;

@@ -717,7 +717,11 @@ TEST(Profile, ScaleCapacityKeepsTheSpareRatio) {
     const uint64_t ns = p.controller.namespaces[0].size_bytes;
     EXPECT_EQ(ns % 4096, 0u);
     EXPECT_EQ(p.ftl.logical_bytes, ns);
-    EXPECT_LT(ns, full.controller.namespaces[0].size_bytes / 10);
+    // The namespace shrinks in proportion, in whole 4 KiB units.
+    EXPECT_NEAR(double(ns),
+                double(full.controller.namespaces[0].size_bytes) * 128 /
+                    full.nand_geometry.blocks_per_plane,
+                4096.0);
     EXPECT_NEAR(spare_ratio(p), ratio, ratio * 1e-3) << name;
     EXPECT_TRUE(validate(p).ok()) << validate(p).error();
   }

@@ -420,29 +420,37 @@ void Qpair::check_timeouts() {
   }
 }
 
-uint32_t Qpair::reset_rings(uint16_t status) {
-  resetting_ = true;
+// Ends a request without the device: its callback gets `status` (phase bit clear).
+void Qpair::end_request(Request* r, uint16_t status) {
   sn::CompletionEntry cpl{};
   cpl.sqid = qid_;
+  cpl.cid = r->cid;
   cpl.status = static_cast<uint16_t>(status & 0xfffe);
+  const CompletionFn cb = r->cb;
+  void* const cb_ctx = r->cb_ctx;
+  put_request(r);
+  --outstanding_;
+  if (cb) cb(cb_ctx, cpl);  // may submit again
+}
+
+uint32_t Qpair::end_outstanding(uint16_t status) {
   uint32_t n = 0;
   for (Request** head : {&out_head_, &late_head_}) {
     while (*head != nullptr) {
       Request* r = *head;
       unlink_outstanding(r);
-      cpl.cid = r->cid;
-      const CompletionFn cb = r->cb;
-      void* const cb_ctx = r->cb_ctx;
-      put_request(r);
-      --outstanding_;
+      end_request(r, status);
       ++n;
-      if (cb) cb(cb_ctx, cpl);  // may submit again: it waits (the rings are reset below)
     }
   }
-  const std::size_t sq_bytes = std::size_t{size_} * sizeof(sn::SubmissionEntry);
-  const std::size_t cq_bytes = std::size_t{size_} * sizeof(sn::CompletionEntry);
-  std::memset(static_cast<void*>(sq_), 0, sq_bytes);
-  std::memset(static_cast<void*>(cq_), 0, cq_bytes);
+  return n;
+}
+
+uint32_t Qpair::reset_rings(uint16_t status) {
+  resetting_ = true;  // what the callbacks submit waits (the rings are reset below)
+  const uint32_t n = end_outstanding(status);
+  std::memset(static_cast<void*>(sq_), 0, std::size_t{size_} * sizeof(sn::SubmissionEntry));
+  std::memset(static_cast<void*>(cq_), 0, std::size_t{size_} * sizeof(sn::CompletionEntry));
   sq_tail_ = sq_head_ = cq_head_ = 0;
   phase_ = 1;
   doorbell_pending_ = false;
@@ -450,31 +458,13 @@ uint32_t Qpair::reset_rings(uint16_t status) {
 }
 
 uint32_t Qpair::fail_all(uint16_t status) {
-  sn::CompletionEntry cpl{};
-  cpl.sqid = qid_;
-  cpl.status = static_cast<uint16_t>(status & 0xfffe);
-  uint32_t n = 0;
-  auto fail = [&](Request* r) {
-    cpl.cid = r->cid;
-    const CompletionFn cb = r->cb;
-    void* const cb_ctx = r->cb_ctx;
-    put_request(r);
-    --outstanding_;
-    ++n;
-    if (cb) cb(cb_ctx, cpl);
-  };
-  for (Request** head : {&out_head_, &late_head_}) {
-    while (*head != nullptr) {
-      Request* r = *head;
-      unlink_outstanding(r);
-      fail(r);
-    }
-  }
+  uint32_t n = end_outstanding(status);
   while (wait_head_ != nullptr) {
     Request* r = wait_head_;
     wait_head_ = r->next;
     if (wait_head_ == nullptr) wait_tail_ = nullptr;
-    fail(r);
+    end_request(r, status);
+    ++n;
   }
   return n;
 }

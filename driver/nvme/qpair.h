@@ -131,6 +131,8 @@ class Qpair {
   void ring_sq_doorbell();
   void check_timeouts();
   void unlink_outstanding(Request* r);
+  void end_request(Request* r, uint16_t status);
+  uint32_t end_outstanding(uint16_t status);
 
   QpairContext ctx_;
   uint16_t qid_;

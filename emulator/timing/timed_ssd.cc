@@ -273,14 +273,21 @@ void TimedSsd::complete_due() {
   if (freed) engine_->wake(now);
 }
 
-void TimedSsd::on_completion_slot(uint8_t cqid, uint16_t slot, bool phase) {
+// The engine answers completion requests in the order they were made.
+bool TimedSsd::take_pending(uint8_t cqid, Pending* p) {
   if (pending_.empty()) {
     ++mismatches_;
-    return;
+    return false;
   }
-  const Pending p = pending_.front();
+  *p = pending_.front();
   pending_.pop_front();
-  if (p.cqid != cqid) ++mismatches_;
+  if (p->cqid != cqid) ++mismatches_;
+  return true;
+}
+
+void TimedSsd::on_completion_slot(uint8_t cqid, uint16_t slot, bool phase) {
+  Pending p;
+  if (!take_pending(cqid, &p)) return;
   if (p.slot == kPosted) {
     if (p.cq_slot != slot || p.phase != phase) ++mismatches_;
     return;
@@ -304,13 +311,8 @@ void TimedSsd::on_completion_slot(uint8_t cqid, uint16_t slot, bool phase) {
 }
 
 void TimedSsd::on_completion_refused(uint8_t cqid) {
-  if (pending_.empty()) {
-    ++mismatches_;
-    return;
-  }
-  const Pending p = pending_.front();
-  pending_.pop_front();
-  if (p.cqid != cqid) ++mismatches_;
+  Pending p;
+  if (!take_pending(cqid, &p)) return;
   if (p.slot == kPosted) return;  // the controller's entry went with its CQ
   // The CQ was deleted after the command executed: the command is implicitly completed.
   free_.push_back(p.slot);

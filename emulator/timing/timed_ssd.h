@@ -71,6 +71,8 @@ class TimedSsd final : public sc_core::sc_module, private FrontEndClient {
   void on_completion_slot(uint8_t cqid, uint16_t slot, bool phase) override;
   void on_completion_refused(uint8_t cqid) override;
 
+  struct Pending;
+  bool take_pending(uint8_t cqid, Pending* p);
   void sync_configuration();
   void on_cqe_written(uint16_t cqid, uint32_t slot, bool phase);
   void complete_due();  // SC_METHOD: commands whose completion time has come

@@ -11,7 +11,9 @@
 #include <cstring>
 #include <memory>
 
+#include "emulator/device/control_socket.h"
 #include "emulator/device/nvme_device.h"
+#include "emulator/nvme/fault_commands.h"
 #include "emulator/timing/simulation.h"
 #include "emulator/timing/timed_ssd.h"
 
@@ -24,6 +26,7 @@ int main(int argc, char** argv) {
   using namespace pollux::emu;
   CLI::App app{"pollux-emu: an emulated NVMe SSD served over vfio-user"};
   std::string socket_path, config_path, profile_name, fidelity, time_mode = "realtime";
+  std::string control_path;
   uint64_t seed = 1;
   bool quiet = false;
   app.add_option("-s,--socket", socket_path, "UNIX socket to listen on")->required();
@@ -36,6 +39,9 @@ int main(int argc, char** argv) {
                  "with --profile: realtime (the only mode for a device in its own process; "
                  "virtual time needs host and device in one process: see pollux-sim)");
   app.add_option("--seed", seed, "seed of the device's random choices");
+  app.add_option("--control", control_path,
+                 "UNIX socket for fault commands, one JSON object per line "
+                 "(emulator/nvme/fault_commands.h)");
   app.get_option("--config")->excludes(app.get_option("--profile"));
   CLI11_PARSE(app, argc, argv);
 
@@ -91,6 +97,14 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "pollux-emu: cannot listen on {}: {}\n", socket_path, std::strerror(-rc));
     return 1;
   }
+  device::ControlSocket control;
+  if (!control_path.empty()) {
+    if (const int rc = control.listen(control_path); rc != 0) {
+      fmt::print(stderr, "pollux-emu: cannot listen on {}: {}\n", control_path, std::strerror(-rc));
+      return 1;
+    }
+    dev->controller().faults().reseed(seed);
+  }
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   std::signal(SIGPIPE, SIG_IGN);
@@ -114,7 +128,14 @@ int main(int argc, char** argv) {
            timing::kNs;
   };
   uint64_t max_lag_ns = 0;
+  uint64_t loops = 0;
   while (!g_stop) {
+    // Fault commands: checked every 256 turns (a syscall each time would slow the device).
+    if (!control_path.empty() && (!dev->server().client_connected() || (loops++ & 255) == 0)) {
+      control.poll([&](const std::string& line) {
+        return nvme::apply_fault_command(dev->controller(), line);
+      });
+    }
     auto& server = dev->server();
     const int rc = server.poll_once(server.client_connected() ? 0 : 100);
     if (rc < 0) {

@@ -233,6 +233,7 @@ void Controller::enable() {
 // counters persist.
 void Controller::controller_reset() {
   ++counters_.resets;
+  quirks_.clear();
   ++queue_generation_;
   if ((csts_ & sp::csts::kRdy) && sp::csts::shst(csts_) != sp::csts::kShstComplete) {
     ++unsafe_shutdowns_;
@@ -498,7 +499,7 @@ size_t Controller::poll(size_t max_commands) {
 
 // ----------------------------------------------------------------------- completions ---
 
-bool Controller::write_cqe(Cq& cq, const sp::CompletionEntry& cqe) {
+bool Controller::write_cqe(Cq& cq, const sp::CompletionEntry& cqe, bool stale_phase) {
   if (cq.ring_gen != poll_gen_ || cq.ring == nullptr) {
     cq.ring = reinterpret_cast<sp::CompletionEntry*>(
         dma_.translate(cq.base, size_t{cq.size} * sizeof(sp::CompletionEntry)));
@@ -518,7 +519,8 @@ bool Controller::write_cqe(Cq& cq, const sp::CompletionEntry& cqe) {
   slot->sqid = cqe.sqid;
   slot->cid = cqe.cid;
   // The status word carries the phase tag: it must become visible last.
-  __atomic_store_n(&slot->status, static_cast<uint16_t>((cqe.status & ~1u) | (cq.phase ? 1 : 0)),
+  const bool tag = stale_phase ? !cq.phase : cq.phase;
+  __atomic_store_n(&slot->status, static_cast<uint16_t>((cqe.status & ~1u) | (tag ? 1 : 0)),
                    __ATOMIC_RELEASE);
   if (++cq.tail == cq.size) {
     cq.tail = 0;
@@ -537,6 +539,21 @@ void Controller::post(Cq& cq, const sp::CompletionEntry& cqe, bool reserved) {
   if (!cq.overflow.empty() || used + 1 >= cq.size) {
     cq.overflow.push_back(cqe);  // rare: an AER or a layered post with the CQ full
     return;
+  }
+  if (!quirks_.empty()) {
+    const uint32_t key = uint32_t{cqe.sqid} << 16 | cqe.cid;
+    auto it = std::find_if(quirks_.begin(), quirks_.end(),
+                           [key](const auto& q) { return q.first == key; });
+    if (it != quirks_.end()) {
+      const FaultAction a = it->second;
+      quirks_.erase(it);
+      sp::CompletionEntry c = cqe;
+      if (a == FaultAction::kUnknownCid) c.cid = static_cast<uint16_t>(c.cid ^ 0x8000);
+      (void)write_cqe(cq, c, a == FaultAction::kStalePhase);
+      const uint32_t used2 = cq.tail >= cq.head ? cq.tail - cq.head : cq.tail + cq.size - cq.head;
+      if (a == FaultAction::kDuplicateCompletion && used2 + 1 < cq.size) (void)write_cqe(cq, c);
+      return;
+    }
   }
   (void)write_cqe(cq, cqe);
 }
@@ -583,7 +600,15 @@ bool Controller::execute(uint16_t sqid, const sp::SubmissionEntry& sqe, sp::Comp
     st = dispatch_admin(sqid, sqe, &cqe->dw0, &defer);
     if (defer) return false;
   } else {
-    st = dispatch_io(sqe, &cqe->dw0);
+    last_fault_delay_ns_ = 0;
+    bool hold = false;
+    st = faults_.empty() ? kOk : apply_faults(sqe, sqid, &hold);
+    if (hold) return false;  // never completed: the host's timeout must notice
+    if (st == kOk) st = dispatch_io(sqe, &cqe->dw0);
+    if (st == kOk && !faults_.empty() &&
+        (sqe.opcode == sp::nvm::kWrite || sqe.opcode == sp::nvm::kWriteZeroes)) {
+      faults_.heal(sqe.nsid, (uint64_t{sqe.cdw11} << 32) | sqe.cdw10, (sqe.cdw12 & 0xffff) + 1ull);
+    }
   }
   cqe->status = st;
   if (st != kOk) {
@@ -591,6 +616,47 @@ bool Controller::execute(uint16_t sqid, const sp::SubmissionEntry& sqe, sp::Comp
     log_error(sqid, sqe.cid, st, sqe.nsid);
   }
   return true;
+}
+
+// Command faults (faults.h): a status instead of execution, a hold, a delay, or a quirk of
+// the completion entry; bad blocks fail reads until rewritten.
+uint16_t Controller::apply_faults(const sp::SubmissionEntry& sqe, uint16_t sqid, bool* hold) {
+  if (sqe.opcode == sp::nvm::kRead || sqe.opcode == sp::nvm::kCompare) {
+    uint64_t first = 0;
+    const uint64_t slba = (uint64_t{sqe.cdw11} << 32) | sqe.cdw10;
+    if (faults_.has_bad_block(sqe.nsid, slba, (sqe.cdw12 & 0xffff) + 1ull, &first)) {
+      err_lba_ = first;
+      ++media_errors_;
+      return media_err(sp::sc_media::kUnrecoveredReadError);
+    }
+  }
+  const Namespace* ns = find_ns(sqe.nsid);
+  const auto hit = faults_.match(sqe, ns ? ns->shift : 9);
+  if (!hit) return kOk;
+  switch (hit->action) {
+    case FaultAction::kStatus:
+      if (sp::status::sct(hit->status) == sp::sct::kMediaError) ++media_errors_;
+      return hit->status;
+    case FaultAction::kNeverComplete:
+      *hold = true;
+      return kOk;
+    case FaultAction::kDelay:
+      last_fault_delay_ns_ = hit->delay_ns;
+      return kOk;
+    case FaultAction::kDuplicateCompletion:
+    case FaultAction::kUnknownCid:
+    case FaultAction::kStalePhase:
+      quirks_.emplace_back(uint32_t{sqid} << 16 | sqe.cid, hit->action);
+      return kOk;
+  }
+  return kOk;
+}
+
+void Controller::inject_spontaneous_disable() {
+  if (!(csts_ & sp::csts::kRdy)) return;
+  const uint32_t cc = cc_;
+  controller_reset();  // queues, AERs, features: gone
+  cc_ = cc;            // but CC.EN still reads 1: the host did not ask for this
 }
 
 // ------------------------------------------------------------------- events and logs ---

@@ -18,6 +18,7 @@
 
 #include "emulator/nvme/config.h"
 #include "emulator/nvme/dma_space.h"
+#include "emulator/nvme/faults.h"
 #include "emulator/nvme/namespace_store.h"
 #include "emulator/nvme/result.h"
 #include "spec/nvme.h"
@@ -144,6 +145,15 @@ class Controller {
   // Controller Fatal Status: CSTS.CFS is set; nothing is fetched or posted until the host
   // resets the controller (CC.EN 1 -> 0).
   void inject_fatal_status() { set_fatal(); }
+  // CSTS.RDY drops while CC.EN stays 1, as a controller that reset itself: queues are gone and
+  // the host must reset (CC.EN 1 -> 0 -> 1) to use it again.
+  void inject_spontaneous_disable();
+  // Command-level faults and bad blocks, applied when I/O commands execute (see faults.h).
+  FaultInjector& faults() { return faults_; }
+  // The delay a kDelay rule gave the last command execute() ran (0 if none): a timing model
+  // postpones its completion by that much.
+  uint64_t last_fault_delay_ns() const { return last_fault_delay_ns_; }
+  uint64_t fault_hits() const { return faults_.hits(); }
 
   // ---- Inspection -------------------------------------------------------------------------------
   const ControllerCounters& counters() const { return counters_; }
@@ -189,7 +199,8 @@ class Controller {
   size_t process_sq(Sq& sq, size_t budget);
   uint32_t cq_free(const Cq& cq) const;
   void post(Cq& cq, const spec::nvme::CompletionEntry& cqe, bool reserved);
-  bool write_cqe(Cq& cq, const spec::nvme::CompletionEntry& cqe);
+  bool write_cqe(Cq& cq, const spec::nvme::CompletionEntry& cqe, bool stale_phase = false);
+  uint16_t apply_faults(const spec::nvme::SubmissionEntry& sqe, uint16_t sqid, bool* hold);
   void flush_overflow(Cq& cq);
   void fire_interrupts();
   void set_fatal();
@@ -239,6 +250,10 @@ class Controller {
   std::function<void(uint16_t)> irq_;
   std::function<void(uint16_t, uint32_t, bool)> cqe_observer_;
   uint64_t queue_generation_ = 0;
+  FaultInjector faults_;
+  uint64_t last_fault_delay_ns_ = 0;
+  // Completions to post the way a buggy device would: (sqid << 16 | cid) -> action.
+  std::vector<std::pair<uint32_t, FaultAction>> quirks_;
   ControllerCounters counters_;
 
   // Registers.

@@ -258,12 +258,20 @@ void TimedSsd::complete_due() {
       continue;
     }
     // The command takes effect now: data moves, state changes, the entry is produced.
-    if (ctrl_.execute(f.sqid, f.sqe, &f.cqe)) {
+    if (f.executed || ctrl_.execute(f.sqid, f.sqe, &f.cqe)) {
+      if (!f.executed && ctrl_.last_fault_delay_ns()) {
+        // An injected delay: done, but its completion goes out later.
+        f.executed = true;
+        schedule(d.slot, now + ctrl_.last_fault_delay_ns() * kNs);
+        continue;
+      }
       const uint16_t cqid = ctrl_.sq_state(f.sqid).cqid;
       pending_.push_back(Pending{d.slot, cqid, 0, false});
       engine_->request_completion(static_cast<uint8_t>(cqid), false);
     } else {
-      ctrl_.release_fetched(f.sqid);  // an AER: the controller posts it when an event occurs
+      // An AER (the controller posts it when an event occurs), or a command a fault holds
+      // forever; either way its CQ slot stays promised in the engine, as in a real device.
+      ctrl_.release_fetched(f.sqid);
       free_.push_back(d.slot);
       freed = true;
     }
@@ -320,15 +328,15 @@ void TimedSsd::on_completion_refused(uint8_t cqid) {
 }
 
 void TimedSsd::on_cqe_written(uint16_t cqid, uint32_t slot, bool phase) {
-  if (posting_) {
+  if (posting_ && !posted_seen_) {
     posted_seen_ = true;
     posted_slot_ = slot;
     posted_phase_ = phase;
     return;
   }
   if (cqid >= queues_) return;
-  // Written by the controller on its own (AER, aborted at fetch): the engine's tail must
-  // follow before any other entry of this CQ.
+  // Written by the controller on its own (AER, aborted at fetch, a duplicate a fault asked
+  // for): the engine's tail must follow before any other entry of this CQ.
   pending_.push_front(Pending{kPosted, cqid, static_cast<uint16_t>(slot), phase});
   engine_->request_completion(static_cast<uint8_t>(cqid), true);
 }

@@ -56,6 +56,7 @@ class TimedSsd final : public sc_core::sc_module, private FrontEndClient {
     uint64_t sq_epoch;  // sq_epoch_[sqid] at fetch
     spec::nvme::SubmissionEntry sqe;
     spec::nvme::CompletionEntry cqe;
+    bool executed = false;  // effects done; its completion waits (an injected delay)
   };
   struct Due {
     SimTime at;

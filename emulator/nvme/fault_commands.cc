@@ -1,0 +1,146 @@
+#include "emulator/nvme/fault_commands.h"
+
+#include <nlohmann/json.hpp>
+
+namespace pollux::emu::nvme {
+
+namespace {
+
+using json = nlohmann::json;
+
+std::string fail(const std::string& why) { return json{{"ok", false}, {"error", why}}.dump(); }
+
+Result<FaultAction> parse_action(const std::string& s) {
+  if (s == "status") return FaultAction::kStatus;
+  if (s == "never_complete") return FaultAction::kNeverComplete;
+  if (s == "delay") return FaultAction::kDelay;
+  if (s == "duplicate_completion") return FaultAction::kDuplicateCompletion;
+  if (s == "unknown_cid") return FaultAction::kUnknownCid;
+  if (s == "stale_phase") return FaultAction::kStalePhase;
+  return Error{"action: '" + s +
+               "' is not one of status, never_complete, delay, duplicate_completion, "
+               "unknown_cid, stale_phase"};
+}
+
+// Reads an unsigned integer field if present; errors name it.
+template <class T>
+bool get_uint(const json& j, const char* key, T* out, std::string* err) {
+  if (!j.contains(key)) return true;
+  if (!j[key].is_number_unsigned()) {
+    *err = std::string(key) + ": expected a non-negative integer";
+    return false;
+  }
+  *out = j[key].get<T>();
+  return true;
+}
+
+std::string add_fault(Controller& ctrl, const json& j) {
+  static const char* kKeys[] = {"cmd", "action", "status", "opcode", "nsid", "lba",
+                                "count", "probability", "delay_us"};
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (std::find(std::begin(kKeys), std::end(kKeys), it.key()) == std::end(kKeys)) {
+      return fail(it.key() + ": unknown field");
+    }
+  }
+  if (!j.contains("action") || !j["action"].is_string()) return fail("action: required (a string)");
+  auto action = parse_action(j["action"].get<std::string>());
+  if (!action) return fail(action.error());
+  FaultRule r;
+  r.action = action.value();
+  std::string err;
+  uint32_t opcode = 0;
+  if (j.contains("opcode")) {
+    if (!get_uint(j, "opcode", &opcode, &err)) return fail(err);
+    if (opcode > 0xff) return fail("opcode: 0..255");
+    r.opcode = static_cast<int>(opcode);
+  }
+  uint64_t delay_us = 0;
+  if (!get_uint(j, "nsid", &r.nsid, &err) || !get_uint(j, "count", &r.count, &err) ||
+      !get_uint(j, "delay_us", &delay_us, &err)) {
+    return fail(err);
+  }
+  r.delay_ns = delay_us * 1000;
+  if (j.contains("lba")) {
+    const json& l = j["lba"];
+    if (!l.is_array() || l.size() != 2 || !l[0].is_number_unsigned() || !l[1].is_number_unsigned()) {
+      return fail("lba: expected [first, last]");
+    }
+    r.lba_lo = l[0].get<uint64_t>();
+    r.lba_hi = l[1].get<uint64_t>();
+  }
+  if (j.contains("probability")) {
+    if (!j["probability"].is_number()) return fail("probability: expected a number in [0, 1]");
+    r.probability = j["probability"].get<double>();
+  }
+  if (r.action == FaultAction::kStatus) {
+    if (!j.contains("status") || !j["status"].is_string()) return fail("status: required for action status");
+    auto st = parse_fault_status(j["status"].get<std::string>());
+    if (!st) return fail("status: " + st.error());
+    r.status = st.value();
+  } else if (j.contains("status")) {
+    return fail("status: only for action status");
+  }
+  if (r.action == FaultAction::kDelay && r.delay_ns == 0) return fail("delay_us: required for action delay");
+  auto id = ctrl.faults().add(r);
+  if (!id) return fail(id.error());
+  return json{{"ok", true}, {"id", id.value()}}.dump();
+}
+
+}  // namespace
+
+std::string apply_fault_command(Controller& ctrl, std::string_view text) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    return fail(std::string("not JSON: ") + e.what());
+  }
+  if (!j.is_object() || !j.contains("cmd") || !j["cmd"].is_string()) {
+    return fail("cmd: required (fault, remove_fault, clear, bad_block, fatal, disable, stats)");
+  }
+  const std::string cmd = j["cmd"].get<std::string>();
+  if (cmd == "fault") return add_fault(ctrl, j);
+  if (cmd == "remove_fault") {
+    if (!j.contains("id") || !j["id"].is_number_integer()) return fail("id: required");
+    return ctrl.faults().remove(j["id"].get<int>()) ? json{{"ok", true}}.dump()
+                                                     : fail("id: no such fault");
+  }
+  if (cmd == "clear") {
+    ctrl.faults().clear_rules();
+    ctrl.faults().clear_bad_blocks();
+    return json{{"ok", true}}.dump();
+  }
+  if (cmd == "bad_block") {
+    uint32_t nsid = 1;
+    uint64_t lba = 0;
+    std::string err;
+    if (!j.contains("lba")) return fail("lba: required");
+    if (!get_uint(j, "nsid", &nsid, &err) || !get_uint(j, "lba", &lba, &err)) return fail(err);
+    if (ctrl.namespace_store(nsid) == nullptr) return fail("nsid: no such namespace");
+    ctrl.faults().add_bad_block(nsid, lba);
+    return json{{"ok", true}, {"bad_blocks", ctrl.faults().bad_blocks()}}.dump();
+  }
+  if (cmd == "fatal") {
+    ctrl.inject_fatal_status();
+    return json{{"ok", true}}.dump();
+  }
+  if (cmd == "disable") {
+    ctrl.inject_spontaneous_disable();
+    return json{{"ok", true}}.dump();
+  }
+  if (cmd == "stats") {
+    const ControllerCounters& c = ctrl.counters();
+    return json{{"ok", true},
+                {"fault_hits", ctrl.fault_hits()},
+                {"bad_blocks", ctrl.faults().bad_blocks()},
+                {"failed_commands", c.failed_commands},
+                {"completions_posted", c.completions_posted},
+                {"resets", c.resets},
+                {"ready", ctrl.ready()},
+                {"fatal", ctrl.fatal()}}
+        .dump();
+  }
+  return fail("cmd: '" + cmd + "' is not one of fault, remove_fault, clear, bad_block, fatal, disable, stats");
+}
+
+}  // namespace pollux::emu::nvme

@@ -18,6 +18,15 @@ bool from_device(uint8_t opcode) { return opcode & 2; }
 
 }  // namespace
 
+const char* to_string(TimeoutAction a) {
+  switch (a) {
+    case TimeoutAction::kNone: return "none";
+    case TimeoutAction::kAbort: return "abort";
+    case TimeoutAction::kReset: return "reset";
+  }
+  return "?";
+}
+
 const char* Controller::to_string(InitState s) {
   switch (s) {
     case InitState::kReadCap: return "read CAP";
@@ -39,7 +48,8 @@ Controller::Controller(std::unique_ptr<env::PciDevice> device, ControllerOptions
     : device_(std::move(device)),
       options_(options),
       registry_(options.registry ? *options.registry : env::MemoryRegistry::global()),
-      clock_(options.clock ? *options.clock : env::system_clock()) {
+      clock_(options.clock ? *options.clock : env::system_clock()),
+      timeout_action_(options.timeout_action) {
   qctx_.device = device_.get();
   qctx_.registry = &registry_;
   qctx_.clock = &clock_;
@@ -255,7 +265,19 @@ int Controller::admin_submit(const sn::SubmissionEntry& cmd, void* buf, uint32_t
 }
 
 int Controller::process_admin_completions() {
-  if (device_->probe_removed()) return -ENODEV;  // the control path looks for removal
+  if (device_->probe_removed()) {  // the control path looks for removal
+    std::lock_guard lock(admin_mu_);
+    if (!admin_removal_handled_) {
+      admin_removal_handled_ = true;
+      // The admin queue pair sees the removal too and ends everything it holds, once.
+      (void)admin_->process_completions();
+      stats_.admin_failed_on_removal += admin_->stats().failed_on_removal;
+    }
+    return -ENODEV;
+  }
+  if (recovery_.load(std::memory_order_acquire) == kRecoveryRequested) [[unlikely]] {
+    if (const int rc = poll_recovery(); rc < 0) return rc;
+  }
   std::lock_guard lock(admin_mu_);
   for (uint32_t req; abort_requests_.try_pop(req);) {
     sn::SubmissionEntry cmd{};
@@ -341,9 +363,37 @@ void Controller::on_async_event(void* ctx, const sn::CompletionEntry& cpl) {
 
 void Controller::on_io_timeout(void* ctx, Qpair& qp, uint16_t cid) {
   auto* hook = static_cast<TimeoutHook*>(ctx);
-  ++hook->ctrl->stats_.io_timeouts;
+  Controller* self = hook->ctrl;
+  ++self->stats_.io_timeouts;
   if (hook->user_cb) hook->user_cb(hook->user_ctx, qp, cid);
-  hook->ctrl->request_abort(qp.id(), cid);  // no admin lock on the I/O thread
+  switch (self->timeout_action()) {
+    case TimeoutAction::kNone:
+      break;
+    case TimeoutAction::kAbort:
+      self->request_abort(qp.id(), cid);  // no admin lock on the I/O thread
+      break;
+    case TimeoutAction::kReset:
+      self->request_reset();  // never inline: the admin poll acts on it
+      break;
+  }
+}
+
+void Controller::request_reset() {
+  uint8_t expected = kRecoveryIdle;
+  // Only the first timeout of a stall asks; later ones find the request already pending.
+  if (recovery_.compare_exchange_strong(expected, kRecoveryRequested, std::memory_order_acq_rel))
+    ++stats_.reset_requests;
+}
+
+int Controller::poll_recovery() {
+  if (recovery_.load(std::memory_order_acquire) != kRecoveryRequested) return 0;
+  if (options_.on_reset_request) {
+    uint8_t expected = kRecoveryRequested;
+    if (recovery_.compare_exchange_strong(expected, kRecoveryNotified, std::memory_order_acq_rel))
+      options_.on_reset_request();  // the owner quiesces its I/O threads, then calls reset()
+    return 0;
+  }
+  return reset();  // same thread as the I/O queue pairs (the documented contract)
 }
 
 Result<std::unique_ptr<Qpair>> Controller::alloc_io_qpair(const QpairOptions& options) {
@@ -476,10 +526,13 @@ int Controller::recreate_io_queues() {
 
 int Controller::fail_reset(int rc) {
   ++stats_.reset_failures;
-  if (++reset_failures_in_a_row_ >= options_.max_reset_failures) {
+  // A removed device does not come back: fail at once, with the removal status.
+  const bool gone = device_->removed();
+  if (++reset_failures_in_a_row_ >= options_.max_reset_failures || gone) {
     state_ = InitState::kFailed;
     const uint16_t final_status =
-        sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedSqDeletion, /*dnr=*/true);
+        gone ? kRemovedStatus
+             : sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedSqDeletion, /*dnr=*/true);
     std::lock_guard lock(admin_mu_);
     for (Qpair* qp : io_qpairs_) {
       qp->fail_all(final_status);
@@ -495,6 +548,9 @@ bool Controller::healthy() {
 }
 
 int Controller::reset() {
+  // Whatever requested this reset (a timeout, or a caller that found the controller
+  // unhealthy) is answered by it.
+  recovery_.store(kRecoveryIdle, std::memory_order_release);
   if (state_ == InitState::kFailed) return -ENODEV;
   ++stats_.resets;
   if (device_->probe_removed()) return fail_reset(-ENODEV);

@@ -26,6 +26,15 @@
 
 namespace pollux::nvme {
 
+// What the controller does when an I/O command of one of its queue pairs times out (the
+// queue pair's timeout_us; the owner's timeout_cb is called first in every case).
+enum class TimeoutAction {
+  kNone,   // report only
+  kAbort,  // report and send an Abort for the command (queued; sent by the admin poll)
+  kReset,  // report and request a controller reset (one per stall; see poll_recovery())
+};
+const char* to_string(TimeoutAction a);
+
 struct ControllerOptions {
   uint32_t admin_queue_size = 32;
   uint32_t io_queues_requested = 16;  // Set Features Number of Queues asks for this many
@@ -38,6 +47,15 @@ struct ControllerOptions {
   // (lockstep virtual time) advances the device here.
   std::function<void()> wait_hook;
   uint32_t max_reset_failures = 3;  // consecutive failed resets before the controller is failed
+  TimeoutAction timeout_action = TimeoutAction::kAbort;
+  // TimeoutAction::kReset: the I/O thread never resets inline; it only records the request.
+  // The admin poll (process_admin_completions() or poll_recovery()) acts on it: without this
+  // hook it calls reset() right there, which is only correct when the thread polling the
+  // admin queue also owns every I/O queue pair of the controller (single-threaded set-ups,
+  // the virtual-time rig). With it, the admin poll calls it instead (once per request, admin
+  // lock not held), and the owner quiesces the I/O queue pairs' threads (e.g. with
+  // for_each_channel) and then calls reset() itself.
+  std::function<void()> on_reset_request;
 };
 
 struct ControllerStats {
@@ -47,6 +65,8 @@ struct ControllerStats {
   std::atomic<uint64_t> resets{0};       // controller resets attempted
   std::atomic<uint64_t> reset_failures{0};
   std::atomic<uint64_t> reset_aborted_ios{0};  // I/Os the device held, ended retriable by resets
+  std::atomic<uint64_t> reset_requests{0};     // resets requested by timeouts (kReset), one per stall
+  std::atomic<uint64_t> admin_failed_on_removal{0};
 };
 
 class Controller {
@@ -83,6 +103,9 @@ class Controller {
   // Admin commands, asynchronous. Any thread.
   int admin_submit(const sn::SubmissionEntry& cmd, void* buf, uint32_t len, CompletionFn cb,
                    void* ctx);
+  // The admin poll: acts on a pending reset request first (poll_recovery()), sends queued
+  // Aborts, reaps admin completions. On surprise removal every admin request (AERs
+  // included) ends once with kRemovedStatus (DNR) and the call returns -ENODEV.
   int process_admin_completions();
   // Synchronous helper for set-up paths: submits and polls until done or admin_timeout_us.
   // The data buffer, if any, is bounced through the controller's DMA scratch area.
@@ -97,6 +120,16 @@ class Controller {
   // them). 0, or a negative errno; after `max_reset_failures` failures in a row the
   // controller is failed (every queue pair's requests end with DNR set).
   int reset();
+  // Acts on a reset requested by a timeout (TimeoutAction::kReset): calls on_reset_request,
+  // or reset() when there is no such hook (see ControllerOptions::on_reset_request for the
+  // threading contract). 0 when nothing was pending or a reset succeeded (or was handed to
+  // the hook), else reset()'s negative errno. Cheap when nothing is pending (one atomic load).
+  int poll_recovery();
+  // A timeout asked for a reset that has not run yet.
+  bool reset_pending() const { return recovery_.load(std::memory_order_acquire) != kRecoveryIdle; }
+  TimeoutAction timeout_action() const { return timeout_action_.load(std::memory_order_relaxed); }
+  // Changes the policy after attach (any thread; timeouts detected afterwards follow it).
+  void set_timeout_action(TimeoutAction a) { timeout_action_.store(a, std::memory_order_relaxed); }
   // Reads CSTS (an MMIO read: not for the hot path): false when the controller reports fatal
   // status, is no longer ready, or reads all ones (removed) — reasons to reset it.
   bool healthy();
@@ -132,6 +165,12 @@ class Controller {
   static void on_async_event(void* ctx, const sn::CompletionEntry& cpl);
   static void on_io_timeout(void* ctx, Qpair& qp, uint16_t cid);
   void shutdown();
+  void request_reset();  // any thread (an I/O thread's timeout); lock-free
+
+  // Recovery request state: a timeout moves idle → requested (only the first one of a stall
+  // succeeds); the admin poll moves requested → notified (hook) or runs reset(); reset()
+  // returns it to idle when it starts.
+  static constexpr uint8_t kRecoveryIdle = 0, kRecoveryRequested = 1, kRecoveryNotified = 2;
 
   std::unique_ptr<env::PciDevice> device_;
   ControllerOptions options_;
@@ -159,6 +198,9 @@ class Controller {
   env::MpmcQueue<uint32_t> abort_requests_{1024};  // (sqid << 16) | cid
   AsyncEventFn aer_fn_ = nullptr;
   void* aer_ctx_ = nullptr;
+  std::atomic<uint8_t> recovery_{kRecoveryIdle};
+  std::atomic<TimeoutAction> timeout_action_;
+  bool admin_removal_handled_ = false;  // under admin_mu_
   ControllerStats stats_;
 };
 

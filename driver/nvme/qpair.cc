@@ -17,14 +17,32 @@ struct Qpair::Request {
   uint64_t submit_tick = 0;
   uint64_t* list = nullptr;    // one page for a PRP list or SGL segment
   uint64_t list_iova = 0;
-  uint16_t cid = 0;
+  uint16_t cid = 0;            // as sent: generation << cid_index_bits_ | index
+  uint16_t index = 0;          // in requests_
+  uint16_t gen = 0;
+  uint16_t inject_status = 0;  // valid when injected
   bool in_sq = false;
   bool timed_out = false;
+  bool injected = false;       // an error injection rule hit it
 };
 
 namespace {
 
 constexpr uint32_t kPage = 4096;
+
+// Commands whose SLBA is CDW10/11 and NLB (0's based) CDW12[15:0].
+bool is_lba_command(uint8_t opcode) {
+  switch (opcode) {
+    case sn::nvm::kRead:
+    case sn::nvm::kWrite:
+    case sn::nvm::kCompare:
+    case sn::nvm::kWriteZeroes:
+    case sn::nvm::kWriteUncorrectable:
+    case sn::nvm::kVerify:
+      return true;
+  }
+  return false;
+}
 
 std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
 
@@ -63,9 +81,14 @@ Result<std::unique_ptr<Qpair>> Qpair::create(const QpairContext& ctx, uint16_t q
   qp->cq_iova_ = qp->memory_->iova() + sq_bytes;
 
   qp->num_requests_ = nreq;
+  // The CID's spare high bits carry a generation that changes each time a request is reused,
+  // so a stale or duplicate completion for a recycled CID is recognised and ignored.
+  qp->cid_index_bits_ = 1;
+  while ((1u << qp->cid_index_bits_) < nreq) ++qp->cid_index_bits_;
   qp->requests_ = std::make_unique<Request[]>(nreq);
   for (uint32_t i = nreq; i-- > 0;) {
     Request& r = qp->requests_[i];
+    r.index = static_cast<uint16_t>(i);
     r.cid = static_cast<uint16_t>(i);
     r.list = reinterpret_cast<uint64_t*>(base + sq_bytes + cq_bytes + std::size_t{i} * kPage);
     r.list_iova = qp->memory_->iova() + sq_bytes + cq_bytes + std::size_t{i} * kPage;
@@ -89,6 +112,11 @@ Qpair::Request* Qpair::get_request(CompletionFn cb, void* cb_ctx) {
   r->cb_ctx = cb_ctx;
   r->next = r->prev = nullptr;
   r->timed_out = false;
+  r->injected = false;
+  if (cid_index_bits_ < 16) {
+    r->gen = static_cast<uint16_t>((r->gen + 1) & ((1u << (16 - cid_index_bits_)) - 1));
+    r->cid = static_cast<uint16_t>(r->gen << cid_index_bits_ | r->index);
+  }
   std::memset(&r->cmd, 0, sizeof r->cmd);
   r->cmd.cid = r->cid;
   return r;
@@ -307,6 +335,9 @@ int Qpair::submit_raw(const sn::SubmissionEntry& cmd, void* buf, uint32_t len, C
 
 int Qpair::submit(Request* r) {
   ++outstanding_;
+  if (inject_armed_) [[unlikely]] {
+    if (inject(r)) return 0;
+  }
   const bool sq_full = (sq_tail_ + 1) % size_ == sq_head_;
   if (wait_head_ != nullptr || sq_full || resetting_) {  // keep order: wait behind the others
     r->next = nullptr;
@@ -356,28 +387,42 @@ void Qpair::unlink_outstanding(Request* r) {
 }
 
 int Qpair::process_completions(uint32_t max) {
-  if (ctx_.device->removed()) return -ENODEV;
+  if (ctx_.device->removed()) [[unlikely]] {
+    if (!removal_handled_) fail_removed();
+    return -ENODEV;
+  }
   if (resetting_) return 0;  // the controller is being reset: its queues don't exist
   uint32_t reaped = 0;
+  if (inj_head_ != nullptr) [[unlikely]] reaped = deliver_injected(max);
   while (max == 0 || reaped < max) {
     sn::CompletionEntry* slot = &cq_[cq_head_];
     const uint16_t status = __atomic_load_n(&slot->status, __ATOMIC_ACQUIRE);
     if ((status & 1) != phase_) break;
-    const sn::CompletionEntry cpl = *slot;
+    sn::CompletionEntry cpl = *slot;
     if (++cq_head_ == size_) {
       cq_head_ = 0;
       phase_ ^= 1;
     }
     ++reaped;
-    if (cpl.sqhd < size_) sq_head_ = cpl.sqhd;
-    Request* r = cpl.cid < num_requests_ ? &requests_[cpl.cid] : nullptr;
-    if (r == nullptr || !r->in_sq) {  // a completion we never asked for: ignore it safely
+    const uint32_t index = cpl.cid & ((1u << cid_index_bits_) - 1);
+    Request* r = index < num_requests_ ? &requests_[index] : nullptr;
+    // A completion we never asked for (unknown CID, a CID not outstanding, a stale generation
+    // of a reused CID, another queue's SQID): ignore it safely, its SQ head included.
+    if (r == nullptr || !r->in_sq || r->cid != cpl.cid || cpl.sqid != qid_) [[unlikely]] {
       ++stats_.bad_completions;
       continue;
+    }
+    // The device's SQ head can only move forward, and never past our tail.
+    const uint32_t moved = (cpl.sqhd + size_ - sq_head_) % size_;
+    if (cpl.sqhd < size_ && moved <= (sq_tail_ + size_ - sq_head_) % size_) [[likely]] {
+      sq_head_ = cpl.sqhd;
+    } else {
+      ++stats_.bad_sq_heads;
     }
     unlink_outstanding(r);
     --outstanding_;
     ++stats_.completed;
+    if (r->injected) [[unlikely]] cpl.status = static_cast<uint16_t>((cpl.status & 1) | r->inject_status);
     if ((cpl.status & 0xfffe) != 0) ++stats_.errors;
     const CompletionFn cb = r->cb;
     void* const cb_ctx = r->cb_ctx;
@@ -433,12 +478,18 @@ void Qpair::end_request(Request* r, uint16_t status) {
   if (cb) cb(cb_ctx, cpl);  // may submit again
 }
 
+// Both lists are detached first: a callback that submits again adds to fresh lists, and is
+// not ended here (no loop with a callback that always retries).
 uint32_t Qpair::end_outstanding(uint16_t status) {
   uint32_t n = 0;
-  for (Request** head : {&out_head_, &late_head_}) {
-    while (*head != nullptr) {
-      Request* r = *head;
-      unlink_outstanding(r);
+  Request* lists[2] = {out_head_, late_head_};
+  out_head_ = out_tail_ = late_head_ = late_tail_ = nullptr;
+  for (Request* list : lists) {
+    while (list != nullptr) {
+      Request* r = list;
+      list = r->next;
+      r->prev = r->next = nullptr;
+      r->in_sq = false;
       end_request(r, status);
       ++n;
     }
@@ -459,14 +510,104 @@ uint32_t Qpair::reset_rings(uint16_t status) {
 
 uint32_t Qpair::fail_all(uint16_t status) {
   uint32_t n = end_outstanding(status);
-  while (wait_head_ != nullptr) {
-    Request* r = wait_head_;
-    wait_head_ = r->next;
-    if (wait_head_ == nullptr) wait_tail_ = nullptr;
-    end_request(r, status);
-    ++n;
+  // Then injected software completions not yet delivered, then requests waiting for an SQ
+  // slot. Both lists are detached first: what callbacks submit meanwhile stays queued (on a
+  // removed device they cannot submit at all), so a callback that retries cannot loop here.
+  Request* inj = inj_head_;
+  inj_head_ = inj_tail_ = nullptr;
+  inj_count_ = 0;
+  Request* wait = wait_head_;
+  wait_head_ = wait_tail_ = nullptr;
+  for (Request* list : {inj, wait}) {
+    while (list != nullptr) {
+      Request* r = list;
+      list = r->next;
+      end_request(r, status);
+      ++n;
+    }
   }
   return n;
+}
+
+// Surprise removal: every request this queue pair holds ends now, once, with a DNR status;
+// submissions already return -ENODEV, so callbacks cannot add new ones. Whatever the device
+// may still write to the CQ is never reaped (process_completions returns before reaping).
+void Qpair::fail_removed() {
+  removal_handled_ = true;  // first: a callback polling again must not recurse
+  stats_.failed_on_removal += fail_all(kRemovedStatus);
+}
+
+// ------------------------------------------------------------------ error injection ---
+
+int Qpair::add_error_injection(const ErrorInjection& rule) {
+  if (rule.match_lba && rule.lba_lo > rule.lba_hi) return -EINVAL;
+  if (rule.start_tick >= rule.end_tick) return -EINVAL;
+  if (num_rules_ == kMaxErrorInjections) return -ENOSPC;
+  rules_[num_rules_++] = rule;
+  inject_armed_ = true;
+  return 0;
+}
+
+void Qpair::clear_error_injections() {
+  num_rules_ = 0;
+  inject_armed_ = false;
+}
+
+// Off the hot path: only called while a rule is armed.
+bool Qpair::inject(Request* r) {
+  const sn::SubmissionEntry& c = r->cmd;
+  uint64_t now = 0;
+  bool have_now = false;
+  for (uint32_t i = 0; i < num_rules_; ++i) {
+    ErrorInjection& rule = rules_[i];
+    if (!rule.any_opcode && rule.opcode != c.opcode) continue;
+    if (rule.match_lba) {
+      if (qid_ == 0 || !is_lba_command(c.opcode)) continue;
+      const uint64_t slba = uint64_t{c.cdw11} << 32 | c.cdw10;
+      const uint64_t last = slba + (c.cdw12 & 0xffff);
+      if (last < rule.lba_lo || slba > rule.lba_hi) continue;
+    }
+    if (rule.start_tick != 0 || rule.end_tick != UINT64_MAX) {
+      if (!have_now) {
+        now = ctx_.clock->now();
+        have_now = true;
+      }
+      if (now < rule.start_tick || now >= rule.end_tick) continue;
+    }
+    // A hit.
+    ++stats_.injected;
+    const bool do_not_submit = rule.do_not_submit;
+    r->injected = true;
+    r->inject_status = sn::status::make(rule.sct, rule.sc, rule.dnr);
+    if (rule.count != 0 && --rule.count == 0) {  // used up: drop the rule, keep the order
+      for (uint32_t j = i + 1; j < num_rules_; ++j) rules_[j - 1] = rules_[j];
+      if (--num_rules_ == 0) inject_armed_ = false;
+    }
+    if (!do_not_submit) return false;  // submitted; the device's completion gets the status
+    r->next = nullptr;
+    if (inj_tail_) inj_tail_->next = r; else inj_head_ = r;
+    inj_tail_ = r;
+    ++inj_count_;
+    return true;
+  }
+  return false;
+}
+
+// Delivers the software completions queued before this call (not those their callbacks add:
+// an unlimited rule and a callback that resubmits must not loop here forever).
+uint32_t Qpair::deliver_injected(uint32_t max) {
+  uint32_t n = inj_count_, delivered = 0;
+  while (n-- > 0 && inj_head_ != nullptr && (max == 0 || delivered < max)) {
+    Request* r = inj_head_;
+    inj_head_ = r->next;
+    if (inj_head_ == nullptr) inj_tail_ = nullptr;
+    --inj_count_;
+    ++delivered;
+    ++stats_.completed;
+    if ((r->inject_status & 0xfffe) != 0) ++stats_.errors;
+    end_request(r, r->inject_status);
+  }
+  return delivered;
 }
 
 }  // namespace pollux::nvme

@@ -43,9 +43,44 @@ struct QpairStats {
   uint64_t errors = 0;           // completions with a non-zero status
   uint64_t queued = 0;           // had to wait for an SQ slot
   uint64_t timeouts = 0;
-  uint64_t bad_completions = 0;  // unknown or not-outstanding CID: ignored, counted
+  uint64_t bad_completions = 0;  // unknown, stale or not-outstanding CID, wrong SQID: ignored
+  uint64_t bad_sq_heads = 0;     // CQE SQ head pointers beyond the tail: ignored
   uint64_t doorbells = 0;        // SQ tail doorbell writes
+  uint64_t injected = 0;         // commands hit by an error injection rule
+  uint64_t failed_on_removal = 0;  // requests ended because the device was removed
 };
+
+// A software error injection rule (SPDK's spdk_nvme_qpair_add_cmd_error_injection, plus LBA
+// and time filters). A command matches when every filter given matches, at the moment it is
+// submitted to the queue pair. Rules are checked in the order they were added; the first
+// match wins.
+struct ErrorInjection {
+  bool any_opcode = false;  // else only commands with `opcode`
+  uint8_t opcode = 0;
+  // The status the command completes with (sct/sc; dnr sets Do Not Retry).
+  uint8_t sct = 0;
+  uint8_t sc = 0;
+  bool dnr = false;
+  uint32_t count = 1;       // how many commands to hit; 0 = unlimited
+  // true: complete in software (from the next process_completions()), never sent to the
+  // device. false: sent to the device; its completion's status is replaced.
+  bool do_not_submit = false;
+  // LBA filter, inclusive. Only LBA commands (read, write, compare, write zeroes, write
+  // uncorrectable, verify: SLBA in CDW10/11, NLB in CDW12) overlapping [lba_lo, lba_hi]
+  // match; other commands never do while the filter is on.
+  bool match_lba = false;
+  uint64_t lba_lo = 0;
+  uint64_t lba_hi = UINT64_MAX;
+  // Time window on the queue pair's clock (ticks): start_tick <= now < end_tick.
+  uint64_t start_tick = 0;
+  uint64_t end_tick = UINT64_MAX;
+};
+
+// Status that ends requests of a removed device: Path Related Status / Host Pathing Error
+// (the host could not reach the controller), Do Not Retry on this path.
+inline constexpr uint8_t kScHostPathingError = 0x70;
+inline constexpr uint16_t kRemovedStatus =
+    sn::status::make(sn::sct::kPath, kScHostPathingError, /*dnr=*/true);
 
 // What the controller knows that a queue pair needs.
 struct QpairContext {
@@ -97,9 +132,12 @@ class Qpair {
   int submit_raw(const sn::SubmissionEntry& cmd, void* buf, uint32_t len, CompletionFn cb,
                  void* cb_ctx);
 
-  // Reaps up to max completions (0: all available), calling their callbacks. Then rings the
-  // CQ head doorbell once, moves waiting requests into freed SQ slots, rings the SQ doorbell
-  // once, and checks timeouts. Returns completions reaped, or -ENODEV if the device is gone.
+  // Reaps up to max completions (0: all available), calling their callbacks: first those
+  // injected in software, then the CQ's. Then rings the CQ head doorbell once, moves waiting
+  // requests into freed SQ slots, rings the SQ doorbell once, and checks timeouts. Returns
+  // completions reaped, or -ENODEV if the device is gone: the first call that sees removal
+  // ends every outstanding and waiting request with kRemovedStatus (DNR), exactly once;
+  // nothing of this queue pair is delivered after that.
   int process_completions(uint32_t max = 0);
   // Rings the SQ doorbell now if submissions are pending (batched mode).
   void flush_doorbell();
@@ -115,6 +153,14 @@ class Qpair {
   uint32_t reset_rings(uint16_t status);
   void resume() { resetting_ = false; }
   bool resetting() const { return resetting_; }
+
+  // Error injection (owner thread, not concurrently with submit/process_completions). 0, or
+  // -ENOSPC when kMaxErrorInjections rules are armed, -EINVAL for an empty LBA range or time
+  // window. With no rule armed, submit pays a single branch.
+  static constexpr uint32_t kMaxErrorInjections = 16;
+  int add_error_injection(const ErrorInjection& rule);
+  void clear_error_injections();
+  uint32_t error_injections_armed() const { return num_rules_; }
 
  private:
   struct Request;
@@ -133,6 +179,9 @@ class Qpair {
   void unlink_outstanding(Request* r);
   void end_request(Request* r, uint16_t status);
   uint32_t end_outstanding(uint16_t status);
+  bool inject(Request* r);  // true: completed in software, don't submit
+  uint32_t deliver_injected(uint32_t max);
+  void fail_removed();
 
   QpairContext ctx_;
   uint16_t qid_;
@@ -159,8 +208,16 @@ class Qpair {
   Request* out_tail_ = nullptr;
   Request* late_head_ = nullptr;  // submitted and already reported as timed out
   Request* late_tail_ = nullptr;
+  Request* inj_head_ = nullptr;   // completed in software, delivered by the next poll
+  Request* inj_tail_ = nullptr;
+  uint32_t inj_count_ = 0;
   uint32_t outstanding_ = 0;
   uint64_t timeout_ticks_ = 0;
+  uint32_t cid_index_bits_ = 16;  // CID = generation << bits | request index
+  bool removal_handled_ = false;  // removal seen and every request ended
+  bool inject_armed_ = false;     // any rule armed: the one branch submit pays
+  uint32_t num_rules_ = 0;
+  ErrorInjection rules_[kMaxErrorInjections];
   QpairStats stats_;
 };
 

@@ -363,13 +363,17 @@ TEST_F(Harness, FailAllAndRemovedDevice) {
   ASSERT_EQ(qp->read(ns, buf(), 1, 1, Done::cb, &d), 0);
   dev.unplug();
   EXPECT_EQ(qp->read(ns, buf(), 2, 1, Done::cb, &d), -ENODEV);
+  // The first poll that sees the removal ends both (submitted and waiting), DNR set.
   EXPECT_EQ(qp->process_completions(), -ENODEV);
+  EXPECT_EQ(d.calls, 2);
+  EXPECT_EQ(Status::from_cqe(d.last.status).sct, spec::nvme::sct::kPath);
+  EXPECT_EQ(Status::from_cqe(d.last.status).sc, kScHostPathingError);
+  EXPECT_TRUE(Status::from_cqe(d.last.status).dnr);
+  EXPECT_EQ(qp->outstanding(), 0u);
   const uint16_t st = spec::nvme::status::make(spec::nvme::sct::kGeneric,
                                                spec::nvme::sc::kAbortedSqDeletion);
-  EXPECT_EQ(qp->fail_all(st), 2u);
+  EXPECT_EQ(qp->fail_all(st), 0u);  // nothing left: nothing ends twice
   EXPECT_EQ(d.calls, 2);
-  EXPECT_EQ(Status::from_cqe(d.last.status).sc, spec::nvme::sc::kAbortedSqDeletion);
-  EXPECT_EQ(qp->outstanding(), 0u);
 }
 
 }  // namespace

@@ -593,6 +593,7 @@ void Controller::fire_interrupts() {
 bool Controller::execute(uint16_t sqid, const sp::SubmissionEntry& sqe, sp::CompletionEntry* cqe) {
   *cqe = sp::CompletionEntry{0, 0, 0, sqid, sqe.cid, 0};
   err_lba_ = 0;
+  last_fault_delay_ns_ = 0;  // admin commands too: a timing model reads it after every execute
   uint16_t st;
   if (sqid == 0) {
     ++counters_.admin_commands;
@@ -600,7 +601,6 @@ bool Controller::execute(uint16_t sqid, const sp::SubmissionEntry& sqe, sp::Comp
     st = dispatch_admin(sqid, sqe, &cqe->dw0, &defer);
     if (defer) return false;
   } else {
-    last_fault_delay_ns_ = 0;
     bool hold = false;
     st = faults_.empty() ? kOk : apply_faults(sqe, sqid, &hold);
     if (hold) return false;  // never completed: the host's timeout must notice

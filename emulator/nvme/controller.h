@@ -155,6 +155,18 @@ class Controller {
   uint64_t last_fault_delay_ns() const { return last_fault_delay_ns_; }
   uint64_t fault_hits() const { return faults_.hits(); }
 
+  // ---- Power loss (a volatile write cache) -------------------------------------------------
+  // With the journal on, every Write and Write Zeroes keeps the data it replaced under an id
+  // (last_write_id() right after execute()). The timing model calls mark_durable(id) once the
+  // write is on the media; power_loss() puts back, newest first, every write not durable,
+  // then drops the controller as a power cut does (queues, RDY; CC.EN still reads 1 until the
+  // host resets). Returns the ids of the writes that were lost.
+  void set_write_journal(bool on) { journal_on_ = on; }
+  uint64_t last_write_id() const { return last_write_id_; }
+  void mark_durable(uint64_t id);
+  std::vector<uint64_t> power_loss();
+  size_t journal_entries() const { return journal_.size(); }
+
   // ---- Inspection -------------------------------------------------------------------------------
   const ControllerCounters& counters() const { return counters_; }
   const ControllerConfig& config() const { return config_; }
@@ -252,6 +264,16 @@ class Controller {
   uint64_t queue_generation_ = 0;
   FaultInjector faults_;
   uint64_t last_fault_delay_ns_ = 0;
+  struct JournalEntry {
+    uint64_t id;
+    uint32_t nsid;
+    uint64_t offset;
+    std::vector<uint8_t> old;  // what the write replaced
+  };
+  void journal(uint32_t nsid, uint64_t offset, uint64_t len);
+  bool journal_on_ = false;
+  uint64_t last_write_id_ = 0, next_write_id_ = 1;
+  std::vector<JournalEntry> journal_;  // ids ascending
   // Completions to post the way a buggy device would: (sqid << 16 | cid) -> action.
   std::vector<std::pair<uint32_t, FaultAction>> quirks_;
   ControllerCounters counters_;

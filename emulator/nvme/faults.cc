@@ -15,7 +15,7 @@ Result<int> FaultInjector::add(const FaultRule& r) {
   if (r.action == FaultAction::kStatus && (r.status & 0xfffe) == 0) {
     return Error{"fault rule: a status rule needs a non-zero status"};
   }
-  if (r.opcode > 0xff) return Error{"fault rule: opcode must be 0..255 or -1 (any)"};
+  if (r.opcode < -1 || r.opcode > 0xff) return Error{"fault rule: opcode must be 0..255 or -1 (any)"};
   rules_.push_back(Armed{next_id_, r});
   return next_id_++;
 }
@@ -104,7 +104,9 @@ Result<uint16_t> parse_fault_status(const std::string& name) {
   if (colon != std::string::npos) {
     char* e1 = nullptr;
     char* e2 = nullptr;
-    const unsigned long sct = std::strtoul(s.substr(0, colon).c_str(), &e1, 16);
+    // Named strings: the end pointers must not point into destroyed temporaries.
+    const std::string sct_text = s.substr(0, colon);
+    const unsigned long sct = std::strtoul(sct_text.c_str(), &e1, 16);
     const std::string sc_text = s.substr(colon + 1);
     const unsigned long sc = std::strtoul(sc_text.c_str(), &e2, 16);
     if (e1 && *e1 == 0 && e2 && *e2 == 0 && colon > 0 && !sc_text.empty() && sct <= 7 &&

@@ -73,6 +73,7 @@ uint16_t Controller::io_read_write(const sp::SubmissionEntry& sqe, Namespace& ns
   NamespaceStore& store = *ns.store;
   bool ok = true;
   if (write) {
+    if (journal_on_) journal(sqe.nsid, off, bytes);
     for (const Segment& s : segments_) {
       ok &= store.write(off, s.ptr, s.len);
       off += s.len;
@@ -132,6 +133,7 @@ uint16_t Controller::io_write_zeroes(const sp::SubmissionEntry& sqe, Namespace& 
   }
   const uint64_t off = slba << ns.shift, len = uint64_t{nlb} << ns.shift;
   const bool deac = sqe.cdw12 & sp::nvm::kCdw12Deac;
+  if (journal_on_) journal(sqe.nsid, off, len);
   bool ok = deac ? ns.store->deallocate(off, len) : ns.store->write_zeroes(off, len);
   if (ok && (sqe.cdw12 & sp::nvm::kCdw12Fua)) ok = ns.store->flush();
   if (!ok) {

@@ -1,5 +1,6 @@
 // The controller's timed-layering entry points: the same steps poll() takes, one at a time,
 // for a timing model that decides when each happens (see controller.h).
+#include <algorithm>
 #include <cstring>
 
 #include "emulator/nvme/controller.h"
@@ -70,6 +71,39 @@ void Controller::release_fetched(uint16_t sqid) {
   if (sqid >= sqs_.size() || !sqs_[sqid].exists) return;
   Cq& cq = cqs_[sqs_[sqid].cqid];
   if (cq.reserved) --cq.reserved;
+}
+
+void Controller::journal(uint32_t nsid, uint64_t offset, uint64_t len) {
+  NamespaceStore* store = namespace_store(nsid);
+  last_write_id_ = next_write_id_++;
+  if (store == nullptr) return;
+  JournalEntry e{last_write_id_, nsid, offset, std::vector<uint8_t>(len)};
+  if (!store->read(offset, e.old.data(), len)) return;
+  journal_.push_back(std::move(e));
+}
+
+void Controller::mark_durable(uint64_t id) {
+  // Usually the oldest: writes reach the media in about the order they were cached.
+  for (size_t i = 0; i < journal_.size(); ++i) {
+    if (journal_[i].id == id) {
+      journal_.erase(journal_.begin() + static_cast<std::ptrdiff_t>(i));
+      return;
+    }
+  }
+}
+
+std::vector<uint64_t> Controller::power_loss() {
+  std::vector<uint64_t> lost;
+  for (auto it = journal_.rbegin(); it != journal_.rend(); ++it) {
+    if (NamespaceStore* store = namespace_store(it->nsid)) {
+      (void)store->write(it->offset, it->old.data(), it->old.size());
+    }
+    lost.push_back(it->id);
+  }
+  journal_.clear();
+  std::reverse(lost.begin(), lost.end());
+  inject_spontaneous_disable();  // counts the unsafe shutdown
+  return lost;
 }
 
 uint32_t Controller::queue_slots() const { return static_cast<uint32_t>(sqs_.size()); }

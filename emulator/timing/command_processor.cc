@@ -34,6 +34,13 @@ SimTime CommandProcessor::fetch_prp_list(SimTime t, const sp::SubmissionEntry& s
   return link->dma_read(t, sgl ? 16 * pages : 8 * (pages - 1));
 }
 
+// Programs what the media still buffers; the cache slots holding it become free (durable).
+SimTime CommandProcessor::flush_cache(SimTime t) {
+  const Media::WriteOutcome f = media->flush(t);
+  if (f.units && cache->enabled()) cache->release_pending(f.units, f.done);
+  return f.done;
+}
+
 SimTime CommandProcessor::read(SimTime t, uint64_t slba, uint32_t nlb,
                                const sp::SubmissionEntry& sqe) {
   const uint64_t bytes = uint64_t{nlb} << lba_shift_;
@@ -66,12 +73,12 @@ SimTime CommandProcessor::write(SimTime t, uint64_t slba, uint32_t nlb,
       acked = std::max(acked, slot);
     } else {
       const Media::WriteOutcome w = media->write(start, u);
-      durable = std::max(durable, w.units ? w.done : media->flush(start));
+      durable = std::max(durable, w.units ? w.done : media->flush(start).done);
     }
   }
   stats_.units_written += last - first + 1;
   if (!cache->enabled()) return durable;
-  if (fua) return std::max(media->flush(acked), cache->drained_at());
+  if (fua) return std::max(flush_cache(acked), cache->drained_at());
   return acked;
 }
 
@@ -98,7 +105,7 @@ SimTime CommandProcessor::process(uint16_t sqid, const sp::SubmissionEntry& sqe,
     case sp::nvm::kFlush: {
       ++stats_.flushes;
       const SimTime f = firmware(t, fw_.flush);
-      done = std::max(media->flush(f), cache->drained_at());
+      done = std::max(flush_cache(f), cache->drained_at());
       done = std::max(done, f);
       break;
     }

@@ -34,6 +34,7 @@ class CommandProcessor final : public sc_core::sc_module {
 
  private:
   SimTime firmware(SimTime start, SimTime cost);
+  SimTime flush_cache(SimTime t);
   bool in_range(uint64_t slba, uint32_t nlb) const;
   SimTime fetch_prp_list(SimTime t, const spec::nvme::SubmissionEntry& sqe, uint64_t bytes);
   SimTime read(SimTime t, uint64_t slba, uint32_t nlb, const spec::nvme::SubmissionEntry& sqe);

@@ -49,9 +49,9 @@ Media::WriteOutcome NandMedia::write(SimTime start, uint64_t unit) {
   return {r.units, r.done};
 }
 
-SimTime NandMedia::flush(SimTime start) {
+Media::WriteOutcome NandMedia::flush(SimTime start) {
   const Ftl::WriteResult r = ftl_.flush(start);
-  return r.units ? r.done : start;
+  return {r.units, r.units ? r.done : start};
 }
 
 WriteCache::WriteCache(uint64_t capacity_units) : capacity_(capacity_units) {
@@ -72,6 +72,7 @@ SimTime WriteCache::admit(SimTime start) {
     heap_.pop_back();
   }
   ++pending_;
+  ++admitted_;
   return t;
 }
 
@@ -84,6 +85,14 @@ void WriteCache::release_pending(uint32_t n, SimTime done) {
     std::push_heap(heap_.begin(), heap_.end(), later);
   }
   last_release_ = std::max(last_release_, done);
+  released_ += n;
+  if (track_releases_) releases_.push_back(Release{released_, done});
+}
+
+void WriteCache::forget_releases_before(uint64_t unit) {
+  size_t k = 0;
+  while (k + 1 < releases_.size() && releases_[k].upto < unit) ++k;
+  if (k) releases_.erase(releases_.begin(), releases_.begin() + static_cast<std::ptrdiff_t>(k));
 }
 
 }  // namespace pollux::emu::timing

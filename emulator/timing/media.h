@@ -25,8 +25,9 @@ class Media {
     SimTime done = 0;
   };
   virtual WriteOutcome write(SimTime start, uint64_t unit) = 0;
-  // Make everything accepted so far durable; returns when done.
-  virtual SimTime flush(SimTime start) = 0;
+  // Make everything accepted so far durable: `units` buffered units were programmed, done by
+  // `done` (units 0: nothing was buffered; done = start).
+  virtual WriteOutcome flush(SimTime start) = 0;
   virtual void trim(uint64_t unit) = 0;
 };
 
@@ -35,7 +36,7 @@ class NullMedia final : public Media {
  public:
   SimTime read(SimTime start, uint64_t) override { return start; }
   WriteOutcome write(SimTime start, uint64_t) override { return {1, start}; }
-  SimTime flush(SimTime start) override { return start; }
+  WriteOutcome flush(SimTime start) override { return {0, start}; }
   void trim(uint64_t) override {}
 };
 
@@ -46,7 +47,7 @@ class OptaneMedia final : public Media {
   OptaneMedia(const OptaneProfile& p, std::mt19937_64& rng);
   SimTime read(SimTime start, uint64_t unit) override;
   WriteOutcome write(SimTime start, uint64_t unit) override;
-  SimTime flush(SimTime start) override { return std::max(start, last_write_done_); }
+  WriteOutcome flush(SimTime start) override { return {0, std::max(start, last_write_done_)}; }
   void trim(uint64_t) override {}
 
  private:
@@ -64,7 +65,7 @@ class NandMedia final : public Media {
   NandMedia(const NandGeometry& g, const NandTiming& t, const FtlConfig& c);
   SimTime read(SimTime start, uint64_t unit) override { return ftl_.read(start, unit); }
   WriteOutcome write(SimTime start, uint64_t unit) override;
-  SimTime flush(SimTime start) override;
+  WriteOutcome flush(SimTime start) override;
   void trim(uint64_t unit) override { ftl_.trim(unit); }
   const Ftl& ftl() const { return ftl_; }
   const NandArray& array() const { return nand_; }
@@ -87,6 +88,16 @@ class WriteCache {
   void release_pending(uint32_t n, SimTime done);
   // When everything admitted so far is durable (all pending must have been released).
   SimTime drained_at() const { return last_release_; }
+  // Units admitted so far, and released so far (FIFO: the n oldest pending go first), with
+  // the time of each release: which admitted unit became durable when.
+  uint64_t admitted() const { return admitted_; }
+  struct Release {
+    uint64_t upto;  // units [0, upto) are released
+    SimTime at;
+  };
+  const std::vector<Release>& releases() const { return releases_; }
+  void forget_releases_before(uint64_t unit);
+  void set_track_releases(bool on) { track_releases_ = on; }  // off: releases() stays empty
   uint64_t occupancy_at_last_admit() const { return heap_.size() + pending_; }
   uint64_t stalls() const { return stalls_; }
 
@@ -96,6 +107,9 @@ class WriteCache {
   uint64_t pending_ = 0;       // held slots without a release time yet
   SimTime last_release_ = 0;
   uint64_t stalls_ = 0;
+  uint64_t admitted_ = 0, released_ = 0;
+  std::vector<Release> releases_;
+  bool track_releases_ = false;
 };
 
 }  // namespace pollux::emu::timing

@@ -39,7 +39,7 @@ struct LinkIf : virtual sc_core::sc_interface {
 struct MediaIf : virtual sc_core::sc_interface {
   virtual SimTime read(SimTime start, uint64_t unit) = 0;
   virtual Media::WriteOutcome write(SimTime start, uint64_t unit) = 0;
-  virtual SimTime flush(SimTime start) = 0;
+  virtual Media::WriteOutcome flush(SimTime start) = 0;
   virtual void trim(uint64_t unit) = 0;
 };
 
@@ -48,6 +48,7 @@ struct CacheIf : virtual sc_core::sc_interface {
   virtual SimTime admit(SimTime start) = 0;
   virtual void release_pending(uint32_t n, SimTime done) = 0;
   virtual SimTime drained_at() const = 0;
+  virtual uint64_t admitted() const = 0;
 };
 
 // ---- leaf modules -----------------------------------------------------------------------------
@@ -71,7 +72,7 @@ class MediaModule final : public sc_core::sc_module, public MediaIf {
       : sc_module(n), media_(std::move(m)) {}
   SimTime read(SimTime s, uint64_t u) override { return media_->read(s, u); }
   Media::WriteOutcome write(SimTime s, uint64_t u) override { return media_->write(s, u); }
-  SimTime flush(SimTime s) override { return media_->flush(s); }
+  Media::WriteOutcome flush(SimTime s) override { return media_->flush(s); }
   void trim(uint64_t u) override { media_->trim(u); }
 
  private:
@@ -102,10 +103,10 @@ class FtlModule final : public sc_core::sc_module, public MediaIf {
     const Ftl::WriteResult r = ftl_.write(s, u);
     return {r.units, r.done};
   }
-  SimTime flush(SimTime s) override {
+  Media::WriteOutcome flush(SimTime s) override {
     nand_.set_now(sc_now());
     const Ftl::WriteResult r = ftl_.flush(s);
-    return r.units ? r.done : s;
+    return {r.units, r.units ? r.done : s};
   }
   void trim(uint64_t u) override { ftl_.trim(u); }
   const Ftl& core() const { return ftl_; }
@@ -123,7 +124,9 @@ class WriteCacheModule final : public sc_core::sc_module, public CacheIf {
   SimTime admit(SimTime s) override { return cache_.admit(s); }
   void release_pending(uint32_t n, SimTime d) override { cache_.release_pending(n, d); }
   SimTime drained_at() const override { return cache_.drained_at(); }
+  uint64_t admitted() const override { return cache_.admitted(); }
   const WriteCache& core() const { return cache_; }
+  WriteCache& core() { return cache_; }
 
  private:
   WriteCache cache_;

@@ -66,6 +66,9 @@ TimedSsd::TimedSsd(sc_core::sc_module_name n, const Profile& p, nvme::Controller
   cq_db_.assign(queues_, 0);
   sq_epoch_.assign(queues_, 0);
   resets_ = ctrl_.counters().resets;
+  volatile_cache_ = p.cache.bytes != 0 && !p.cache.power_loss_protection;
+  ctrl_.set_write_journal(volatile_cache_);
+  cache_->core().set_track_releases(volatile_cache_);
   ctrl_.set_cqe_observer(
       [this](uint16_t cqid, uint32_t slot, bool phase) { on_cqe_written(cqid, slot, phase); });
 
@@ -76,31 +79,35 @@ TimedSsd::TimedSsd(sc_core::sc_module_name n, const Profile& p, nvme::Controller
 
 TimedSsd::~TimedSsd() { ctrl_.set_cqe_observer(nullptr); }
 
+// Controller reset (CC.EN 1 -> 0, NSSR, a spontaneous disable, a power cut): what was in
+// flight is gone, as in hardware. Checked wherever the device is about to act.
+void TimedSsd::check_reset() {
+  if (ctrl_.counters().resets == resets_) return;
+  resets_ = ctrl_.counters().resets;
+  ++epoch_;
+  dropped_ += slots_.size() - free_.size();
+  free_.clear();
+  for (uint32_t i = static_cast<uint32_t>(slots_.size()); i-- > 0;) free_.push_back(i);
+  due_.clear();
+  pending_.clear();
+  engine_->drop_pending();
+  rtl::QueueEngineInputs r;
+  r.reset = true;
+  engine_->configure(r);
+  std::fill(sq_shadow_.begin(), sq_shadow_.end(), nvme::Controller::QueueState{});
+  std::fill(cq_shadow_.begin(), cq_shadow_.end(), nvme::Controller::QueueState{});
+  std::fill(sq_db_.begin(), sq_db_.end(), 0);
+  std::fill(cq_db_.begin(), cq_db_.end(), 0);
+  arb_shadow_ = ~0u;
+  generation_ = ~0ull;
+  live_sqs_.clear();
+  live_cqs_.clear();
+}
+
 void TimedSsd::scan(ClockFn clock, void* ctx) {
   ctrl_.service();
   SimTime now = sc_now();
-  if (ctrl_.counters().resets != resets_) {
-    // Controller reset (CC.EN 1 -> 0, NSSR): what was in flight is gone, as in hardware.
-    resets_ = ctrl_.counters().resets;
-    ++epoch_;
-    dropped_ += slots_.size() - free_.size();
-    free_.clear();
-    for (uint32_t i = static_cast<uint32_t>(slots_.size()); i-- > 0;) free_.push_back(i);
-    due_.clear();
-    pending_.clear();
-    engine_->drop_pending();
-    rtl::QueueEngineInputs r;
-    r.reset = true;
-    engine_->configure(r);
-    std::fill(sq_shadow_.begin(), sq_shadow_.end(), nvme::Controller::QueueState{});
-    std::fill(cq_shadow_.begin(), cq_shadow_.end(), nvme::Controller::QueueState{});
-    std::fill(sq_db_.begin(), sq_db_.end(), 0);
-    std::fill(cq_db_.begin(), cq_db_.end(), 0);
-    arb_shadow_ = ~0u;
-    generation_ = ~0ull;
-    live_sqs_.clear();
-    live_cqs_.clear();
-  }
+  check_reset();
   if (ctrl_.queue_generation() != generation_) sync_configuration();
   const volatile uint32_t* db = ctrl_.doorbells();
   for (uint16_t q : live_sqs_) {
@@ -222,6 +229,9 @@ void TimedSsd::on_fetch_grant(uint8_t sqid, uint16_t slot) {
   processor_->set_page_size(ctrl_.memory_page_size());
   const SimTime fetched = link_->dma_read(now, sizeof(sp::SubmissionEntry));
   schedule(i, processor_->process(sqid, sqe, fetched));
+  if (volatile_cache_ && sqid != 0 && sqe.opcode == sp::nvm::kWrite) {
+    slots_[i].cache_end = cache_->core().admitted();
+  }
 }
 
 void TimedSsd::schedule(uint32_t slot, SimTime at) {
@@ -233,6 +243,7 @@ void TimedSsd::schedule(uint32_t slot, SimTime at) {
 }
 
 void TimedSsd::complete_due() {
+  check_reset();  // a reset between scans: nothing due may take effect any more
   const SimTime now = sc_now();
   bool freed = false;
   while (!due_.empty() && due_.front().at <= now) {
@@ -265,6 +276,14 @@ void TimedSsd::complete_due() {
         schedule(d.slot, now + ctrl_.last_fault_delay_ns() * kNs);
         continue;
       }
+      if (volatile_cache_ && f.sqid != 0 && !f.executed &&
+          (f.sqe.opcode == sp::nvm::kWrite || f.sqe.opcode == sp::nvm::kWriteZeroes)) {
+        if (f.cache_end) {
+          durability_.push_back(Durability{ctrl_.last_write_id(), f.cache_end});
+        } else {
+          ctrl_.mark_durable(ctrl_.last_write_id());  // not cached (Write Zeroes)
+        }
+      }
       const uint16_t cqid = ctrl_.sq_state(f.sqid).cqid;
       pending_.push_back(Pending{d.slot, cqid, 0, false});
       engine_->request_completion(static_cast<uint8_t>(cqid), false);
@@ -279,6 +298,7 @@ void TimedSsd::complete_due() {
   }
   if (!due_.empty()) due_event_.notify(sc_ps(due_.front().at - now));
   if (freed) engine_->wake(now);
+  if (!durability_.empty()) settle_durability(false);
 }
 
 // The engine answers completion requests in the order they were made.
@@ -339,6 +359,41 @@ void TimedSsd::on_cqe_written(uint16_t cqid, uint32_t slot, bool phase) {
   // for): the engine's tail must follow before any other entry of this CQ.
   pending_.push_front(Pending{kPosted, cqid, static_cast<uint16_t>(slot), phase});
   engine_->request_completion(static_cast<uint8_t>(cqid), true);
+}
+
+// A cached write is durable once the cache released its last unit (the media programmed it)
+// at a time not after now. Releases are in admission order, so the oldest writes settle
+// first; `all` looks past one that has not (a power cut must not undo a durable write).
+void TimedSsd::settle_durability(bool all) {
+  const SimTime now = sc_now();
+  const auto& rel = cache_->core().releases();
+  const size_t n = durability_.size();
+  for (size_t k = 0; k < n; ++k) {
+    const Durability d = durability_.front();
+    durability_.pop_front();
+    auto it = std::lower_bound(rel.begin(), rel.end(), d.cache_end,
+                               [](const WriteCache::Release& r, uint64_t u) { return r.upto < u; });
+    if (it != rel.end() && it->at <= now) {
+      ctrl_.mark_durable(d.write_id);
+      continue;
+    }
+    durability_.push_back(d);  // not yet: keep it (order is kept when `all` is false)
+    if (!all) {
+      for (size_t rest = k + 1; rest < n; ++rest) {
+        durability_.push_back(durability_.front());
+        durability_.pop_front();
+      }
+      break;
+    }
+  }
+  if (!durability_.empty()) cache_->core().forget_releases_before(durability_.front().cache_end);
+}
+
+std::vector<uint64_t> TimedSsd::power_loss() {
+  if (!durability_.empty()) settle_durability(true);
+  durability_.clear();
+  trace_.record(sc_now(), index_, TraceKind::kFault, 1, 0, 0);
+  return ctrl_.power_loss();
 }
 
 TimedSsdStats TimedSsd::stats() const {

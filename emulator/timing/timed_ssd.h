@@ -47,6 +47,10 @@ class TimedSsd final : public sc_core::sc_module, private FrontEndClient {
   using ClockFn = SimTime (*)(void* ctx);
   void scan(ClockFn clock = nullptr, void* ctx = nullptr);
   TimedSsdStats stats() const;
+  // Power cut now: writes still in a volatile write cache (no power-loss protection) are
+  // undone on the media, what is in flight is gone, the controller drops (RDY 0). Returns the
+  // controller's ids of the writes lost, oldest first (empty with PLP or no cache).
+  std::vector<uint64_t> power_loss();
   const Profile& profile() const { return profile_; }
 
  private:
@@ -57,6 +61,7 @@ class TimedSsd final : public sc_core::sc_module, private FrontEndClient {
     spec::nvme::SubmissionEntry sqe;
     spec::nvme::CompletionEntry cqe;
     bool executed = false;  // effects done; its completion waits (an injected delay)
+    uint64_t cache_end = 0;  // volatile cache: units admitted up to this write's last one
   };
   struct Due {
     SimTime at;
@@ -75,6 +80,7 @@ class TimedSsd final : public sc_core::sc_module, private FrontEndClient {
   struct Pending;
   bool take_pending(uint8_t cqid, Pending* p);
   void sync_configuration();
+  void check_reset();
   void on_cqe_written(uint16_t cqid, uint32_t slot, bool phase);
   void complete_due();  // SC_METHOD: commands whose completion time has come
   void schedule(uint32_t slot, SimTime at);
@@ -92,6 +98,13 @@ class TimedSsd final : public sc_core::sc_module, private FrontEndClient {
   std::unique_ptr<WriteCacheModule> cache_;
   std::unique_ptr<CommandProcessor> processor_;
   std::unique_ptr<QueueEngineModule> engine_;
+
+  void settle_durability(bool all);
+  struct Durability {
+    uint64_t write_id, cache_end;
+  };
+  bool volatile_cache_ = false;
+  Ring<Durability> durability_;  // executed writes not yet known to be on the media
 
   std::vector<InFlight> slots_;
   std::vector<uint32_t> free_;

@@ -406,13 +406,13 @@ TEST(OptaneMedia, FlushWaitsForTheLastWrite) {
   p.read_stddev = p.write_stddev = 0;
   std::mt19937_64 rng(1);
   OptaneMedia m(p, rng);
-  EXPECT_EQ(m.flush(50), 50u);
+  EXPECT_EQ(m.flush(50).done, 50u);
   const SimTime w = m.write(0, 1).done;
   EXPECT_EQ(w, p.write);
-  EXPECT_EQ(m.flush(0), w);
-  EXPECT_EQ(m.flush(w + 1), w + 1);
+  EXPECT_EQ(m.flush(0).done, w);
+  EXPECT_EQ(m.flush(w + 1).done, w + 1);
   (void)m.read(0, 2);  // reads do not matter
-  EXPECT_EQ(m.flush(0), w);
+  EXPECT_EQ(m.flush(0).done, w);
 }
 
 TEST(NullMedia, ZeroLatency) {
@@ -420,7 +420,7 @@ TEST(NullMedia, ZeroLatency) {
   EXPECT_EQ(m.read(10, 1), 10u);
   EXPECT_EQ(m.write(10, 1).done, 10u);
   EXPECT_EQ(m.write(10, 1).units, 1u);
-  EXPECT_EQ(m.flush(10), 10u);
+  EXPECT_EQ(m.flush(10).done, 10u);
 }
 
 // -------------------------------------------------------------------------------- profiles ---

@@ -1,0 +1,134 @@
+// Surprise removal at the controller level against the functional emulator (in-process
+// vfio-user): a PciDevice wrapper lets the test pull the device. The admin poll ends every
+// admin request (the AERs, a pending command) once with a DNR status; the I/O queue pair ends
+// its outstanding and waiting requests once; nothing completes twice or late.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "driver/env/dma_memory.h"
+#include "driver/env/vfio_user_client.h"
+#include "driver/nvme/controller.h"
+#include "driver/nvme/status.h"
+#include "emulator/device/nvme_device.h"
+
+namespace pollux {
+namespace {
+namespace sn = spec::nvme;
+
+// Forwards to the real device until unplug(); then the driver sees removed().
+class Removable final : public env::PciDevice {
+ public:
+  explicit Removable(std::unique_ptr<env::PciDevice> inner) : inner_(std::move(inner)) {}
+  int config_read(uint32_t o, void* b, std::size_t l) override { return inner_->config_read(o, b, l); }
+  int config_write(uint32_t o, const void* b, std::size_t l) override {
+    return inner_->config_write(o, b, l);
+  }
+  int bar_read(int bar, uint64_t o, void* b, std::size_t l) override {
+    if (removed()) {
+      std::memset(b, 0xff, l);
+      return -ENODEV;
+    }
+    return inner_->bar_read(bar, o, b, l);
+  }
+  int bar_write(int bar, uint64_t o, const void* b, std::size_t l) override {
+    return removed() ? -ENODEV : inner_->bar_write(bar, o, b, l);
+  }
+  volatile void* bar_map(int bar, uint64_t o, std::size_t l) override { return inner_->bar_map(bar, o, l); }
+  int reset() override { return inner_->reset(); }
+  std::string address() const override { return "removable:" + inner_->address(); }
+  void unplug() { mark_removed(); }
+
+ private:
+  std::unique_ptr<env::PciDevice> inner_;
+};
+
+struct Cb {
+  int calls = 0;
+  uint16_t status = 0;
+  static void cb(void* ctx, const sn::CompletionEntry& c) {
+    auto* x = static_cast<Cb*>(ctx);
+    ++x->calls;
+    x->status = c.status & 0xfffe;
+  }
+};
+
+TEST(ControllerRemoval, AdminAndIoRequestsEndOnceWithDnr) {
+  env::MemoryRegistry registry;
+  emu::nvme::ControllerConfig cfg;
+  cfg.max_queue_entries = 64;
+  cfg.max_io_queue_pairs = 2;
+  cfg.namespaces = {{16ull << 20, 512, "memory"}};
+  auto created = emu::device::InProcessNvmeDevice::create(cfg);
+  ASSERT_TRUE(created.ok()) << created.error();
+  auto dev = std::move(created).value();
+  auto pci = env::VfioUserDevice::attach(dev.get(), registry);
+  ASSERT_TRUE(pci.ok()) << pci.error().message;
+  auto wrapper = std::make_unique<Removable>(std::move(pci).value());
+  Removable* removable = wrapper.get();
+  nvme::ControllerOptions o;
+  o.registry = &registry;
+  o.async_events = 2;
+  auto attached = nvme::Controller::attach(std::move(wrapper), o);
+  ASSERT_TRUE(attached.ok()) << attached.error().message;
+  auto ctrl = std::move(attached).value();
+  nvme::QpairOptions qo;
+  qo.queue_size = 4;
+  qo.num_requests = 16;
+  auto qp = ctrl->alloc_io_qpair(qo);
+  ASSERT_TRUE(qp.ok());
+  auto mem = env::DmaRegion::create(registry, 16 * 4096);
+  ASSERT_TRUE(mem.ok());
+  auto* base = static_cast<uint8_t*>((*mem)->data());
+  std::vector<Cb> io(8);
+  Cb admin;
+  const uint64_t admin_before = ctrl->stats().admin_failed_on_removal.load();
+  // Hold the device so nothing completes, submit, and pull it.
+  dev->with_device([&](auto&) {
+    for (uint32_t i = 0; i < io.size(); ++i)
+      EXPECT_EQ((*qp)->read(*ctrl->ns(1), base + i * 4096, i * 8, 8, Cb::cb, &io[i]), 0);
+    (*qp)->flush_doorbell();
+    sn::SubmissionEntry gf{};
+    gf.opcode = sn::admin::kGetFeatures;
+    gf.cdw10 = sn::feature::kNumberOfQueues;
+    EXPECT_EQ(ctrl->admin_submit(gf, nullptr, 0, Cb::cb, &admin), 0);
+    removable->unplug();
+    return 0;
+  });
+  EXPECT_EQ(admin_before, 0u);
+  EXPECT_EQ((*qp)->process_completions(), -ENODEV);
+  EXPECT_EQ((*qp)->stats().failed_on_removal, io.size());
+  for (Cb& c : io) {
+    EXPECT_EQ(c.calls, 1);
+    EXPECT_EQ(sn::status::sct(c.status), sn::sct::kPath);
+    EXPECT_TRUE(sn::status::dnr(c.status));
+  }
+  EXPECT_EQ(ctrl->process_admin_completions(), -ENODEV);
+  EXPECT_EQ(admin.calls, 1);
+  EXPECT_TRUE(sn::status::dnr(admin.status));
+  // The pending Get Features and the two AERs.
+  EXPECT_EQ(ctrl->stats().admin_failed_on_removal.load(), 3u);
+  EXPECT_EQ(ctrl->stats().async_events.load(), 0u);
+  // Again: nothing twice; new work refused.
+  EXPECT_EQ(ctrl->process_admin_completions(), -ENODEV);
+  EXPECT_EQ((*qp)->process_completions(), -ENODEV);
+  EXPECT_EQ(admin.calls, 1);
+  for (Cb& c : io) EXPECT_EQ(c.calls, 1);
+  Cb late;
+  EXPECT_EQ((*qp)->read(*ctrl->ns(1), base, 0, 8, Cb::cb, &late), -ENODEV);
+  sn::SubmissionEntry gf{};
+  gf.opcode = sn::admin::kGetFeatures;
+  EXPECT_LT(ctrl->admin_submit(gf, nullptr, 0, Cb::cb, &late), 0);
+  // A reset cannot bring a removed device back: the controller fails at once.
+  EXPECT_EQ(ctrl->reset(), -ENODEV);
+  EXPECT_TRUE(ctrl->failed());
+  EXPECT_EQ(late.calls, 0);
+  EXPECT_EQ(ctrl->free_io_qpair(std::move(qp).value()), 0);
+  for (Cb& c : io) EXPECT_EQ(c.calls, 1);
+  ctrl.reset();
+  dev.reset();
+}
+
+}  // namespace
+}  // namespace pollux

@@ -13,12 +13,12 @@ class Ring {
   bool empty() const { return size_ == 0; }
   size_t size() const { return size_; }
   T& front() { return buf_[head_]; }
-  void push_back(const T& v) {
+  void push_back(T v) {  // by value: v may live in this ring, which may grow
     grow_if_full();
     buf_[(head_ + size_) & (buf_.size() - 1)] = v;
     ++size_;
   }
-  void push_front(const T& v) {
+  void push_front(T v) {
     grow_if_full();
     head_ = (head_ + buf_.size() - 1) & (buf_.size() - 1);
     buf_[head_] = v;

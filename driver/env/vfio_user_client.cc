@@ -363,6 +363,7 @@ int VfioUserDevice::transact(uint16_t command, const void* payload, std::size_t 
     const auto h = load<vu::Header>(rmsg.data());
     if (h.flags & vu::flags::kError) {
       rc = h.error != 0 ? -static_cast<int>(h.error) : -EIO;
+      if (rc == -ENODEV) mark_removed();  // the server reports the function is gone
     } else if (reply) {
       reply->assign(rmsg.begin() + kHdr, rmsg.end());
     }

@@ -14,6 +14,7 @@ namespace sn = spec::nvme;
 namespace vu = spec::vfio_user;
 
 uint8_t* NvmeDevice::ServerDma::translate(uint64_t iova, size_t len) {
+  if (present && !*present) return nullptr;  // removed: no DMA at all
   if (!config->bus_master()) {  // a function without bus mastering cannot reach host memory
     ++refused_no_bus_master;
     return nullptr;
@@ -48,6 +49,7 @@ nvme::Result<std::unique_ptr<NvmeDevice>> NvmeDevice::create(const nvme::Control
   dev->server_ = std::make_unique<vfio_user::Server>(*dev, options);
   dev->dma_.server = dev->server_.get();
   dev->dma_.config = &dev->config_;
+  dev->dma_.present = &dev->present_;
   auto ctrl = nvme::Controller::create(config, dev->dma_);
   if (!ctrl) return nvme::Error{ctrl.error()};
   dev->controller_ = std::move(ctrl).value();
@@ -82,7 +84,27 @@ vfio_user::RegionDesc NvmeDevice::region(uint32_t index) const {
   return d;
 }
 
+void NvmeDevice::surprise_remove() {
+  if (!present_) return;
+  present_ = false;
+  controller_->set_removed(true);
+  if (server_->client_connected()) server_->disconnect();  // the socket client sees a hang-up
+}
+
+void NvmeDevice::insert() {
+  if (present_) return;
+  server_->disconnect();  // the old client's session (DMA maps, IRQs) is gone
+  const uint16_t command = 0;  // power-on: memory space and bus mastering off
+  config_.write(0x04, &command, sizeof command);
+  controller_->power_cycle();
+  present_ = true;
+}
+
 int NvmeDevice::region_read(uint32_t index, uint64_t offset, void* buf, std::size_t len) {
+  if (!present_) {
+    std::memset(buf, 0xff, len);
+    return -ENODEV;
+  }
   if (index == vu::region::kConfig) return config_.read(offset, buf, len);
   if (index != vu::region::kBar0) return -EINVAL;
   if (len == 4 && offset % 4 == 0) {
@@ -99,6 +121,7 @@ int NvmeDevice::region_read(uint32_t index, uint64_t offset, void* buf, std::siz
 }
 
 int NvmeDevice::region_write(uint32_t index, uint64_t offset, const void* buf, std::size_t len) {
+  if (!present_) return -ENODEV;
   if (index == vu::region::kConfig) {
     const int rc = config_.write(offset, buf, len);
     if (config_.take_flr_request()) on_reset();

@@ -36,6 +36,14 @@ class NvmeDevice final : public vfio_user::DeviceModel {
   std::size_t poll(std::size_t max_commands = 256) { return controller_->poll(max_commands); }
   uint64_t dma_refused_no_bus_master() const { return dma_.refused_no_bus_master; }
 
+  // Surprise removal: config and BAR reads return all ones (and the error ENODEV, which is how
+  // an in-process client learns of it), writes are dropped, DMA stops mid-transfer, the
+  // controller stops; a socket client is disconnected. insert(): power-on as a fresh
+  // function on the same namespaces and data, ready for a new client.
+  void surprise_remove();
+  void insert();
+  bool present() const { return present_; }
+
   // ---- vfio_user::DeviceModel ----
   vfio_user::RegionDesc region(uint32_t index) const override;
   int region_read(uint32_t index, uint64_t offset, void* buf, std::size_t len) override;
@@ -48,6 +56,7 @@ class NvmeDevice final : public vfio_user::DeviceModel {
   struct ServerDma final : nvme::DmaSpace {
     vfio_user::Server* server = nullptr;
     const PciConfigSpace* config = nullptr;
+    const bool* present = nullptr;
     uint64_t refused_no_bus_master = 0;
     uint8_t* translate(uint64_t iova, size_t len) override;
   };
@@ -60,6 +69,7 @@ class NvmeDevice final : public vfio_user::DeviceModel {
   ServerDma dma_;
   std::unique_ptr<vfio_user::Server> server_;
   std::unique_ptr<nvme::Controller> controller_;
+  bool present_ = true;
 };
 
 // In-process mode for fast tests: the same device and the same vfio-user messages, delivered

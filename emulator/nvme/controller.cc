@@ -471,6 +471,7 @@ bool Controller::take_abort(Sq& sq, uint16_t cid) {
 }
 
 size_t Controller::poll(size_t max_commands) {
+  if (removed_) return 0;
   if (ready_countdown_) {
     if (--ready_countdown_ == 0) csts_ |= sp::csts::kRdy;
     return 0;
@@ -500,6 +501,7 @@ size_t Controller::poll(size_t max_commands) {
 // ----------------------------------------------------------------------- completions ---
 
 bool Controller::write_cqe(Cq& cq, const sp::CompletionEntry& cqe, bool stale_phase) {
+  if (removed_) return false;  // a removed function writes nothing to host memory
   if (cq.ring_gen != poll_gen_ || cq.ring == nullptr) {
     cq.ring = reinterpret_cast<sp::CompletionEntry*>(
         dma_.translate(cq.base, size_t{cq.size} * sizeof(sp::CompletionEntry)));

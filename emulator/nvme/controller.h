@@ -148,6 +148,14 @@ class Controller {
   // CSTS.RDY drops while CC.EN stays 1, as a controller that reset itself: queues are gone and
   // the host must reset (CC.EN 1 -> 0 -> 1) to use it again.
   void inject_spontaneous_disable();
+  // Surprise removal: the controller stops dead (nothing fetched, executed or posted; the
+  // device wrapper makes BAR reads all ones and refuses DMA). power_cycle() brings it back as
+  // a fresh controller (registers at power-on values) on the same namespaces and data.
+  void set_removed(bool removed) { removed_ = removed; }
+  bool removed() const { return removed_; }
+  void power_cycle();
+  // Fatal status or removed: a timing model must not let anything more take effect.
+  bool stopped() const { return fatal() || removed_; }
   // Command-level faults and bad blocks, applied when I/O commands execute (see faults.h).
   FaultInjector& faults() { return faults_; }
   // The delay a kDelay rule gave the last command execute() ran (0 if none): a timing model
@@ -272,6 +280,7 @@ class Controller {
   };
   void journal(uint32_t nsid, uint64_t offset, uint64_t len);
   bool journal_on_ = false;
+  bool removed_ = false;
   uint64_t last_write_id_ = 0, next_write_id_ = 1;
   std::vector<JournalEntry> journal_;  // ids ascending
   // Completions to post the way a buggy device would: (sqid << 16 | cid) -> action.

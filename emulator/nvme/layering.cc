@@ -8,7 +8,15 @@
 
 namespace pollux::emu::nvme {
 
+void Controller::power_cycle() {
+  subsystem_reset();
+  csts_ = 0;  // not an NVM Subsystem Reset: a power-on
+  removed_ = false;
+  journal_.clear();
+}
+
 void Controller::service() {
+  if (removed_) return;
   if (ready_countdown_) {
     if (--ready_countdown_ == 0) csts_ |= sp::csts::kRdy;
     return;
@@ -20,6 +28,7 @@ void Controller::service() {
 }
 
 Controller::Fetch Controller::fetch(uint16_t sqid, sp::SubmissionEntry* sqe) {
+  if (removed_) return Fetch::kUnavailable;
   if ((csts_ & (sp::csts::kRdy | sp::csts::kCfs)) != sp::csts::kRdy) return Fetch::kUnavailable;
   if (sqid >= sqs_.size() || !sqs_[sqid].exists) return Fetch::kUnavailable;
   Sq& sq = sqs_[sqid];

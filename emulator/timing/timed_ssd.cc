@@ -216,7 +216,7 @@ void TimedSsd::on_fetch_grant(uint8_t sqid, uint16_t slot) {
     case nvme::Controller::Fetch::kFetched: break;
     case nvme::Controller::Fetch::kAborted: ++commands_; return;  // its CQE is queued already
     default:
-      if (!ctrl_.fatal()) ++mismatches_;  // a failed controller fetches nothing
+      if (!ctrl_.stopped()) ++mismatches_;  // a failed or removed controller fetches nothing
       return;
   }
   ++commands_;
@@ -252,8 +252,8 @@ void TimedSsd::complete_due() {
     due_.pop_back();
     if (d.epoch != epoch_) continue;
     InFlight& f = slots_[d.slot];
-    if (ctrl_.fatal()) {
-      // Controller Fatal Status: the device stopped; nothing more takes effect or is posted
+    if (ctrl_.stopped()) {
+      // Controller Fatal Status or removal: the device stopped; nothing more takes effect or is posted
       // (the host's reset, CC.EN 1 -> 0, clears what is left).
       free_.push_back(d.slot);
       ++dropped_;
@@ -321,7 +321,7 @@ void TimedSsd::on_completion_slot(uint8_t cqid, uint16_t slot, bool phase) {
     return;
   }
   InFlight& f = slots_[p.slot];
-  if (ctrl_.fatal()) {  // stopped between execution and posting: the entry is never written
+  if (ctrl_.stopped()) {  // stopped between execution and posting: the entry is never written
     free_.push_back(p.slot);
     ++dropped_;
     return;

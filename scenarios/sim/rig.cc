@@ -35,26 +35,36 @@ std::unique_ptr<Rig> Rig::create(const RigOptions& o, std::string* error) {
   rig->fw_ = std::move(fw).value();
   rig->thread_ = rig->fw_->create_thread("sim-host", 0);
   rig->lockstep_ = std::make_unique<Lockstep>(*rig->sim_, *rig->fw_, rig->clock_, o.costs);
+  rig->io_queues_ = o.io_queues;
   for (uint32_t i = 0; i < o.devices; ++i) {
-    auto pci = env::VfioUserDevice::attach(&rig->devices_[i]->server(), rig->registry_);
-    if (!pci) {
-      *error = pci.error().message;
+    std::unique_ptr<nvme::Controller> ctrl;
+    if (std::string e = rig->attach(i, &ctrl); !e.empty()) {
+      *error = e;
       return nullptr;
     }
-    nvme::ControllerOptions co;
-    co.registry = &rig->registry_;
-    co.clock = &rig->clock_;
-    co.io_queues_requested = o.io_queues;
-    Lockstep* ls = rig->lockstep_.get();
-    co.wait_hook = [ls] { ls->wait_turn(); };
-    auto ctrl = nvme::Controller::attach(std::move(pci).value(), co);
-    if (!ctrl) {
-      *error = "attach device " + std::to_string(i) + ": " + ctrl.error().message;
-      return nullptr;
-    }
-    rig->controllers_.push_back(std::move(ctrl).value());
+    rig->controllers_.push_back(std::move(ctrl));
   }
   return rig;
+}
+
+std::string Rig::attach(uint32_t i, std::unique_ptr<nvme::Controller>* out) {
+  auto pci = env::VfioUserDevice::attach(&devices_[i]->server(), registry_);
+  if (!pci) return pci.error().message;
+  nvme::ControllerOptions co;
+  co.registry = &registry_;
+  co.clock = &clock_;
+  co.io_queues_requested = io_queues_;
+  Lockstep* ls = lockstep_.get();
+  co.wait_hook = [ls] { ls->wait_turn(); };
+  auto ctrl = nvme::Controller::attach(std::move(pci).value(), co);
+  if (!ctrl) return "attach device " + std::to_string(i) + ": " + ctrl.error().message;
+  *out = std::move(ctrl).value();
+  return "";
+}
+
+std::string Rig::reattach(uint32_t i) {
+  controllers_[i].reset();  // its device is gone: no shutdown handshake
+  return attach(i, &controllers_[i]);
 }
 
 Rig::~Rig() {

@@ -42,6 +42,13 @@ class Rig {
   nvme::Controller& controller(uint32_t i) { return *controllers_[i]; }
   emu::device::NvmeDevice& device(uint32_t i) { return *devices_[i]; }
 
+  // Hot-plug: pull device i out (surprise removal; the driver finds out by itself), put it
+  // back (a fresh function on the same data), and attach a new driver controller to it (the
+  // old one must have no queue pairs left). reattach returns "" or the error.
+  void hot_remove(uint32_t i) { devices_[i]->surprise_remove(); }
+  void hot_insert(uint32_t i) { devices_[i]->insert(); }
+  std::string reattach(uint32_t i);
+
  private:
   Rig() = default;
   env::VirtualClock clock_{1'000'000'000};  // 1 tick = 1 ns
@@ -52,6 +59,8 @@ class Rig {
   event::Thread* thread_ = nullptr;
   std::unique_ptr<Lockstep> lockstep_;
   std::vector<std::unique_ptr<nvme::Controller>> controllers_;
+  std::string attach(uint32_t i, std::unique_ptr<nvme::Controller>* out);
+  uint32_t io_queues_ = 1;
 };
 
 }  // namespace pollux::sim

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The main job until the scenario runner exists: Pollux's emulated NVMe SSD (pollux-emu, a
 # vfio-user server in its own process) driven by the polled user-space driver (pollux-perf):
-# verified random writes and reads, then random-read throughput. Emulator on core 1,
-# driver on core 0 when the machine has two cores.
+# verified random writes and reads, then random-read throughput (emulator on core 1, driver
+# on core 0 when the machine has two cores); then the timed SSD model in virtual time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bazel build -c opt //emulator/device:pollux-emu //driver/nvme/perf:pollux-perf >/dev/null 2>&1 ||
-  bazel build -c opt //emulator/device:pollux-emu //driver/nvme/perf:pollux-perf
+targets=(//emulator/device:pollux-emu //driver/nvme/perf:pollux-perf //scenarios/sim:pollux-sim)
+bazel build -c opt "${targets[@]}" >/dev/null 2>&1 || bazel build -c opt "${targets[@]}"
 bin=$(bazel info -c opt bazel-bin 2>/dev/null)
 dir=$(mktemp -d /tmp/pollux-demo.XXXXXX)
 sock=$dir/emu.sock
@@ -23,3 +23,7 @@ echo; echo "== verified random 4 KiB writes/reads, QD 32, both namespaces, 3 s"
 echo; echo "== random 4 KiB reads, QD 128, namespace 1, 3 s"
 "$bin/driver/nvme/perf/pollux-perf" -r "trtype:vfio-user traddr:$sock" -q 128 -o 4096 \
   -w randread -t 3 -c 0x1 -n 1
+
+echo; echo "== the timed p3700 model in virtual time: one host core drives 8 drives at QD 128"
+echo "   (the SPDK paper's Figure 4: 3.6 M IOPS; docs/FIDELITY.md)"
+"$bin/scenarios/sim/pollux-sim" --profile p3700 --devices 8 --qd 128 --time-ms 20

@@ -145,6 +145,9 @@ struct SubmissionEntry {
   uint32_t cdw10, cdw11, cdw12, cdw13, cdw14, cdw15;
 
   constexpr uint8_t fuse() const { return flags & 3; }
+  // NVM commands with an LBA range (nvm::has_lba_range): first block, and block count.
+  constexpr uint64_t slba() const { return uint64_t{cdw11} << 32 | cdw10; }
+  constexpr uint32_t nlb() const { return (cdw12 & 0xffff) + 1; }
   constexpr uint8_t psdt() const { return (flags >> 6) & 3; }
   void set_psdt(uint8_t p) { flags = static_cast<uint8_t>((flags & 0x3f) | (p & 3) << 6); }
 };
@@ -211,6 +214,11 @@ inline constexpr uint8_t kCompare = 0x05;
 inline constexpr uint8_t kWriteZeroes = 0x08;
 inline constexpr uint8_t kDatasetManagement = 0x09;
 inline constexpr uint8_t kVerify = 0x0c;
+// Commands whose CDW10/11 hold the SLBA and CDW12[15:0] the block count (0's based).
+constexpr bool has_lba_range(uint8_t opcode) {
+  return opcode == kRead || opcode == kWrite || opcode == kCompare || opcode == kWriteZeroes ||
+         opcode == kWriteUncorrectable || opcode == kVerify;
+}
 // Read/Write CDW12 bits.
 inline constexpr uint32_t kCdw12Fua = 1u << 30;
 inline constexpr uint32_t kCdw12LimitedRetry = 1u << 31;

@@ -152,12 +152,7 @@ bool Controller::process_init() {
       auto admin = Qpair::create(qctx_, 0, o);
       if (!admin) return fail(admin.error().message);
       admin_ = std::move(admin).value();
-      device_->write32(0, sn::reg::kAqa, sn::aqa::make(o.queue_size - 1, o.queue_size - 1));
-      device_->write64(0, sn::reg::kAsq, admin_->sq_iova());
-      device_->write64(0, sn::reg::kAcq, admin_->cq_iova());
-      device_->write32(0, sn::reg::kCc, sn::cc::make(true, 0, 0, sn::cc::kAmsRoundRobin,
-                                                     sn::cc::kShnNone, 6, 4));
-      deadline_ = clock_.now() + clock_.us_to_ticks(sn::cap::to(cap_) * 500'000 + 500'000);
+      program_admin_queue();
       state_ = InitState::kWaitReady;
       return false;
     }
@@ -180,12 +175,7 @@ bool Controller::process_init() {
       return false;
     }
     case InitState::kSetQueues: {
-      const uint32_t want = std::clamp<uint32_t>(options_.io_queues_requested, 1, 65535) - 1;
-      sn::SubmissionEntry cmd{};
-      cmd.opcode = sn::admin::kSetFeatures;
-      cmd.cdw10 = sn::feature::kNumberOfQueues;
-      cmd.cdw11 = want | want << 16;
-      auto cpl = admin_sync(cmd);
+      auto cpl = set_number_of_queues(std::clamp<uint32_t>(options_.io_queues_requested, 1, 65535));
       if (!cpl) return fail("set number of queues: " + cpl.error().message);
       const uint32_t nsq = (cpl->dw0 & 0xffff) + 1, ncq = (cpl->dw0 >> 16) + 1;
       io_queues_granted_ = std::min(nsq, ncq);
@@ -199,15 +189,7 @@ bool Controller::process_init() {
       state_ = InitState::kArmAer;
       return false;
     case InitState::kArmAer: {
-      // Notices are sent only when enabled (Asynchronous Event Configuration): ask for SMART
-      // critical warnings plus whichever notices the controller advertises in OAES.
-      sn::SubmissionEntry aec{};
-      aec.opcode = sn::admin::kSetFeatures;
-      aec.cdw10 = sn::feature::kAsyncEventConfig;
-      aec.cdw11 = 0xff | (cdata_.oaes & 0x300u);
-      if (auto r = admin_sync(aec); !r) return fail("async event configuration: " + r.error().message);
-      const uint32_t n = std::min<uint32_t>(options_.async_events, uint32_t{cdata_.aerl} + 1);
-      for (uint32_t i = 0; i < n; ++i) arm_async_event();
+      if (std::string e = enable_async_events(); !e.empty()) return fail(e);
       state_ = InitState::kReady;
       return true;
     }
@@ -427,27 +409,9 @@ Result<std::unique_ptr<Qpair>> Controller::alloc_io_qpair(const QpairOptions& op
     release_qid();
     return qp.error();
   }
-  sn::SubmissionEntry cq{};
-  cq.opcode = sn::admin::kCreateIoCq;
-  cq.dptr.prp.prp1 = (*qp)->cq_iova();
-  cq.cdw10 = ((*qp)->queue_size() - 1) << 16 | qid;
-  cq.cdw11 = 1;  // physically contiguous, interrupts off: we poll
-  if (auto r = admin_sync(cq); !r) {
+  if (std::string e = create_io_queues(**qp); !e.empty()) {
     release_qid();
-    return make_error(EIO, "create I/O CQ " + std::to_string(qid) + ": " + r.error().message);
-  }
-  sn::SubmissionEntry sq{};
-  sq.opcode = sn::admin::kCreateIoSq;
-  sq.dptr.prp.prp1 = (*qp)->sq_iova();
-  sq.cdw10 = ((*qp)->queue_size() - 1) << 16 | qid;
-  sq.cdw11 = uint32_t{qid} << 16 | 1;  // bound to CQ qid, physically contiguous
-  if (auto r = admin_sync(sq); !r) {
-    sn::SubmissionEntry del{};
-    del.opcode = sn::admin::kDeleteIoCq;
-    del.cdw10 = qid;
-    (void)admin_sync(del);
-    release_qid();
-    return make_error(EIO, "create I/O SQ " + std::to_string(qid) + ": " + r.error().message);
+    return make_error(EIO, e);
   }
   std::lock_guard lock(admin_mu_);
   if (hook) timeout_hooks_[qid] = std::move(hook);
@@ -480,7 +444,31 @@ int Controller::free_io_qpair(std::unique_ptr<Qpair> qp) {
 
 // ---------------------------------------------------------------------------- reset ---
 
-bool Controller::enable_admin_queue() {
+Result<sn::CompletionEntry> Controller::set_number_of_queues(uint32_t pairs) {
+  sn::SubmissionEntry cmd{};
+  cmd.opcode = sn::admin::kSetFeatures;
+  cmd.cdw10 = sn::feature::kNumberOfQueues;
+  cmd.cdw11 = (pairs - 1) | (pairs - 1) << 16;
+  return admin_sync(cmd);
+}
+
+// Notices are sent only when enabled (Asynchronous Event Configuration): ask for SMART
+// critical warnings plus whichever notices the controller advertises in OAES; then keep
+// AERs outstanding. "" or what failed.
+std::string Controller::enable_async_events() {
+  sn::SubmissionEntry aec{};
+  aec.opcode = sn::admin::kSetFeatures;
+  aec.cdw10 = sn::feature::kAsyncEventConfig;
+  aec.cdw11 = 0xff | (cdata_.oaes & 0x300u);
+  if (auto r = admin_sync(aec); !r) return "async event configuration: " + r.error().message;
+  std::lock_guard lock(admin_mu_);
+  const uint32_t n = std::min<uint32_t>(options_.async_events, uint32_t{cdata_.aerl} + 1);
+  for (uint32_t i = 0; i < n; ++i) arm_async_event();
+  return "";
+}
+
+// AQA/ASQ/ACQ for the admin queue, then CC.EN = 1; the caller waits for RDY (by CAP.TO).
+void Controller::program_admin_queue() {
   device_->write32(0, sn::reg::kAqa,
                    sn::aqa::make(admin_->queue_size() - 1, admin_->queue_size() - 1));
   device_->write64(0, sn::reg::kAsq, admin_->sq_iova());
@@ -488,7 +476,33 @@ bool Controller::enable_admin_queue() {
   device_->write32(0, sn::reg::kCc, sn::cc::make(true, 0, 0, sn::cc::kAmsRoundRobin,
                                                  sn::cc::kShnNone, 6, 4));
   deadline_ = clock_.now() + clock_.us_to_ticks(sn::cap::to(cap_) * 500'000 + 500'000);
-  return wait_csts(sn::csts::kRdy, sn::csts::kRdy);
+}
+
+// Create I/O CQ then SQ for `qp` (same id, memory and size). "" or what failed; a CQ whose
+// SQ could not be created is deleted again.
+std::string Controller::create_io_queues(Qpair& qp) {
+  const uint16_t qid = qp.id();
+  sn::SubmissionEntry cq{};
+  cq.opcode = sn::admin::kCreateIoCq;
+  cq.dptr.prp.prp1 = qp.cq_iova();
+  cq.cdw10 = (qp.queue_size() - 1) << 16 | qid;
+  cq.cdw11 = 1;  // physically contiguous, interrupts off: we poll
+  if (auto r = admin_sync(cq); !r) {
+    return "create I/O CQ " + std::to_string(qid) + ": " + r.error().message;
+  }
+  sn::SubmissionEntry sq{};
+  sq.opcode = sn::admin::kCreateIoSq;
+  sq.dptr.prp.prp1 = qp.sq_iova();
+  sq.cdw10 = (qp.queue_size() - 1) << 16 | qid;
+  sq.cdw11 = uint32_t{qid} << 16 | 1;  // bound to CQ qid, physically contiguous
+  if (auto r = admin_sync(sq); !r) {
+    sn::SubmissionEntry del{};
+    del.opcode = sn::admin::kDeleteIoCq;
+    del.cdw10 = qid;
+    (void)admin_sync(del);
+    return "create I/O SQ " + std::to_string(qid) + ": " + r.error().message;
+  }
+  return "";
 }
 
 int Controller::recreate_io_queues() {
@@ -500,23 +514,8 @@ int Controller::recreate_io_queues() {
   }
   for (Qpair* qp : qps) stats_.reset_aborted_ios += qp->reset_rings(retriable);
   for (Qpair* qp : qps) {
-    const uint16_t qid = qp->id();
-    sn::SubmissionEntry cq{};
-    cq.opcode = sn::admin::kCreateIoCq;
-    cq.dptr.prp.prp1 = qp->cq_iova();
-    cq.cdw10 = (qp->queue_size() - 1) << 16 | qid;
-    cq.cdw11 = 1;
-    if (auto r = admin_sync(cq); !r) {
-      init_error_ = "reset: create I/O CQ " + std::to_string(qid) + ": " + r.error().message;
-      return -EIO;
-    }
-    sn::SubmissionEntry sq{};
-    sq.opcode = sn::admin::kCreateIoSq;
-    sq.dptr.prp.prp1 = qp->sq_iova();
-    sq.cdw10 = (qp->queue_size() - 1) << 16 | qid;
-    sq.cdw11 = uint32_t{qid} << 16 | 1;
-    if (auto r = admin_sync(sq); !r) {
-      init_error_ = "reset: create I/O SQ " + std::to_string(qid) + ": " + r.error().message;
+    if (std::string e = create_io_queues(*qp); !e.empty()) {
+      init_error_ = "reset: " + e;
       return -EIO;
     }
   }
@@ -569,20 +568,12 @@ int Controller::reset() {
   // 3. Enable with the same admin queue, then what a fresh controller needs from us.
   const InitState before = state_;
   state_ = InitState::kEnable;  // admin_sync refuses a failed controller, not this
-  if (!enable_admin_queue()) {
+  program_admin_queue();
+  if (!wait_csts(sn::csts::kRdy, sn::csts::kRdy)) {
     state_ = before;
     return fail_reset(-ETIMEDOUT);
   }
-  const uint32_t want = io_queues_granted_ ? io_queues_granted_ - 1 : 0;
-  sn::SubmissionEntry noq{};
-  noq.opcode = sn::admin::kSetFeatures;
-  noq.cdw10 = sn::feature::kNumberOfQueues;
-  noq.cdw11 = want | want << 16;
-  sn::SubmissionEntry aec{};
-  aec.opcode = sn::admin::kSetFeatures;
-  aec.cdw10 = sn::feature::kAsyncEventConfig;
-  aec.cdw11 = 0xff | (cdata_.oaes & 0x300u);
-  if (!admin_sync(noq) || !admin_sync(aec)) {
+  if (!set_number_of_queues(std::max(io_queues_granted_, 1u))) {
     state_ = before;
     return fail_reset(-EIO);
   }
@@ -591,10 +582,10 @@ int Controller::reset() {
     state_ = before;
     return fail_reset(rc);
   }
-  {
-    std::lock_guard lock(admin_mu_);
-    const uint32_t n = std::min<uint32_t>(options_.async_events, uint32_t{cdata_.aerl} + 1);
-    for (uint32_t i = 0; i < n; ++i) arm_async_event();
+  if (std::string e = enable_async_events(); !e.empty()) {
+    init_error_ = "reset: " + e;
+    state_ = before;
+    return fail_reset(-EIO);
   }
   state_ = InitState::kReady;
   reset_failures_in_a_row_ = 0;

@@ -157,8 +157,11 @@ class Controller {
   bool process_init();
   bool wait_csts(uint32_t mask, uint32_t value);
   void wait_turn();
-  bool enable_admin_queue();
+  void program_admin_queue();
+  Result<sn::CompletionEntry> set_number_of_queues(uint32_t pairs);
+  std::string enable_async_events();
   int recreate_io_queues();
+  std::string create_io_queues(Qpair& qp);
   int fail_reset(int rc);
   bool identify_namespaces();
   void arm_async_event();

@@ -30,20 +30,6 @@ namespace {
 
 constexpr uint32_t kPage = 4096;
 
-// Commands whose SLBA is CDW10/11 and NLB (0's based) CDW12[15:0].
-bool is_lba_command(uint8_t opcode) {
-  switch (opcode) {
-    case sn::nvm::kRead:
-    case sn::nvm::kWrite:
-    case sn::nvm::kCompare:
-    case sn::nvm::kWriteZeroes:
-    case sn::nvm::kWriteUncorrectable:
-    case sn::nvm::kVerify:
-      return true;
-  }
-  return false;
-}
-
 std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
 
 inline void store_doorbell(volatile uint32_t* db, uint32_t value) {
@@ -413,8 +399,8 @@ int Qpair::process_completions(uint32_t max) {
       continue;
     }
     // The device's SQ head can only move forward, and never past our tail.
-    const uint32_t moved = (cpl.sqhd + size_ - sq_head_) % size_;
-    if (cpl.sqhd < size_ && moved <= (sq_tail_ + size_ - sq_head_) % size_) [[likely]] {
+    if (cpl.sqhd < size_ && ring_distance(sq_head_, cpl.sqhd) <= ring_distance(sq_head_, sq_tail_))
+        [[likely]] {
       sq_head_ = cpl.sqhd;
     } else {
       ++stats_.bad_sq_heads;
@@ -562,9 +548,9 @@ bool Qpair::inject(Request* r) {
     ErrorInjection& rule = rules_[i];
     if (!rule.any_opcode && rule.opcode != c.opcode) continue;
     if (rule.match_lba) {
-      if (qid_ == 0 || !is_lba_command(c.opcode)) continue;
-      const uint64_t slba = uint64_t{c.cdw11} << 32 | c.cdw10;
-      const uint64_t last = slba + (c.cdw12 & 0xffff);
+      if (qid_ == 0 || !sn::nvm::has_lba_range(c.opcode)) continue;
+      const uint64_t slba = c.slba();
+      const uint64_t last = slba + c.nlb() - 1;
       if (last < rule.lba_lo || slba > rule.lba_hi) continue;
     }
     if (rule.start_tick != 0 || rule.end_tick != UINT64_MAX) {

@@ -177,6 +177,10 @@ class Qpair {
   void ring_sq_doorbell();
   void check_timeouts();
   void unlink_outstanding(Request* r);
+  // Slots from `from` forward to `to` around the ring (no division on the completion path).
+  uint32_t ring_distance(uint32_t from, uint32_t to) const {
+    return to >= from ? to - from : to + size_ - from;
+  }
   void end_request(Request* r, uint16_t status);
   uint32_t end_outstanding(uint16_t status);
   bool inject(Request* r);  // true: completed in software, don't submit

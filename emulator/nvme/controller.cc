@@ -380,8 +380,12 @@ void Controller::rebuild_active_lists() {
   if (rr_next_ >= active_io_sqs_.size()) rr_next_ = 0;
 }
 
+uint32_t Controller::entries_in(const Cq& cq) {
+  return cq.tail >= cq.head ? cq.tail - cq.head : cq.tail + cq.size - cq.head;
+}
+
 uint32_t Controller::cq_free(const Cq& cq) const {
-  const uint32_t used = cq.tail >= cq.head ? cq.tail - cq.head : cq.tail + cq.size - cq.head;
+  const uint32_t used = entries_in(cq);
   const uint64_t taken = uint64_t{used} + cq.reserved + cq.overflow.size() + 1;
   return taken >= cq.size ? 0 : static_cast<uint32_t>(cq.size - taken);
 }
@@ -390,7 +394,7 @@ void Controller::update_cq_head(Cq& cq) {
   const uint32_t v = db_[cq_db_index(cq.qid)];
   if (v != cq.last_db) {
     cq.last_db = v;
-    const uint32_t used = cq.tail >= cq.head ? cq.tail - cq.head : cq.tail + cq.size - cq.head;
+    const uint32_t used = entries_in(cq);
     const uint32_t adv = v >= cq.head ? v - cq.head : v + cq.size - cq.head;
     if (v >= cq.size || adv > used) {
       doorbell_error(sp::aer::kInfoErrorInvalidDoorbellWriteValue, cq.qid);
@@ -537,7 +541,7 @@ bool Controller::write_cqe(Cq& cq, const sp::CompletionEntry& cqe, bool stale_ph
 void Controller::post(Cq& cq, const sp::CompletionEntry& cqe, bool reserved) {
   if (reserved && cq.reserved) --cq.reserved;
   if (!cq.exists) return;
-  const uint32_t used = cq.tail >= cq.head ? cq.tail - cq.head : cq.tail + cq.size - cq.head;
+  const uint32_t used = entries_in(cq);
   if (!cq.overflow.empty() || used + 1 >= cq.size) {
     cq.overflow.push_back(cqe);  // rare: an AER or a layered post with the CQ full
     return;
@@ -552,8 +556,7 @@ void Controller::post(Cq& cq, const sp::CompletionEntry& cqe, bool reserved) {
       sp::CompletionEntry c = cqe;
       if (a == FaultAction::kUnknownCid) c.cid = static_cast<uint16_t>(c.cid ^ 0x8000);
       (void)write_cqe(cq, c, a == FaultAction::kStalePhase);
-      const uint32_t used2 = cq.tail >= cq.head ? cq.tail - cq.head : cq.tail + cq.size - cq.head;
-      if (a == FaultAction::kDuplicateCompletion && used2 + 1 < cq.size) (void)write_cqe(cq, c);
+      if (a == FaultAction::kDuplicateCompletion && entries_in(cq) + 1 < cq.size) (void)write_cqe(cq, c);
       return;
     }
   }
@@ -563,7 +566,7 @@ void Controller::post(Cq& cq, const sp::CompletionEntry& cqe, bool reserved) {
 void Controller::flush_overflow(Cq& cq) {
   size_t i = 0;
   while (i < cq.overflow.size()) {
-    const uint32_t used = cq.tail >= cq.head ? cq.tail - cq.head : cq.tail + cq.size - cq.head;
+    const uint32_t used = entries_in(cq);
     if (used + 1 >= cq.size) break;
     if (!write_cqe(cq, cq.overflow[i])) break;
     ++i;
@@ -609,7 +612,7 @@ bool Controller::execute(uint16_t sqid, const sp::SubmissionEntry& sqe, sp::Comp
     if (st == kOk) st = dispatch_io(sqe, &cqe->dw0);
     if (st == kOk && !faults_.empty() &&
         (sqe.opcode == sp::nvm::kWrite || sqe.opcode == sp::nvm::kWriteZeroes)) {
-      faults_.heal(sqe.nsid, (uint64_t{sqe.cdw11} << 32) | sqe.cdw10, (sqe.cdw12 & 0xffff) + 1ull);
+      faults_.heal(sqe.nsid, sqe.slba(), sqe.nlb());
     }
   }
   cqe->status = st;
@@ -625,15 +628,13 @@ bool Controller::execute(uint16_t sqid, const sp::SubmissionEntry& sqe, sp::Comp
 uint16_t Controller::apply_faults(const sp::SubmissionEntry& sqe, uint16_t sqid, bool* hold) {
   if (sqe.opcode == sp::nvm::kRead || sqe.opcode == sp::nvm::kCompare) {
     uint64_t first = 0;
-    const uint64_t slba = (uint64_t{sqe.cdw11} << 32) | sqe.cdw10;
-    if (faults_.has_bad_block(sqe.nsid, slba, (sqe.cdw12 & 0xffff) + 1ull, &first)) {
+    if (faults_.has_bad_block(sqe.nsid, sqe.slba(), sqe.nlb(), &first)) {
       err_lba_ = first;
       ++media_errors_;
       return media_err(sp::sc_media::kUnrecoveredReadError);
     }
   }
-  const Namespace* ns = find_ns(sqe.nsid);
-  const auto hit = faults_.match(sqe, ns ? ns->shift : 9);
+  const auto hit = faults_.match(sqe);
   if (!hit) return kOk;
   switch (hit->action) {
     case FaultAction::kStatus:

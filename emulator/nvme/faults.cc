@@ -24,27 +24,11 @@ bool FaultInjector::remove(int id) {
   return std::erase_if(rules_, [id](const Armed& a) { return a.id == id; }) != 0;
 }
 
-namespace {
-// The LBA range of an NVM command, if it has one.
-bool lba_range(const sp::SubmissionEntry& sqe, uint64_t* slba, uint64_t* n) {
-  switch (sqe.opcode) {
-    case sp::nvm::kRead:
-    case sp::nvm::kWrite:
-    case sp::nvm::kCompare:
-    case sp::nvm::kWriteZeroes:
-      *slba = (uint64_t{sqe.cdw11} << 32) | sqe.cdw10;
-      *n = (sqe.cdw12 & 0xffff) + 1ull;
-      return true;
-    default:
-      return false;
-  }
-}
-}  // namespace
 
-std::optional<FaultHit> FaultInjector::match(const sp::SubmissionEntry& sqe, uint32_t) {
+std::optional<FaultHit> FaultInjector::match(const sp::SubmissionEntry& sqe) {
   if (rules_.empty()) return std::nullopt;
-  uint64_t slba = 0, n = 0;
-  const bool ranged = lba_range(sqe, &slba, &n);
+  const bool ranged = sp::nvm::has_lba_range(sqe.opcode);
+  const uint64_t slba = sqe.slba(), n = sqe.nlb();
   for (size_t i = 0; i < rules_.size(); ++i) {
     Armed& a = rules_[i];
     const FaultRule& r = a.rule;

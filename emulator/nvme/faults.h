@@ -60,9 +60,9 @@ class FaultInjector {
   void clear_rules() { rules_.clear(); }
   bool empty() const { return rules_.empty() && bad_.empty(); }
 
-  // The first armed rule that matches `sqe` (on a namespace with `lba_shift`), consuming one
-  // hit. Draws from the generator only for rules with probability < 1.
-  std::optional<FaultHit> match(const spec::nvme::SubmissionEntry& sqe, uint32_t lba_shift);
+  // The first armed rule that matches `sqe`, consuming one hit. Draws from the generator only
+  // for rules with probability < 1.
+  std::optional<FaultHit> match(const spec::nvme::SubmissionEntry& sqe);
 
   // Bad blocks: per namespace, by LBA.
   void add_bad_block(uint32_t nsid, uint64_t lba) { bad_.insert({nsid, lba}); }

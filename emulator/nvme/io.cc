@@ -50,8 +50,8 @@ uint16_t Controller::dispatch_io(const sp::SubmissionEntry& sqe, uint32_t* dw0) 
 // CDW12 bits we do not support, MDTS (checked before the range, as the spec orders), range.
 uint16_t Controller::check_lba_range(const sp::SubmissionEntry& sqe, const Namespace& ns,
                                      uint64_t* slba, uint64_t* bytes) {
-  *slba = sqe.cdw10 | uint64_t{sqe.cdw11} << 32;
-  const uint32_t nlb = (sqe.cdw12 & 0xffff) + 1;
+  *slba = sqe.slba();
+  const uint32_t nlb = sqe.nlb();
   // PRINFO (no protection information), directives, reserved bits: unsupported.
   if (sqe.cdw12 & 0x3fff0000) return kInvalidField;
   *bytes = uint64_t{nlb} << ns.shift;
@@ -124,8 +124,8 @@ uint16_t Controller::io_compare(const sp::SubmissionEntry& sqe, Namespace& ns) {
 
 // Not limited by MDTS: no data is transferred.
 uint16_t Controller::io_write_zeroes(const sp::SubmissionEntry& sqe, Namespace& ns) {
-  const uint64_t slba = sqe.cdw10 | uint64_t{sqe.cdw11} << 32;
-  const uint32_t nlb = (sqe.cdw12 & 0xffff) + 1;
+  const uint64_t slba = sqe.slba();
+  const uint32_t nlb = sqe.nlb();
   if (sqe.cdw12 & 0x3dff0000) return kInvalidField;  // all but DEAC (25), FUA (30), LR (31)
   if (slba >= ns.nsze || nlb > ns.nsze - slba) {
     err_lba_ = slba;

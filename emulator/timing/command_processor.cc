@@ -88,8 +88,8 @@ SimTime CommandProcessor::process(uint16_t sqid, const sp::SubmissionEntry& sqe,
     return link->dma_write(firmware(t, fw_.admin), 16);
   }
   const uint8_t opc = sqe.opcode;
-  const uint64_t slba = (uint64_t{sqe.cdw11} << 32) | sqe.cdw10;
-  const uint32_t nlb = (sqe.cdw12 & 0xffff) + 1;
+  const uint64_t slba = sqe.slba();
+  const uint32_t nlb = sqe.nlb();
   SimTime done;
   switch (opc) {
     case sp::nvm::kRead:

@@ -367,23 +367,25 @@ void TimedSsd::on_cqe_written(uint16_t cqid, uint32_t slot, bool phase) {
 void TimedSsd::settle_durability(bool all) {
   const SimTime now = sc_now();
   const auto& rel = cache_->core().releases();
-  const size_t n = durability_.size();
-  for (size_t k = 0; k < n; ++k) {
-    const Durability d = durability_.front();
-    durability_.pop_front();
+  auto durable = [&](const Durability& d) {
     auto it = std::lower_bound(rel.begin(), rel.end(), d.cache_end,
                                [](const WriteCache::Release& r, uint64_t u) { return r.upto < u; });
-    if (it != rel.end() && it->at <= now) {
-      ctrl_.mark_durable(d.write_id);
-      continue;
+    return it != rel.end() && it->at <= now;
+  };
+  if (!all) {
+    while (!durability_.empty() && durable(durability_.front())) {
+      ctrl_.mark_durable(durability_.front().write_id);
+      durability_.pop_front();
     }
-    durability_.push_back(d);  // not yet: keep it (order is kept when `all` is false)
-    if (!all) {
-      for (size_t rest = k + 1; rest < n; ++rest) {
-        durability_.push_back(durability_.front());
-        durability_.pop_front();
+  } else {
+    for (size_t k = durability_.size(); k > 0; --k) {
+      const Durability d = durability_.front();
+      durability_.pop_front();
+      if (durable(d)) {
+        ctrl_.mark_durable(d.write_id);
+      } else {
+        durability_.push_back(d);
       }
-      break;
     }
   }
   if (!durability_.empty()) cache_->core().forget_releases_before(durability_.front().cache_end);

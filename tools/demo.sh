@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# The main job until the scenario runner exists: Pollux's emulated NVMe SSD (pollux-emu, a
-# vfio-user server in its own process) driven by the polled user-space driver (pollux-perf):
-# verified random writes and reads, then random-read throughput (emulator on core 1, driver
-# on core 0 when the machine has two cores); then the timed SSD model in virtual time.
+# The main job: the showcase scenario first — a drive pulled and re-inserted under verified
+# random writes, in virtual time, report in ./pollux-report/report.html — then Pollux's
+# emulated NVMe SSD (pollux-emu, a vfio-user server in its own process) driven by the polled
+# user-space driver (pollux-perf), and the timed SSD model in virtual time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-targets=(//emulator/device:pollux-emu //driver/nvme/perf:pollux-perf //scenarios/sim:pollux-sim)
+targets=(//emulator/device:pollux-emu //driver/nvme/perf:pollux-perf //scenarios/sim:pollux-sim
+         //scenarios/runner:pollux-scenario)
 bazel build -c opt "${targets[@]}" >/dev/null 2>&1 || bazel build -c opt "${targets[@]}"
 bin=$(bazel info -c opt bazel-bin 2>/dev/null)
+export SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1
+echo "== showcase: surprise removal and re-insertion under verified random writes (virtual time)"
+"$bin/scenarios/runner/pollux-scenario" run scenarios/suite/hot-remove-reinsert.yaml \
+  --report pollux-report
 dir=$(mktemp -d /tmp/pollux-demo.XXXXXX)
 sock=$dir/emu.sock
 pin_emu=() pin_perf=()

@@ -130,6 +130,10 @@ class Controller {
   TimeoutAction timeout_action() const { return timeout_action_.load(std::memory_order_relaxed); }
   // Changes the policy after attach (any thread; timeouts detected afterwards follow it).
   void set_timeout_action(TimeoutAction a) { timeout_action_.store(a, std::memory_order_relaxed); }
+  // Replaces ControllerOptions::on_reset_request after attach (set-up path: before any I/O
+  // queue pair can time out). A layer that owns the queue pairs' threads (bdev_nvme) installs
+  // its own quiesce-then-reset here.
+  void set_reset_request_hook(std::function<void()> fn) { options_.on_reset_request = std::move(fn); }
   // Reads CSTS (an MMIO read: not for the hot path): false when the controller reports fatal
   // status, is no longer ready, or reads all ones (removed) — reasons to reset it.
   bool healthy();

@@ -221,8 +221,8 @@ void Controller::enable() {
   mdts_bytes_ = config_.mdts ? uint64_t{4096} << config_.mdts : 0;
   create_cq(0, acq_, acqs, /*ien=*/true, /*iv=*/0);
   create_sq(0, asq_, asqs, 0);
-  if (config_.ready_delay_polls) {
-    ready_countdown_ = config_.ready_delay_polls;
+  if (config_.ready_delay_polls || ready_held_) {
+    ready_countdown_ = std::max<uint32_t>(config_.ready_delay_polls, 1);
   } else {
     csts_ |= sp::csts::kRdy;
   }
@@ -477,7 +477,8 @@ bool Controller::take_abort(Sq& sq, uint16_t cid) {
 size_t Controller::poll(size_t max_commands) {
   if (removed_) return 0;
   if (ready_countdown_) {
-    if (--ready_countdown_ == 0) csts_ |= sp::csts::kRdy;
+    if (ready_countdown_ > 1 || !ready_held_) --ready_countdown_;
+    if (ready_countdown_ == 0) csts_ |= sp::csts::kRdy;
     return 0;
   }
   if ((csts_ & (sp::csts::kRdy | sp::csts::kCfs)) != sp::csts::kRdy) return 0;

@@ -148,6 +148,13 @@ class Controller {
   // CSTS.RDY drops while CC.EN stays 1, as a controller that reset itself: queues are gone and
   // the host must reset (CC.EN 1 -> 0 -> 1) to use it again.
   void inject_spontaneous_disable();
+  // Reset completion delay: while held, CSTS.RDY does not become 1 after CC.EN 0 -> 1 (a
+  // controller slow to finish its reset); a timing model releases it after the delay.
+  void hold_ready(bool hold) { ready_held_ = hold; }
+  // CC.EN is 1 and CSTS.RDY still 0: the host is (re)initialising the controller.
+  bool enabling() const {
+    return (cc_ & spec::nvme::cc::kEn) && !(csts_ & spec::nvme::csts::kRdy) && !fatal() && !removed_;
+  }
   // Surprise removal: the controller stops dead (nothing fetched, executed or posted; the
   // device wrapper makes BAR reads all ones and refuses DMA). power_cycle() brings it back as
   // a fresh controller (registers at power-on values) on the same namespaces and data.
@@ -293,6 +300,7 @@ class Controller {
   uint32_t cc_ = 0, csts_ = 0, aqa_ = 0, intm_ = 0;
   uint64_t asq_ = 0, acq_ = 0;
   uint32_t ready_countdown_ = 0;
+  bool ready_held_ = false;
   uint32_t page_size_ = 4096;
   uint32_t page_shift_ = 12;
   uint64_t mdts_bytes_ = 0;  // 0 = unlimited

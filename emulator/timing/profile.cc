@@ -2,129 +2,20 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <cmath>
 #include <fstream>
-#include <set>
 #include <sstream>
+
+#include "emulator/timing/yaml_section.h"
 
 namespace pollux::emu::timing {
 namespace {
 
 using nvme::Error;
 using nvme::Result;
+using yaml::err;
+using yaml::Section;
+using yaml::where;
 using nvme::Status;
-
-Error err(std::string msg) { return Error{std::move(msg)}; }
-
-std::string where(const YAML::Node& n) {
-  const YAML::Mark m = n.Mark();
-  return m.line < 0 ? "" : " (line " + std::to_string(m.line + 1) + ")";
-}
-
-// Reads the keys of one mapping; every key must be consumed, so typos are caught.
-class Section {
- public:
-  Section(const YAML::Node& node, std::string prefix) : node_(node), prefix_(std::move(prefix)) {}
-  Status check_is_map() const {
-    if (node_ && !node_.IsMap()) return err(prefix_ + ": expected a mapping" + where(node_));
-    return {};
-  }
-  Status uint(const char* key, uint64_t lo, uint64_t hi, auto* out) {
-    const YAML::Node n = take(key);
-    if (!n || n.IsNull()) return {};
-    const std::string f = field(key);
-    if (!n.IsScalar()) return err(f + ": expected an integer" + where(n));
-    char* end = nullptr;
-    const std::string s = n.Scalar();
-    const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
-    if (s.empty() || *end || s[0] == '-') return err(f + ": '" + s + "' is not an integer" + where(n));
-    if (v < lo || v > hi) {
-      return err(f + ": " + s + " is out of range [" + std::to_string(lo) + ", " +
-                 std::to_string(hi) + "]" + where(n));
-    }
-    *out = static_cast<std::remove_reference_t<decltype(*out)>>(v);
-    return {};
-  }
-  Status boolean(const char* key, bool* out) {
-    const YAML::Node n = take(key);
-    if (!n || n.IsNull()) return {};
-    const std::string s = n.IsScalar() ? n.Scalar() : "";
-    if (s == "true") *out = true;
-    else if (s == "false") *out = false;
-    else return err(field(key) + ": expected true or false" + where(n));
-    return {};
-  }
-  Status string(const char* key, std::string* out) {
-    const YAML::Node n = take(key);
-    if (!n || n.IsNull()) return {};
-    if (!n.IsScalar()) return err(field(key) + ": expected a string" + where(n));
-    *out = n.Scalar();
-    return {};
-  }
-  // "8.9us", "70 us", "3ms", "250ns", "1.5s", "0".
-  Status duration(const char* key, SimTime* out, SimTime max = 10 * kSec) {
-    const YAML::Node n = take(key);
-    if (!n || n.IsNull()) return {};
-    const std::string f = field(key);
-    const std::string s = n.IsScalar() ? n.Scalar() : "";
-    char* end = nullptr;
-    const double v = std::strtod(s.c_str(), &end);
-    std::string unit(end ? end : "");
-    while (!unit.empty() && unit.front() == ' ') unit.erase(unit.begin());
-    double scale = 0;
-    if (unit == "ps") scale = 1;
-    else if (unit == "ns") scale = kNs;
-    else if (unit == "us") scale = kUs;
-    else if (unit == "ms") scale = kMs;
-    else if (unit == "s") scale = kSec;
-    else if (unit.empty() && v == 0 && end != s.c_str()) scale = 1;
-    if (s.empty() || end == s.c_str() || scale == 0 || !(v >= 0) || v * scale > double(max)) {
-      return err(f + ": '" + s + "' is not a duration (a number with ns, us, ms or s, at most " +
-                 std::to_string(max / kMs) + " ms)" + where(n));
-    }
-    *out = static_cast<SimTime>(std::llround(v * scale));
-    return {};
-  }
-  Status size(const char* key, uint64_t* out) {
-    const YAML::Node n = take(key);
-    if (!n || n.IsNull()) return {};
-    if (!n.IsScalar()) return err(field(key) + ": expected a size" + where(n));
-    auto r = nvme::parse_size(n.Scalar());
-    if (!r) return err(field(key) + ": " + r.error() + where(n));
-    *out = r.value();
-    return {};
-  }
-  YAML::Node take(const char* key) {
-    seen_.insert(key);
-    return node_ ? node_[key] : YAML::Node();
-  }
-  Status unknown_keys() const {
-    if (!node_) return {};
-    for (const auto& kv : node_) {
-      const std::string k = kv.first.as<std::string>();
-      if (!seen_.count(k)) {
-        std::string list;
-        for (const auto& s : seen_) list += (list.empty() ? "" : ", ") + s;
-        return err(field(k.c_str()) + ": unknown key (expected one of: " + list + ")" +
-                   where(kv.first));
-      }
-    }
-    return {};
-  }
-
- private:
-  std::string field(const char* key) const { return prefix_.empty() ? key : prefix_ + "." + key; }
-  YAML::Node node_;
-  std::string prefix_;
-  std::set<std::string> seen_;
-};
-
-#define POLLUX_TRY(expr)            \
-  do {                              \
-    if (Status s_ = (expr); !s_) {  \
-      return Error{s_.error()};     \
-    }                               \
-  } while (0)
 
 Result<Profile> parse_root(const YAML::Node& root) {
   if (!root.IsMap()) return err("profile: the document must be a mapping");

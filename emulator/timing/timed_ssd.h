@@ -51,6 +51,9 @@ class TimedSsd final : public sc_core::sc_module, private FrontEndClient {
   // undone on the media, what is in flight is gone, the controller drops (RDY 0). Returns the
   // controller's ids of the writes lost, oldest first (empty with PLP or no cache).
   std::vector<uint64_t> power_loss();
+  // Reset completion delay: the next time the host enables the controller (CC.EN 0 -> 1),
+  // CSTS.RDY comes `delay` later than it otherwise would.
+  void delay_next_ready(SimTime delay);
   const Profile& profile() const { return profile_; }
 
  private:
@@ -134,6 +137,8 @@ class TimedSsd final : public sc_core::sc_module, private FrontEndClient {
   bool wrr_shadow_ = false;
   uint64_t generation_ = ~0ull;
   uint64_t resets_ = 0;
+  SimTime ready_delay_ = 0;       // delay_next_ready(): armed while > 0
+  SimTime ready_release_at_ = 0;  // when the held enable completes (0: not enabling yet)
   uint64_t epoch_ = 0;
   std::vector<uint64_t> sq_epoch_;  // per SQ: bumped when it is deleted (or re-created)
   uint32_t queues_ = 0;

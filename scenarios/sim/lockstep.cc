@@ -56,6 +56,7 @@ void Lockstep::advance(uint64_t cost_ns, bool idle) {
   }
   sim_.run_until(t * kNs);
   clock_.set(t);
+  if (after_advance_) after_advance_();
 }
 
 }  // namespace pollux::sim

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "driver/env/clock.h"
@@ -42,6 +43,10 @@ class Lockstep {
   bool step();
   // For nvme::ControllerOptions::wait_hook: a set-up path waits for the device.
   void wait_turn();
+  // Called after every advance of time (host steps and set-up waits alike): a scenario's
+  // timeline fires device faults at their instant even inside a host reset's wait loop. It
+  // must not step the host.
+  void set_after_advance(std::function<void()> fn) { after_advance_ = std::move(fn); }
 
   uint64_t now_ns() const { return clock_.now(); }
   uint64_t host_busy_ns() const { return host_busy_ns_; }
@@ -62,6 +67,7 @@ class Lockstep {
   std::vector<Watched> watched_;
   uint64_t host_busy_ns_ = 0;
   uint64_t steps_ = 0;
+  std::function<void()> after_advance_;
 };
 
 }  // namespace pollux::sim

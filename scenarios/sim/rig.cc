@@ -7,8 +7,11 @@ namespace pollux::sim {
 std::unique_ptr<Rig> Rig::create(const RigOptions& o, std::string* error) {
   auto rig = std::unique_ptr<Rig>(new Rig());
   rig->sim_ = std::make_unique<emu::timing::Simulation>(o.seed);
-  for (uint32_t i = 0; i < o.devices; ++i) {
-    emu::nvme::ControllerConfig cfg = o.profile.controller;
+  rig->profiles_ = o.profiles;
+  if (rig->profiles_.empty()) rig->profiles_.assign(o.devices, o.profile);
+  rig->tune_ = o.tune_controller;
+  for (uint32_t i = 0; i < rig->profiles_.size(); ++i) {
+    emu::nvme::ControllerConfig cfg = rig->profiles_[i].controller;
     cfg.serial = cfg.serial.substr(0, 16) + std::to_string(1000 + i);
     auto dev = emu::device::NvmeDevice::create(cfg);
     if (!dev) {
@@ -16,7 +19,7 @@ std::unique_ptr<Rig> Rig::create(const RigOptions& o, std::string* error) {
       return nullptr;
     }
     rig->devices_.push_back(std::move(dev).value());
-    auto added = rig->sim_->add_device(o.profile, rig->devices_.back()->controller());
+    auto added = rig->sim_->add_device(rig->profiles_[i], rig->devices_.back()->controller());
     if (!added) {
       *error = added.error();
       return nullptr;
@@ -36,7 +39,7 @@ std::unique_ptr<Rig> Rig::create(const RigOptions& o, std::string* error) {
   rig->thread_ = rig->fw_->create_thread("sim-host", 0);
   rig->lockstep_ = std::make_unique<Lockstep>(*rig->sim_, *rig->fw_, rig->clock_, o.costs);
   rig->io_queues_ = o.io_queues;
-  for (uint32_t i = 0; i < o.devices; ++i) {
+  for (uint32_t i = 0; o.attach_controllers && i < rig->profiles_.size(); ++i) {
     std::unique_ptr<nvme::Controller> ctrl;
     if (std::string e = rig->attach(i, &ctrl); !e.empty()) {
       *error = e;
@@ -56,6 +59,7 @@ std::string Rig::attach(uint32_t i, std::unique_ptr<nvme::Controller>* out) {
   co.io_queues_requested = io_queues_;
   Lockstep* ls = lockstep_.get();
   co.wait_hook = [ls] { ls->wait_turn(); };
+  if (tune_) tune_(co);
   auto ctrl = nvme::Controller::attach(std::move(pci).value(), co);
   if (!ctrl) return "attach device " + std::to_string(i) + ": " + ctrl.error().message;
   *out = std::move(ctrl).value();
@@ -65,6 +69,12 @@ std::string Rig::attach(uint32_t i, std::unique_ptr<nvme::Controller>* out) {
 std::string Rig::reattach(uint32_t i) {
   controllers_[i].reset();  // its device is gone: no shutdown handshake
   return attach(i, &controllers_[i]);
+}
+
+std::unique_ptr<nvme::Controller> Rig::connect(uint32_t i, std::string* error) {
+  std::unique_ptr<nvme::Controller> ctrl;
+  *error = attach(i, &ctrl);
+  return ctrl;
 }
 
 Rig::~Rig() {

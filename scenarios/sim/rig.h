@@ -3,6 +3,7 @@
 // boundary, one step-mode reactor on a virtual clock, and the lockstep that ties them.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,12 @@ struct RigOptions {
   uint64_t seed = 1;
   HostCostModel costs;
   uint32_t io_queues = 1;  // Number of Queues requested per controller
+  // One profile per device (then `profile` and `devices` are ignored): a mixed topology.
+  std::vector<emu::timing::Profile> profiles;
+  // false: no driver controllers are attached; the caller connects them (connect()).
+  bool attach_controllers = true;
+  // Adjusts every driver controller's options before attach (timeouts, recovery policy).
+  std::function<void(nvme::ControllerOptions&)> tune_controller;
 };
 
 class Rig {
@@ -48,6 +55,11 @@ class Rig {
   void hot_remove(uint32_t i) { devices_[i]->surprise_remove(); }
   void hot_insert(uint32_t i) { devices_[i]->insert(); }
   std::string reattach(uint32_t i);
+  // A new driver controller for device i, owned by the caller (e.g. the bdev layer), or
+  // nullptr with *error set. It must be destroyed before the rig.
+  std::unique_ptr<nvme::Controller> connect(uint32_t i, std::string* error);
+  const emu::timing::Profile& profile(uint32_t i) const { return profiles_[i]; }
+  uint32_t devices() const { return static_cast<uint32_t>(devices_.size()); }
 
  private:
   Rig() = default;
@@ -61,6 +73,8 @@ class Rig {
   std::vector<std::unique_ptr<nvme::Controller>> controllers_;
   std::string attach(uint32_t i, std::unique_ptr<nvme::Controller>* out);
   uint32_t io_queues_ = 1;
+  std::vector<emu::timing::Profile> profiles_;
+  std::function<void(nvme::ControllerOptions&)> tune_;
 };
 
 }  // namespace pollux::sim

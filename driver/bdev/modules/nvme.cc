@@ -34,6 +34,7 @@ struct IoCtx {
   uint64_t done_bytes;  // compare: bytes of the buffer already compared
   int dsm_slot;
   IoCtx* next;
+  uint16_t deferred_status;  // a completion that arrived during a controller reset
 };
 static_assert(sizeof(IoCtx) <= BdevIo::kMaxModuleCtx);
 
@@ -46,8 +47,12 @@ struct NvmeChannel {
   IoCtx* retry_head = nullptr;  // commands to resubmit from the poller
   IoCtx* retry_tail = nullptr;
   uint32_t retry_count = 0;
-  std::vector<event::ChannelIter*> reset_waiters;  // resets waiting for this queue to drain
   bool destroying = false;
+  // Controller reset: while paused the channel's thread leaves the queue pair alone; new I/O
+  // is parked here, completions the reset delivers (on the admin thread) are deferred here.
+  bool paused = false;
+  IoCtx* parked = nullptr;
+  IoCtx* deferred = nullptr;
 
   sn::nvm::DsmRange* range(int slot) {
     return static_cast<sn::nvm::DsmRange*>(dsm->data()) + slot;
@@ -96,11 +101,19 @@ class NvmeCtrlr {
     return removed_.load(std::memory_order_acquire) || ctrlr_->device().removed();
   }
   void count_retry() { retries_.fetch_add(1, std::memory_order_relaxed); }
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  // Controller reset (see nvme.h, "Recovery"); done(ctx, rc) on the calling thread.
+  void reset_controller(ResetDoneFn done, void* ctx);
+  bool resetting() const {
+    std::lock_guard lock(mu_);
+    return resetting_;
+  }
   void count_removed() { removed_failures_.fetch_add(1, std::memory_order_relaxed); }
   NvmeControllerStats stats() const {
     return {retries_.load(std::memory_order_relaxed),
             removed_failures_.load(std::memory_order_relaxed),
-            channels_.load(std::memory_order_relaxed)};
+            channels_.load(std::memory_order_relaxed), resets_.load(std::memory_order_relaxed),
+            reset_failures_.load(std::memory_order_relaxed)};
   }
   bool detaching() const {
     std::lock_guard lock(mu_);
@@ -141,6 +154,16 @@ class NvmeCtrlr {
     void* ctx;
   };
   void maybe_free();
+  struct ResetWaiter {
+    event::Thread* t;
+    ResetDoneFn fn;
+    void* ctx;
+    int rc;
+  };
+  static void pause_step(event::ChannelIter& it);
+  static void resume_step(event::ChannelIter& it);
+  void run_reset();  // on the admin thread, every channel paused
+  void finish_reset();
 
   Manager& mgr_;
   event::Framework& fw_;
@@ -150,6 +173,11 @@ class NvmeCtrlr {
   event::Poller* admin_poller_ = nullptr;
   std::atomic<bool> removed_{false};
   std::atomic<uint64_t> retries_{0}, removed_failures_{0}, channels_{0};
+  std::atomic<uint64_t> resets_{0}, reset_failures_{0};
+  std::atomic<bool> failed_{false};
+  int reset_rc_ = 0;
+  std::vector<ResetWaiter> reset_waiters_;  // under mu_
+  bool resetting_ = false;                  // under mu_
 
   mutable std::mutex mu_;
   std::vector<std::string> bdev_names_;
@@ -188,8 +216,9 @@ class NvmeBackend final : public Backend {
   // Issues the current command of c. 0, or the queue pair's negative errno.
   int issue(IoCtx* c);
   static void on_done(void* arg, const sn::CompletionEntry& cpl);
+  // A command of c completed with `status` (phase bit clear): retry, next piece or finish.
+  static void handle(IoCtx* c, uint16_t status);
   static void finish(IoCtx* c, IoStatus s, uint16_t nvme_status = 0);
-  static void reset_step(event::ChannelIter& it);
 
  private:
   NvmeCtrlr* c_;
@@ -262,20 +291,31 @@ int NvmeBackend::issue(IoCtx* c) {
 void NvmeBackend::submit(BdevIo& io, void* chctx) {
   auto* ch = static_cast<NvmeChannel*>(chctx);
   if (io.type() == IoType::kReset) {
-    // No controller reset in the driver yet: a reset waits until every queue pair of the
-    // controller has nothing outstanding (this bdev's channels are already frozen).
-    c_->mgr().framework().for_each_channel(
-        c_, reset_step, &io, [](void* arg, int) {
+    // The bdev layer has quiesced this bdev's channels; reset the controller under all of its
+    // bdevs' channels.
+    c_->reset_controller(
+        [](void* arg, int rc) {
           auto* r = static_cast<BdevIo*>(arg);
           auto& be = static_cast<NvmeBackend&>(r->bdev().backend());
-          r->complete(be.ctrlr()->gone() ? IoStatus::kRemoved : IoStatus::kSuccess);
-        });
+          r->complete(rc == 0 ? IoStatus::kSuccess
+                      : be.ctrlr()->gone() ? IoStatus::kRemoved : IoStatus::kFailed);
+        },
+        &io);
     return;
   }
   auto* c = new (io.module_ctx()) IoCtx{&io, this, ch, 0, io.offset_blocks(), io.num_blocks(),
-                                        0, -1, nullptr};
+                                        0, -1, nullptr, 0};
   if (c_->gone()) {
     finish(c, IoStatus::kRemoved);
+    return;
+  }
+  if (c_->failed()) {
+    finish(c, IoStatus::kFailed);
+    return;
+  }
+  if (ch->paused) {  // a controller reset is under way: issued when the channel resumes
+    c->next = ch->parked;
+    ch->parked = c;
     return;
   }
   const int rc = issue(c);
@@ -290,8 +330,20 @@ void NvmeBackend::submit(BdevIo& io, void* chctx) {
 
 void NvmeBackend::on_done(void* arg, const sn::CompletionEntry& cpl) {
   auto* c = static_cast<IoCtx*>(arg);
-  NvmeChannel* ch = c->ch;
   const uint16_t status = static_cast<uint16_t>(cpl.status & 0xfffe);
+  if (c->ch->paused) {
+    // Delivered by a controller reset on the admin thread: the channel's own thread acts on
+    // it when it resumes (the bdev I/O must complete on its thread).
+    c->deferred_status = status;
+    c->next = c->ch->deferred;
+    c->ch->deferred = c;
+    return;
+  }
+  handle(c, status);
+}
+
+void NvmeBackend::handle(IoCtx* c, uint16_t status) {
+  NvmeChannel* ch = c->ch;
   if (status != 0) {
     const nvme::Status st = nvme::Status::from_cqe(status);
     if (ch->ctrlr->gone()) return finish(c, IoStatus::kRemoved);
@@ -348,13 +400,103 @@ namespace {
 
 // ------------------------------------------------------------------------- reset ----
 
-void NvmeBackend::reset_step(event::ChannelIter& it) {
-  auto* ch = static_cast<NvmeChannel*>(it.channel()->ctx());
-  if (ch->idle() || ch->ctrlr->gone()) {
-    it.next(0);
-    return;
+void NvmeCtrlr::reset_controller(ResetDoneFn done, void* ctx) {
+  event::Thread* me = event::Thread::current();
+  {
+    std::lock_guard lock(mu_);
+    if (tearing_down_ || removed_.load(std::memory_order_acquire)) {
+      if (done) done(ctx, -ENODEV);
+      return;
+    }
+    reset_waiters_.push_back({me, done, ctx, 0});
+    if (resetting_) return;  // joins the one under way
+    resetting_ = true;
+    ++holds_;  // not freed while the reset's messages are in flight
   }
-  ch->reset_waiters.push_back(&it);  // the channel's poller calls next() once it drains
+  fw_.for_each_channel(this, pause_step, this, [](void* arg, int) {
+    auto* self = static_cast<NvmeCtrlr*>(arg);
+    auto run = [](void* a) { static_cast<NvmeCtrlr*>(a)->run_reset(); };
+    if (self->admin_thread_ == event::Thread::current() ||
+        self->admin_thread_->send_msg(run, self) != 0) {
+      run(self);
+    }
+  });
+}
+
+void NvmeCtrlr::pause_step(event::ChannelIter& it) {
+  static_cast<NvmeChannel*>(it.channel()->ctx())->paused = true;
+  it.next(0);
+}
+
+void NvmeCtrlr::run_reset() {
+  const int rc = ctrlr_->device().removed() ? -ENODEV : ctrlr_->reset();
+  reset_rc_ = rc;
+  (rc == 0 ? resets_ : reset_failures_).fetch_add(1, std::memory_order_relaxed);
+  if (ctrlr_->failed()) failed_.store(true, std::memory_order_release);
+  fw_.for_each_channel(this, resume_step, this,
+                       [](void* arg, int) { static_cast<NvmeCtrlr*>(arg)->finish_reset(); });
+}
+
+void NvmeCtrlr::resume_step(event::ChannelIter& it) {
+  auto* ch = static_cast<NvmeChannel*>(it.channel()->ctx());
+  ch->paused = false;
+  // Oldest first (the lists were built by pushing at the head).
+  auto reverse = [](IoCtx* l) {
+    IoCtx* r = nullptr;
+    while (l) {
+      IoCtx* n = l->next;
+      l->next = r;
+      r = l;
+      l = n;
+    }
+    return r;
+  };
+  IoCtx* deferred = reverse(ch->deferred);
+  IoCtx* parked = reverse(ch->parked);
+  ch->deferred = ch->parked = nullptr;
+  while (IoCtx* c = deferred) {
+    deferred = c->next;
+    NvmeBackend::handle(c, c->deferred_status);
+  }
+  while (IoCtx* c = parked) {
+    parked = c->next;
+    if (ch->ctrlr->gone()) {
+      NvmeBackend::finish(c, IoStatus::kRemoved);
+    } else if (ch->ctrlr->failed()) {
+      NvmeBackend::finish(c, IoStatus::kFailed);
+    } else if (const int rc = c->be->issue(c); rc == -ENOMEM) {
+      ch->push_retry(c);
+    } else if (rc != 0) {
+      NvmeBackend::finish(c, rc == -ENODEV ? IoStatus::kRemoved : IoStatus::kFailed);
+    }
+  }
+  it.next(0);
+}
+
+void NvmeCtrlr::finish_reset() {
+  std::vector<ResetWaiter> waiters;
+  {
+    std::lock_guard lock(mu_);
+    waiters.swap(reset_waiters_);
+    resetting_ = false;
+  }
+  for (ResetWaiter& w : waiters) {
+    if (w.fn == nullptr) continue;
+    w.rc = reset_rc_;
+    if (w.t == nullptr || w.t == event::Thread::current()) {
+      w.fn(w.ctx, w.rc);
+      continue;
+    }
+    auto* m = new ResetWaiter(w);
+    if (w.t->send_msg([](void* a) {
+          std::unique_ptr<ResetWaiter> x(static_cast<ResetWaiter*>(a));
+          x->fn(x->ctx, x->rc);
+        }, m) != 0) {
+      m->fn(m->ctx, m->rc);
+      delete m;
+    }
+  }
+  release();
 }
 
 // ----------------------------------------------------------------------- channels ----
@@ -377,9 +519,9 @@ int NvmeCtrlr::channel_create(void* io_device, void* ctx) {
   ch->dsm = std::move(dsm).value();
   ch->dsm_free.reserve(self->opts_.dsm_slots);
   for (uint32_t i = self->opts_.dsm_slots; i-- > 0;) ch->dsm_free.push_back(i);
-  ch->reset_waiters.reserve(4);
   ch->poller = event::Thread::current()->register_poller(channel_poll, ch, 0,
                                                          "bdev_nvme_" + self->name());
+  if (self->opts_.qpair_observer) self->opts_.qpair_observer(ch->qp.get(), true);
   self->channels_.fetch_add(1, std::memory_order_relaxed);
   return 0;
 }
@@ -391,14 +533,21 @@ void NvmeCtrlr::channel_destroy(void* io_device, void* ctx) {
   event::Thread::current()->unregister_poller(ch->poller);
   // Nothing should be left (the bdev channel above is gone); be safe if something is.
   while (IoCtx* c = ch->pop_retry()) NvmeBackend::finish(c, IoStatus::kAborted);
+  for (IoCtx* l : {ch->deferred, ch->parked}) {
+    while (IoCtx* c = l) {
+      l = c->next;
+      NvmeBackend::finish(c, IoStatus::kAborted);
+    }
+  }
+  if (self->opts_.qpair_observer) self->opts_.qpair_observer(ch->qp.get(), false);
   self->ctrlr_->free_io_qpair(std::move(ch->qp));
-  for (event::ChannelIter* it : ch->reset_waiters) it->next(0);
   ch->~NvmeChannel();
   self->channels_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 event::PollStatus NvmeCtrlr::channel_poll(void* arg) {
   auto* ch = static_cast<NvmeChannel*>(arg);
+  if (ch->paused) return event::PollStatus::kIdle;  // a controller reset owns the queue pair
   int n = ch->qp->process_completions();
   if (n < 0) {  // the device is gone: fail what it held, and what waits to be retried
     n = static_cast<int>(ch->qp->fail_all(kRemovedStatus));
@@ -421,12 +570,6 @@ event::PollStatus NvmeCtrlr::channel_poll(void* arg) {
       ++n;
     }
   }
-  if (!ch->reset_waiters.empty() && (ch->idle() || ch->ctrlr->gone())) {
-    std::vector<event::ChannelIter*> waiters;
-    waiters.swap(ch->reset_waiters);
-    for (event::ChannelIter* it : waiters) it->next(0);
-    ++n;
-  }
   return n > 0 ? event::PollStatus::kBusy : event::PollStatus::kIdle;
 }
 
@@ -437,6 +580,15 @@ event::PollStatus NvmeCtrlr::admin_poll(void* arg) {
   const int rc = self->ctrlr_->process_admin_completions();
   if (rc < 0) {
     self->teardown(/*removed=*/true);
+    return event::PollStatus::kBusy;
+  }
+  // Health check (one MMIO read): fatal status, or RDY dropped while enabled -> reset.
+  if (!self->failed() && !self->resetting() && !self->ctrlr_->healthy()) {
+    if (self->ctrlr_->device().removed()) {
+      self->teardown(/*removed=*/true);
+    } else {
+      self->reset_controller(nullptr, nullptr);
+    }
     return event::PollStatus::kBusy;
   }
   return rc > 0 ? event::PollStatus::kBusy : event::PollStatus::kIdle;
@@ -478,6 +630,9 @@ Result<std::vector<std::string>> NvmeCtrlr::start(event::Thread* thread) {
   }
   admin_poller_ = thread->register_poller(admin_poll, this, opts_.admin_poll_period_us,
                                           "bdev_nvme_admin_" + name());
+  // Timeouts with action kReset: quiesce the channels, then reset (never inline on an I/O
+  // thread). The driver calls this from the admin poll, on this thread.
+  ctrlr_->set_reset_request_hook([this] { reset_controller(nullptr, nullptr); });
   return names;
 }
 
@@ -611,6 +766,97 @@ int nvme_detach_controller(Manager& mgr, const std::string& name, event::MsgFn d
   if (c->admin_thread() == event::Thread::current() || c->admin_thread()->send_msg(run, c) != 0)
     run(c);
   return 0;
+}
+
+int nvme_reset_controller(Manager& mgr, const std::string& name, ResetDoneFn done, void* ctx) {
+  NvmeCtrlr* c;
+  {
+    std::lock_guard lock(g_mu);
+    c = find_ctrlr(mgr, name);
+    if (c == nullptr || c->detaching()) return -ENODEV;
+    c->hold();  // alive until reset_controller has taken its own hold
+  }
+  c->reset_controller(done, ctx);
+  c->release();
+  return 0;
+}
+
+// ------------------------------------------------------------------------- hot-plug ----
+
+namespace {
+
+struct Hotplug {
+  Manager* mgr;
+  event::Thread* thread;
+  event::Poller* poller;
+  std::vector<NvmeHotplugSlot> slots;
+  NvmeBdevOptions base;
+  NvmeHotplugStats stats;
+};
+std::vector<std::unique_ptr<Hotplug>> g_hotplugs;  // under g_mu
+
+event::PollStatus hotplug_poll(void* arg) {
+  auto* h = static_cast<Hotplug*>(arg);
+  ++h->stats.polls;
+  const std::vector<std::string> attached = nvme_controller_names(*h->mgr);
+  int n = 0;
+  for (const NvmeHotplugSlot& slot : h->slots) {
+    if (std::find(attached.begin(), attached.end(), slot.name) != attached.end()) continue;
+    if (slot.present && !slot.present()) continue;
+    auto c = slot.connect();
+    if (!c) {
+      ++h->stats.connect_failures;
+      continue;
+    }
+    NvmeBdevOptions o = h->base;
+    o.name = slot.name;
+    if (nvme_attach_controller(*h->mgr, std::move(c).value(), o)) {
+      ++h->stats.attaches;
+      ++n;
+    } else {
+      ++h->stats.connect_failures;
+    }
+  }
+  return n ? event::PollStatus::kBusy : event::PollStatus::kIdle;
+}
+
+}  // namespace
+
+int nvme_hotplug_start(Manager& mgr, std::vector<NvmeHotplugSlot> slots, uint64_t period_us,
+                       const NvmeBdevOptions& base) {
+  event::Thread* t = event::Thread::current();
+  if (t == nullptr) return -EINVAL;
+  for (const NvmeHotplugSlot& s : slots)
+    if (s.name.empty() || !s.connect) return -EINVAL;
+  std::lock_guard lock(g_mu);
+  for (const auto& h : g_hotplugs)
+    if (h->mgr == &mgr) return -EEXIST;
+  auto h = std::make_unique<Hotplug>(Hotplug{&mgr, t, nullptr, std::move(slots), base, {}});
+  h->poller = t->register_poller(hotplug_poll, h.get(), period_us, "bdev_nvme_hotplug");
+  g_hotplugs.push_back(std::move(h));
+  return 0;
+}
+
+void nvme_hotplug_stop(Manager& mgr) {
+  std::unique_ptr<Hotplug> h;
+  {
+    std::lock_guard lock(g_mu);
+    for (auto it = g_hotplugs.begin(); it != g_hotplugs.end(); ++it) {
+      if ((*it)->mgr == &mgr) {
+        h = std::move(*it);
+        g_hotplugs.erase(it);
+        break;
+      }
+    }
+  }
+  if (h) h->thread->unregister_poller(h->poller);
+}
+
+NvmeHotplugStats nvme_hotplug_stats(Manager& mgr) {
+  std::lock_guard lock(g_mu);
+  for (const auto& h : g_hotplugs)
+    if (h->mgr == &mgr) return h->stats;
+  return {};
 }
 
 std::vector<std::string> nvme_controller_names(Manager& mgr) {

@@ -12,17 +12,31 @@
 // zeroes → Write Zeroes (≤ 65536 blocks per command, issued one after another), unmap →
 // Dataset Management/deallocate (ranges in a per-channel DMA area), flush → Flush, compare →
 // Compare (a miscompare completes kMiscompare), NVMe passthru → the caller's command with the
-// bdev's NSID, reset → waits until no queue pair of the controller has I/O outstanding (the
-// driver has no controller reset yet). Compare-and-write is not offered (see supports()).
+// bdev's NSID, reset → a controller reset (below). Compare-and-write is not offered (see
+// supports()).
 //
 // Errors: an NVMe status without DNR is retried up to retry_count times; DNR never is. A
 // queue pair out of requests completes kNoMemory (the bdev layer retries).
+//
+// Recovery: a controller reset pauses every channel on its own thread (new I/O is parked,
+// the queue pair is not touched), runs nvme::Controller::reset() on the admin thread (what
+// the device held ends with a retriable status: those completions are deferred, not run on
+// the foreign thread), then resumes every channel on its thread: deferred completions go
+// through the retry policy, parked I/O is issued. Nothing queued during a reset is lost.
+// Resets come from a bdev reset, from nvme_reset_controller(), from an I/O timeout
+// (timeout action kReset: the driver's reset request hook), and from the admin poller's
+// health check (CSTS.CFS, or RDY dropped while enabled). After max_reset_failures failed
+// resets the controller is failed: its I/O fails at once with kFailed.
+//
+// Hot-plug: nvme_hotplug_start() runs SPDK's hot-plug poller: it attaches devices that
+// appear in the given slots (e.g. a re-inserted drive once its removed controller is freed).
 //
 // Data buffers must be DMA memory visible to the controller (driver/env DmaRegion/pools of
 // the registry the controller's device follows); the bdev layer bounces only misaligned ones.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,6 +57,9 @@ struct NvmeBdevOptions {
   // Where per-channel DMA memory (DSM ranges) comes from: the registry the controller's
   // device follows. nullptr: env::MemoryRegistry::global().
   env::MemoryRegistry* registry = nullptr;
+  // Told when a channel creates (true) or frees (false) its queue pair — e.g. a virtual-time
+  // simulator that charges host cost per queue pair. Called on the channel's thread.
+  std::function<void(const nvme::Qpair*, bool created)> qpair_observer;
 };
 
 // Counters of one controller (any thread may read them).
@@ -50,6 +67,8 @@ struct NvmeControllerStats {
   uint64_t retries = 0;          // NVMe commands resubmitted after a retriable status
   uint64_t removed_failures = 0;  // I/O failed with kRemoved
   uint64_t channels = 0;          // live channels (= I/O queue pairs)
+  uint64_t resets = 0;            // controller resets completed by the module
+  uint64_t reset_failures = 0;    // controller resets that failed
 };
 
 // Attaches an already initialised controller. Must run on a framework thread: the admin
@@ -82,6 +101,31 @@ int nvme_detach_controller(Manager& mgr, const std::string& name, event::MsgFn d
 std::vector<std::string> nvme_controller_names(Manager& mgr);
 // -ENODEV if unknown.
 Result<NvmeControllerStats> nvme_controller_stats(Manager& mgr, const std::string& name);
+
+// Resets the controller (see "Recovery" above). Any framework thread; done(ctx, rc) runs on
+// the calling thread when the reset has finished (rc 0, or the driver's negative errno; a
+// reset requested while one runs joins it). -ENODEV if unknown or being detached.
+using ResetDoneFn = void (*)(void* ctx, int rc);
+int nvme_reset_controller(Manager& mgr, const std::string& name, ResetDoneFn done = nullptr,
+                          void* ctx = nullptr);
+
+// The hot-plug poller: a slot is a place a device may appear (a PCI address, a vfio-user
+// socket, an emulated device). Every period_us, each slot whose controller is not attached
+// (never was, or its removed controller has been freed) and whose device is present() is
+// connect()ed and attached with `base` options named slot.name. A failed connect is retried
+// at the next period. Runs on the calling framework thread; one per manager.
+struct NvmeHotplugSlot {
+  std::string name;
+  std::function<bool()> present;
+  std::function<Result<std::unique_ptr<nvme::Controller>>()> connect;
+};
+struct NvmeHotplugStats {
+  uint64_t attaches = 0, connect_failures = 0, polls = 0;
+};
+int nvme_hotplug_start(Manager& mgr, std::vector<NvmeHotplugSlot> slots, uint64_t period_us,
+                       const NvmeBdevOptions& base);
+void nvme_hotplug_stop(Manager& mgr);  // the thread that started it; idempotent
+NvmeHotplugStats nvme_hotplug_stats(Manager& mgr);
 
 // The retry policy, exposed for tests: true if a completion status (CQE DW3[31:16]) should
 // be resubmitted after `attempts` retries so far.

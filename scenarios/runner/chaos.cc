@@ -1,0 +1,132 @@
+#include "scenarios/runner/chaos.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <random>
+#include <string>
+
+namespace pollux::scenarios {
+namespace {
+
+using Rng = std::mt19937_64;
+
+uint64_t uniform(Rng& r, uint64_t lo, uint64_t hi) {
+  return std::uniform_int_distribution<uint64_t>(lo, hi)(r);
+}
+
+std::string command(const std::string& action, nlohmann::json extra = {}) {
+  nlohmann::json j{{"cmd", "fault"}, {"action", action}};
+  if (extra.is_object()) j.update(extra);
+  return j.dump();
+}
+
+// One fault of a class drawn from the seed, on `device`, at `at`.
+FaultSpec draw_fault(Rng& r, const std::string& device, uint64_t at) {
+  FaultSpec f;
+  f.trigger = TriggerKind::kAt;
+  f.at_ns = at;
+  f.device = device;
+  switch (uniform(r, 0, 12)) {
+    case 0: {
+      const bool read = uniform(r, 0, 1);
+      f.kind = FaultKind::kCommand;
+      f.command_json = command("status", {{"status", read ? "unrecovered_read_error" : "write_fault"},
+                                          {"opcode", read ? 2 : 1},
+                                          {"count", uniform(r, 1, 6)}});
+      f.label = read ? "read errors" : "write faults";
+      break;
+    }
+    case 1:
+      f.kind = FaultKind::kCommand;
+      f.command_json = command("never_complete", {{"count", uniform(r, 1, 2)}});
+      f.label = "lost command";
+      break;
+    case 2:
+      f.kind = FaultKind::kCommand;
+      f.command_json = command("delay", {{"delay_us", uniform(r, 50, 800)}, {"count", uniform(r, 1, 20)}});
+      f.label = "slow completions";
+      break;
+    case 3: f.kind = FaultKind::kFatal; f.label = "fatal status"; break;
+    case 4: f.kind = FaultKind::kDisable; f.label = "spontaneous disable"; break;
+    case 5:
+      f.kind = FaultKind::kHotRemove;
+      f.delay_ns = uniform(r, 200, 3000) * 1000;
+      f.label = "hot-remove";
+      break;
+    case 6: f.kind = FaultKind::kPowerLoss; f.label = "power loss"; break;
+    case 7:
+      f.kind = FaultKind::kReadyDelay;
+      f.delay_ns = uniform(r, 50, 1000) * 1000;
+      f.label = "slow reset";
+      break;
+    case 8:
+      f.kind = FaultKind::kBadBlocks;
+      f.count = static_cast<uint32_t>(uniform(r, 1, 4));
+      f.label = "bad blocks";
+      break;
+    case 9: {
+      static const char* kBad[] = {"duplicate_completion", "unknown_cid", "stale_phase"};
+      const char* a = kBad[uniform(r, 0, 2)];
+      f.kind = FaultKind::kCommand;
+      f.command_json = command(a, {{"count", 1}});
+      f.label = a;
+      break;
+    }
+    case 10: f.kind = FaultKind::kHostReset; f.label = "host reset"; break;
+    case 11: {
+      f.kind = FaultKind::kCommand;
+      f.command_json = command("status", {{"status", "namespace_not_ready"},
+                                          {"probability", 0.05}, {"count", uniform(r, 5, 40)}});
+      f.label = "flaky namespace";
+      break;
+    }
+    default:
+      f.kind = FaultKind::kCommand;
+      f.command_json = command("status", {{"status", "internal_error"}, {"count", uniform(r, 1, 3)}});
+      f.label = "internal errors";
+      break;
+  }
+  return f;
+}
+
+}  // namespace
+
+Scenario make_chaos_scenario(const ChaosOptions& o) {
+  Rng r(o.seed ^ 0xc4a05c4a05ull);
+  Scenario s;
+  s.name = "chaos-" + std::to_string(o.seed);
+  s.description = "faults drawn from seed " + std::to_string(o.seed);
+  s.seed = o.seed;
+  static const char* kProfiles[] = {"p4800x", "gen4-tlc", "p3700"};
+  const uint32_t devices = static_cast<uint32_t>(uniform(r, 1, 2));
+  for (uint32_t i = 0; i < devices; ++i) {
+    DeviceSpec d;
+    d.name = "nvme" + std::to_string(i);
+    d.profile = kProfiles[uniform(r, 0, 2)];
+    s.devices.push_back(d);
+    WorkloadSpec w;
+    w.name = "w" + std::to_string(i);
+    w.bdev = d.name + "n1";
+    w.read_percent = static_cast<uint32_t>(uniform(r, 20, 80));
+    w.queue_depth = static_cast<uint32_t>(uniform(r, 2, 16));
+    w.block_size = uniform(r, 0, 3) == 0 ? 16384 : 4096;
+    w.range_bytes = uint64_t{1} << uniform(r, 20, 23);
+    w.flush_every = uniform(r, 0, 1) ? static_cast<uint32_t>(uniform(r, 8, 64)) : 0;
+    w.duration_ns = o.duration_ns;
+    s.workloads.push_back(w);
+  }
+  const uint32_t n = static_cast<uint32_t>(uniform(r, 1, std::max<uint32_t>(o.max_faults, 1)));
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint64_t at = uniform(r, o.duration_ns / 10, o.duration_ns * 3 / 4);
+    s.faults.push_back(draw_fault(r, "nvme" + std::to_string(uniform(r, 0, devices - 1)), at));
+  }
+  std::sort(s.faults.begin(), s.faults.end(),
+            [](const FaultSpec& a, const FaultSpec& b) { return a.at_ns < b.at_ns; });
+  s.expect.no_lost_writes = true;
+  s.expect.errors_only_in_windows = true;
+  s.expect.devices_at_end = static_cast<int>(devices);
+  return s;
+}
+
+}  // namespace pollux::scenarios

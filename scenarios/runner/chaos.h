@@ -1,0 +1,20 @@
+// Chaos mode: a random but bounded scenario drawn from a seed — devices, verified workloads
+// and a fault schedule over every fault class, with intensities — so that the same seed
+// always gives the same scenario (and, run in virtual time, the same run).
+#pragma once
+
+#include <cstdint>
+
+#include "scenarios/runner/scenario.h"
+
+namespace pollux::scenarios {
+
+struct ChaosOptions {
+  uint64_t seed = 1;
+  uint64_t duration_ns = 20'000'000;
+  uint32_t max_faults = 6;
+};
+
+Scenario make_chaos_scenario(const ChaosOptions& o);
+
+}  // namespace pollux::scenarios

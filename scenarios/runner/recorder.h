@@ -1,0 +1,58 @@
+// What a scenario run saw over time: completions and errors per time bucket, latency inside
+// and outside fault windows, and the fault windows themselves (errors are judged by them).
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "driver/env/histogram.h"
+
+namespace pollux::scenarios {
+
+inline constexpr uint64_t kOpenWindow = std::numeric_limits<uint64_t>::max();
+
+struct Window {
+  uint32_t device;
+  uint64_t from_ns;
+  uint64_t to_ns;  // kOpenWindow until known (a removed device not yet back)
+};
+
+struct Bucket {
+  uint64_t ios = 0, errors = 0, latency_sum_ns = 0, latency_max_ns = 0;
+};
+
+class Recorder {
+ public:
+  Recorder(uint64_t run_ns, uint32_t buckets);
+  uint64_t bucket_ns() const { return bucket_ns_; }
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+
+  // Returns the window's index (its end can be set later).
+  size_t open_window(uint32_t device, uint64_t from_ns, uint64_t to_ns);
+  void close_window(size_t index, uint64_t to_ns) { windows_[index].to_ns = to_ns; }
+  bool in_window(uint32_t device, uint64_t t) const;
+  // An I/O submitted at `from` and completed at `to` overlaps a window of its device.
+  bool overlaps_window(uint32_t device, uint64_t from, uint64_t to) const;
+
+  // One completed I/O (read, write or flush) of a workload on `device`.
+  void completion(uint32_t device, uint64_t submit_ns, uint64_t done_ns, bool ok);
+
+  uint64_t ios() const { return ios_; }
+  uint64_t errors() const { return errors_; }
+  uint64_t errors_outside_windows() const { return errors_outside_; }
+  // First error outside every window (for the report), or 0.
+  uint64_t first_error_outside_ns() const { return first_error_outside_ns_; }
+  const env::LatencyHistogram& latency() const { return all_; }
+  const env::LatencyHistogram& latency_outside_faults() const { return outside_; }
+
+ private:
+  uint64_t bucket_ns_;
+  std::vector<Bucket> buckets_;
+  std::vector<Window> windows_;
+  env::LatencyHistogram all_, outside_;
+  uint64_t ios_ = 0, errors_ = 0, errors_outside_ = 0, first_error_outside_ns_ = 0;
+};
+
+}  // namespace pollux::scenarios

@@ -1,0 +1,233 @@
+#include "scenarios/runner/report.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+namespace pollux::scenarios {
+namespace {
+
+using nlohmann::json;
+
+std::string us(uint64_t ns) { return fmt::format("{:.1f}", ns / 1e3); }
+
+std::string html_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '&': o += "&amp;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+// One line chart over the run's time buckets; faults are vertical markers.
+std::string svg_chart(const RunResult& r, const std::string& title, const std::string& unit,
+                      const std::vector<double>& values, const std::string& colour) {
+  constexpr int kW = 900, kH = 220, kL = 60, kR = 10, kT = 24, kB = 30;
+  const double span = double(std::max<uint64_t>(1, r.bucket_ns * values.size()));
+  double top = 0;
+  for (double v : values) top = std::max(top, v);
+  if (top <= 0) top = 1;
+  auto x = [&](double t_ns) { return kL + (kW - kL - kR) * t_ns / span; };
+  auto y = [&](double v) { return kT + (kH - kT - kB) * (1 - v / top); };
+  std::string s = fmt::format(
+      "<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' class='chart'>"
+      "<text x='{}' y='16' class='title'>{} ({})</text>"
+      "<line x1='{}' y1='{}' x2='{}' y2='{}' class='axis'/>"
+      "<line x1='{}' y1='{}' x2='{}' y2='{}' class='axis'/>"
+      "<text x='{}' y='{}' class='tick' text-anchor='end'>{:.4g}</text>"
+      "<text x='{}' y='{}' class='tick' text-anchor='end'>0</text>"
+      "<text x='{}' y='{}' class='tick' text-anchor='end'>{}</text>",
+      kW, kH, kL, html_escape(title), unit, kL, kT, kL, kH - kB, kL, kH - kB, kW - kR, kH - kB,
+      kL - 4, kT + 4, top, kL - 4, kH - kB, kW - kR, kH - 8, format_ns(uint64_t(span)));
+  for (const FaultOutcome& f : r.faults) {
+    if (!f.fired) continue;
+    const double fx = x(double(f.fired_ns));
+    s += fmt::format(
+        "<line x1='{0:.1f}' y1='{1}' x2='{0:.1f}' y2='{2}' class='fault'/>"
+        "<text x='{3:.1f}' y='{4}' class='flabel'>{5}</text>",
+        fx, kT, kH - kB, fx + 2, kT + 10, html_escape(f.spec.label));
+  }
+  std::string pts;
+  for (size_t i = 0; i < values.size(); ++i) {
+    pts += fmt::format("{:.1f},{:.1f} ", x((double(i) + 0.5) * double(r.bucket_ns)), y(values[i]));
+  }
+  s += fmt::format("<polyline points='{}' fill='none' stroke='{}' stroke-width='1.5'/></svg>",
+                   pts, colour);
+  return s;
+}
+
+}  // namespace
+
+std::string result_table(const RunResult& r) {
+  std::string s;
+  s += fmt::format("scenario {}  seed {}  {}\n", r.scenario, r.seed, r.passed ? "PASSED" : "FAILED");
+  if (!r.error.empty()) return s + "error: " + r.error + "\n";
+  s += fmt::format("virtual time {} (planned {}), wall {:.2f} s, {} steps, trace {:016x} ({} records)\n",
+                   format_ns(r.simulated_ns), format_ns(r.planned_ns), r.wall_seconds, r.steps,
+                   r.trace_hash, r.trace_records);
+  s += fmt::format("I/O {} completed, {} errors ({} outside fault windows); latency p50 {} us "
+                   "p99 {} us max {} us; outside faults p99 {} us\n",
+                   r.ios, r.errors, r.errors_outside_windows, us(r.latency.quantile(0.5)),
+                   us(r.latency.quantile(0.99)), us(r.latency.max()),
+                   us(r.latency_outside.quantile(0.99)));
+  s += fmt::format("\n{:<10} {:>8} {:>8} {:>7} {:>7} {:>9} {:>7}\n", "workload", "reads",
+                   "writes", "flushes", "errors", "verified", "reopens");
+  for (const WorkloadOutcome& w : r.workloads) {
+    s += fmt::format("{:<10} {:>8} {:>8} {:>7} {:>7} {:>9} {:>7}\n", w.name, w.reads, w.writes,
+                     w.flushes, w.errors, w.verified_reads, w.reopens);
+  }
+  s += fmt::format("\n{:<8} {:<9} {:>6} {:>7} {:>7} {:>8} {:>7} {:>9} {:>10}\n", "device",
+                   "profile", "at end", "resets", "retries", "dev rst", "faults", "swept",
+                   "violations");
+  for (const DeviceOutcome& d : r.devices) {
+    s += fmt::format("{:<8} {:<9} {:>6} {:>7} {:>7} {:>8} {:>7} {:>9} {:>10}\n", d.name,
+                     d.profile, d.attached_at_end ? "yes" : "no", d.host_resets, d.retries,
+                     d.device_resets, d.fault_hits, d.swept_blocks, d.violations);
+  }
+  if (!r.faults.empty()) {
+    s += fmt::format("\n{:<4} {:<22} {:<7} {:>10} {:>12}  {}\n", "line", "fault", "device", "at",
+                     "recovery", "detail");
+    for (const FaultOutcome& f : r.faults) {
+      s += fmt::format("{:<4} {:<22} {:<7} {:>10} {:>12}  {}\n", f.spec.line,
+                       f.spec.label.substr(0, 22), f.spec.device.empty() ? "-" : f.spec.device,
+                       f.fired ? format_ns(f.fired_ns) : "never",
+                       f.recovered ? format_ns(f.recovery_ns) : "-", f.detail.substr(0, 60));
+    }
+  }
+  for (const std::string& v : r.violations) s += "violation: " + v + "\n";
+  for (const std::string& f : r.failures) s += "FAILED: " + f + "\n";
+  if (!r.passed && !r.replay.empty()) s += "replay: " + r.replay + "\n";
+  return s;
+}
+
+std::string report_json(const RunResult& r) {
+  json j;
+  j["scenario"] = r.scenario;
+  j["file"] = r.file;
+  j["seed"] = r.seed;
+  j["passed"] = r.passed;
+  j["error"] = r.error;
+  j["failures"] = r.failures;
+  j["replay"] = r.replay;
+  j["trace_hash"] = fmt::format("{:016x}", r.trace_hash);
+  j["trace_records"] = r.trace_records;
+  j["simulated_ns"] = r.simulated_ns;
+  j["planned_ns"] = r.planned_ns;
+  j["wall_seconds"] = r.wall_seconds;
+  j["steps"] = r.steps;
+  j["ios"] = r.ios;
+  j["errors"] = r.errors;
+  j["errors_outside_windows"] = r.errors_outside_windows;
+  auto lat = [](const env::LatencyHistogram& h) {
+    return json{{"count", h.count()},        {"mean_ns", h.mean()},
+                {"p50_ns", h.quantile(0.5)}, {"p99_ns", h.quantile(0.99)},
+                {"p999_ns", h.quantile(0.999)}, {"max_ns", h.max()}};
+  };
+  j["latency"] = lat(r.latency);
+  j["latency_outside_faults"] = lat(r.latency_outside);
+  j["violation_count"] = r.violation_count;
+  j["violations"] = r.violations;
+  j["devices_at_end"] = r.devices_at_end;
+  j["bucket_ns"] = r.bucket_ns;
+  json series = json::array();
+  for (const Bucket& b : r.series) {
+    series.push_back({b.ios, b.errors, b.ios > b.errors ? b.latency_sum_ns / (b.ios - b.errors) : 0,
+                      b.latency_max_ns});
+  }
+  j["series_columns"] = {"ios", "errors", "mean_latency_ns", "max_latency_ns"};
+  j["series"] = series;
+  for (const FaultOutcome& f : r.faults) {
+    j["faults"].push_back({{"label", f.spec.label}, {"line", f.spec.line},
+                           {"kind", to_string(f.spec.kind)}, {"device", f.device},
+                           {"fired", f.fired}, {"fired_ns", f.fired_ns},
+                           {"recovered", f.recovered}, {"recovery_ns", f.recovery_ns},
+                           {"detail", f.detail}});
+  }
+  for (const WorkloadOutcome& w : r.workloads) {
+    j["workloads"].push_back({{"name", w.name}, {"bdev", w.bdev}, {"reads", w.reads},
+                              {"writes", w.writes}, {"flushes", w.flushes}, {"errors", w.errors},
+                              {"verified_reads", w.verified_reads}, {"reopens", w.reopens},
+                              {"writes_across_power_loss", w.crossed_power_loss}});
+  }
+  for (const DeviceOutcome& d : r.devices) {
+    j["devices"].push_back({{"name", d.name}, {"profile", d.profile}, {"bdev", d.bdev},
+                            {"attached_at_end", d.attached_at_end},
+                            {"host_resets", d.host_resets},
+                            {"host_reset_failures", d.host_reset_failures},
+                            {"retries", d.retries}, {"removed_failures", d.removed_failures},
+                            {"device_resets", d.device_resets}, {"fault_hits", d.fault_hits},
+                            {"writes_lost_to_power", d.writes_lost_to_power},
+                            {"gc_relocations", d.gc_relocations}, {"nand_erases", d.nand_erases},
+                            {"swept_blocks", d.swept_blocks},
+                            {"sweep_read_errors", d.sweep_read_errors},
+                            {"violations", d.violations}});
+  }
+  return j.dump(2) + "\n";
+}
+
+std::string report_html(const RunResult& r) {
+  std::vector<double> iops, errors, lat_mean, lat_max;
+  const double per_s = 1e9 / double(std::max<uint64_t>(r.bucket_ns, 1));
+  for (const Bucket& b : r.series) {
+    iops.push_back(double(b.ios) * per_s);
+    errors.push_back(double(b.errors));
+    const uint64_t ok = b.ios - b.errors;
+    lat_mean.push_back(ok ? double(b.latency_sum_ns) / double(ok) / 1e3 : 0);
+    lat_max.push_back(double(b.latency_max_ns) / 1e3);
+  }
+  std::string h =
+      "<!DOCTYPE html><html><head><meta charset='utf-8'><title>Pollux scenario " +
+      html_escape(r.scenario) +
+      "</title><style>body{font-family:sans-serif;margin:2em;max-width:960px}"
+      "pre{background:#f4f4f4;padding:1em;overflow:auto}.pass{color:#080}.fail{color:#c00}"
+      ".axis{stroke:#444}.fault{stroke:#c00;stroke-dasharray:4 3}.flabel{fill:#c00;font-size:10px}"
+      ".title{font-size:13px;font-weight:bold}.tick{font-size:10px;fill:#444}"
+      "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px}</style></head><body>";
+  h += "<h1>" + html_escape(r.scenario) + " <span class='" + (r.passed ? "pass'>PASSED" : "fail'>FAILED") +
+       "</span></h1>";
+  h += "<p>seed " + std::to_string(r.seed) + " &middot; virtual time " + format_ns(r.simulated_ns) +
+       " &middot; trace " + fmt::format("{:016x}", r.trace_hash) + "</p>";
+  if (!r.failures.empty()) {
+    h += "<ul>";
+    for (const std::string& f : r.failures) h += "<li class='fail'>" + html_escape(f) + "</li>";
+    h += "</ul>";
+  }
+  if (!r.replay.empty()) h += "<p>Replay: <code>" + html_escape(r.replay) + "</code></p>";
+  h += svg_chart(r, "Completions per second", "IOPS", iops, "#06c");
+  h += svg_chart(r, "Failed I/Os per bucket", "count", errors, "#c00");
+  h += svg_chart(r, "Mean latency", "us", lat_mean, "#080");
+  h += svg_chart(r, "Max latency", "us", lat_max, "#a60");
+  h += "<h2>Faults</h2><table><tr><th>line</th><th>fault</th><th>at</th><th>recovery</th><th>detail</th></tr>";
+  for (const FaultOutcome& f : r.faults) {
+    h += "<tr><td>" + std::to_string(f.spec.line) + "</td><td>" + html_escape(f.spec.label) +
+         "</td><td>" + (f.fired ? format_ns(f.fired_ns) : "never") + "</td><td>" +
+         (f.recovered ? format_ns(f.recovery_ns) : "-") + "</td><td>" + html_escape(f.detail) +
+         "</td></tr>";
+  }
+  h += "</table><h2>Result</h2><pre>" + html_escape(result_table(r)) + "</pre></body></html>\n";
+  return h;
+}
+
+std::string write_reports(const RunResult& r, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return dir + ": " + ec.message();
+  for (const auto& [name, text] : {std::pair{"report.json", report_json(r)},
+                                   std::pair{"report.html", report_html(r)}}) {
+    std::ofstream out(dir + "/" + name);
+    out << text;
+    if (!out) return dir + "/" + name + ": cannot write";
+  }
+  return "";
+}
+
+}  // namespace pollux::scenarios

@@ -1,0 +1,630 @@
+#include "scenarios/runner/runner.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "driver/bdev/bdev.h"
+#include "driver/bdev/modules/nvme.h"
+#include "emulator/nvme/fault_commands.h"
+#include "emulator/timing/profile.h"
+#include "emulator/timing/timed_ssd.h"
+#include "scenarios/runner/workload.h"
+#include "scenarios/sim/rig.h"
+
+namespace pollux::scenarios {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr uint64_t kDefaultWindowNs = 10'000'000;
+constexpr uint32_t kSweepBlocks = 64;
+constexpr uint64_t kSettleNs = 20'000'000;
+
+struct Fault {
+  FaultOutcome out;
+  bool insert_pending = false;  // hot_remove with reinsert_after
+  uint64_t insert_at = 0;
+  size_t window = 0;
+  bool window_open = false;
+  uint32_t state_seen = 0;
+};
+
+class Engine {
+ public:
+  Engine(const Scenario& sc, const RunOptions& o) : sc_(sc), o_(o) {
+    seed_ = o.seed ? o.seed : sc.seed;
+  }
+  ~Engine() { teardown(); }
+  RunResult run();
+
+ private:
+  std::string setup();
+  void tick();  // after every advance of virtual time: the fault timeline
+  void fire(Fault& f, uint64_t now);
+  void insert(Fault& f, uint64_t now);
+  void host_actions();
+  void track_recovery(uint64_t now);
+  void progress(uint64_t now, bool last);
+  void settle();
+  void sweep();
+  void judge(RunResult& r);
+  void teardown();
+  uint64_t now() const { return rig_->clock().now() - t0_; }
+  uint32_t device_index(const std::string& name) const;
+  std::string fail_fault(Fault& f, const std::string& why);
+
+  Scenario sc_;
+  RunOptions o_;
+  uint64_t seed_ = 1;
+  std::unique_ptr<sim::Rig> rig_;
+  std::unique_ptr<bdev::Manager> mgr_;
+  std::vector<std::unique_ptr<DeviceTrack>> tracks_;
+  std::vector<std::unique_ptr<Workload>> workloads_;
+  std::unique_ptr<Recorder> rec_;
+  std::vector<Fault> faults_;
+  std::vector<bool> enabling_;  // per device, for state triggers
+  std::vector<uint64_t> lost_to_power_;
+  std::vector<Fault*> host_resets_;  // host actions waiting for the main loop
+  std::vector<std::string> runtime_errors_;
+  uint64_t t0_ = 0;
+  bool armed_ = false;
+  bool hotplug_ = false;
+  Clock::time_point wall0_, last_progress_;
+};
+
+uint32_t Engine::device_index(const std::string& name) const {
+  for (uint32_t i = 0; i < sc_.devices.size(); ++i)
+    if (sc_.devices[i].name == name) return i;
+  return 0;  // the default: the first device (validate() refused unknown names)
+}
+
+std::string Engine::setup() {
+  std::vector<emu::timing::Profile> profiles;
+  for (const DeviceSpec& d : sc_.devices) {
+    auto p = emu::timing::load_profile(d.profile);
+    if (!p) return "device " + d.name + ": " + p.error();
+    auto f = emu::timing::parse_fidelity(d.fidelity);
+    if (!f) return "device " + d.name + ": " + f.error();
+    p.value().fidelity = f.value();
+    if (d.scale_blocks) {
+      if (auto s = emu::timing::scale_capacity(p.value(), d.scale_blocks, d.scale_pages); !s) {
+        return "device " + d.name + ": scale_blocks: " + s.error();
+      }
+    }
+    profiles.push_back(std::move(p).value());
+  }
+  sim::RigOptions ro;
+  ro.profiles = profiles;
+  ro.seed = seed_;
+  ro.attach_controllers = false;
+  const HostSpec host = sc_.host;
+  ro.tune_controller = [host](nvme::ControllerOptions& co) {
+    co.timeout_action = host.timeout_action == "none"    ? nvme::TimeoutAction::kNone
+                        : host.timeout_action == "abort" ? nvme::TimeoutAction::kAbort
+                                                         : nvme::TimeoutAction::kReset;
+    co.max_reset_failures = host.max_reset_failures;
+  };
+  std::string err;
+  rig_ = sim::Rig::create(ro, &err);
+  if (!rig_) return err;
+  for (uint32_t i = 0; i < rig_->devices(); ++i) {
+    rig_->device(i).controller().faults().reseed(seed_ * 1000003 + i);
+  }
+  auto mgr = bdev::Manager::create(rig_->framework());
+  if (!mgr) return mgr.error().message;
+  mgr_ = std::move(mgr).value();
+
+  event::CurrentThreadScope scope(&rig_->thread());
+  sim::Lockstep* ls = &rig_->lockstep();
+  bdev::NvmeBdevOptions base;
+  base.retry_count = host.retry_count;
+  base.admin_poll_period_us = host.admin_poll_us;
+  base.registry = &rig_->registry();
+  base.qpair.timeout_us = host.io_timeout_us;
+  base.qpair_observer = [ls](const nvme::Qpair* qp, bool created) {
+    if (created) ls->watch(qp); else ls->unwatch(qp);
+  };
+  for (uint32_t i = 0; i < rig_->devices(); ++i) {
+    auto ctrl = rig_->connect(i, &err);
+    if (!ctrl) return err;
+    bdev::NvmeBdevOptions o = base;
+    o.name = sc_.devices[i].name;
+    auto names = bdev::nvme_attach_controller(*mgr_, std::move(ctrl), o);
+    if (!names) return "attach " + o.name + ": " + names.error().message;
+    bdev::Bdev* b = mgr_->find(o.name + "n1");
+    if (b == nullptr) return "device " + o.name + " has no namespace 1";
+    auto t = std::make_unique<DeviceTrack>();
+    t->index = i;
+    t->bdev = b->name();
+    t->block_size = b->block_size();
+    t->num_blocks = b->num_blocks();
+    const emu::timing::CacheProfile& cache = profiles[i].cache;
+    t->plp = cache.bytes == 0 || cache.power_loss_protection;
+    t->oracle = std::make_unique<oracle::Oracle>(t->block_size, t->num_blocks);
+    // Per-block state only for the span the workloads use (a drive has ~1e9 blocks).
+    uint64_t span = 0;
+    for (const WorkloadSpec& w : sc_.workloads)
+      if (w.bdev == t->bdev) span = std::max(span, w.range_bytes / t->block_size);
+    span = std::min(span, t->num_blocks);
+    t->busy.assign(span, 0);
+    t->written.assign(span, 0);
+    tracks_.push_back(std::move(t));
+  }
+  if (host.hotplug_poll_us > 0) {
+    std::vector<bdev::NvmeHotplugSlot> slots;
+    for (uint32_t i = 0; i < rig_->devices(); ++i) {
+      sim::Rig* rig = rig_.get();
+      slots.push_back(bdev::NvmeHotplugSlot{
+          sc_.devices[i].name, [rig, i] { return rig->device(i).present(); },
+          [rig, i]() -> Result<std::unique_ptr<nvme::Controller>> {
+            std::string e;
+            auto c = rig->connect(i, &e);
+            if (!c) return make_error(ENODEV, e);
+            return c;
+          }});
+    }
+    if (int rc = bdev::nvme_hotplug_start(*mgr_, std::move(slots), host.hotplug_poll_us, base);
+        rc != 0) {
+      return "hot-plug poller: error " + std::to_string(rc);
+    }
+    hotplug_ = true;
+  }
+  t0_ = rig_->clock().now();
+  rec_ = std::make_unique<Recorder>(sc_.end_ns(), o_.buckets);
+  for (size_t i = 0; i < sc_.workloads.size(); ++i) {
+    const WorkloadSpec& w = sc_.workloads[i];
+    DeviceTrack* t = nullptr;
+    for (auto& x : tracks_)
+      if (x->bdev == w.bdev) t = x.get();
+    if (t == nullptr) return "workload " + w.name + ": no bdev " + w.bdev;
+    auto wl = std::make_unique<Workload>(w, *mgr_, *t, *rec_, rig_->registry(), rig_->clock(),
+                                         seed_ * 7919 + i);
+    if (std::string e = wl->init(); !e.empty()) return e;
+    wl->start(rig_->thread(), t0_);
+    workloads_.push_back(std::move(wl));
+  }
+  for (const FaultSpec& f : sc_.faults) {
+    Fault x;
+    x.out.spec = f;
+    x.out.device = f.device.empty() ? 0 : device_index(f.device);
+    faults_.push_back(x);
+  }
+  enabling_.assign(rig_->devices(), false);
+  lost_to_power_.assign(rig_->devices(), 0);
+  rig_->lockstep().set_after_advance([this] { tick(); });
+  armed_ = true;
+  return "";
+}
+
+std::string Engine::fail_fault(Fault& f, const std::string& why) {
+  std::string s = "fault '" + f.out.spec.label + "'";
+  if (f.out.spec.line) s += " (line " + std::to_string(f.out.spec.line) + ")";
+  s += ": " + why;
+  runtime_errors_.push_back(s);
+  return s;
+}
+
+void Engine::tick() {
+  if (!armed_) return;
+  const uint64_t t = now();
+  for (uint32_t d = 0; d < enabling_.size(); ++d) {
+    const bool e = rig_->device(d).controller().enabling();
+    if (e && !enabling_[d]) {
+      for (Fault& f : faults_) {
+        if (!f.out.fired && f.out.spec.trigger == TriggerKind::kOnState && f.out.device == d &&
+            ++f.state_seen == f.out.spec.occurrence) {
+          fire(f, t);
+        }
+      }
+    }
+    enabling_[d] = e;
+  }
+  for (Fault& f : faults_) {
+    if (f.insert_pending && t >= f.insert_at) insert(f, t);
+    if (f.out.fired) continue;
+    const FaultSpec& s = f.out.spec;
+    if ((s.trigger == TriggerKind::kAt && t >= s.at_ns) ||
+        (s.trigger == TriggerKind::kAfterIos && rec_->ios() >= s.after_ios)) {
+      fire(f, t);
+    }
+  }
+}
+
+void Engine::fire(Fault& f, uint64_t t) {
+  FaultOutcome& o = f.out;
+  const FaultSpec& s = o.spec;
+  o.fired = true;
+  o.fired_ns = t;
+  o.recovery_from_ns = t;
+  const uint32_t d = o.device;
+  emu::nvme::Controller& ctrl = rig_->device(d).controller();
+  uint64_t window = s.window_ns ? s.window_ns : kDefaultWindowNs;
+  switch (s.kind) {
+    case FaultKind::kHotRemove:
+      rig_->hot_remove(d);
+      f.window = rec_->open_window(d, t, kOpenWindow);
+      f.window_open = true;
+      if (s.delay_ns) {
+        f.insert_pending = true;
+        f.insert_at = t + s.delay_ns;
+      }
+      o.detail = s.delay_ns ? "re-insertion after " + format_ns(s.delay_ns) : "stays out";
+      return;
+    case FaultKind::kHotInsert:
+      if (rig_->device(d).present()) {
+        o.detail = "already present";
+      } else {
+        rig_->hot_insert(d);
+        // Close the window of the removal it ends.
+        for (Fault& r : faults_) {
+          if (r.window_open && r.out.device == d) {
+            rec_->close_window(r.window, t + (r.out.spec.window_ns ? r.out.spec.window_ns : kDefaultWindowNs));
+            r.window_open = false;
+            r.out.recovery_from_ns = t;
+          }
+        }
+      }
+      break;
+    case FaultKind::kFatal: ctrl.inject_fatal_status(); break;
+    case FaultKind::kDisable: ctrl.inject_spontaneous_disable(); break;
+    case FaultKind::kPowerLoss: {
+      const auto lost = rig_->sim().device(d).power_loss();
+      lost_to_power_[d] += lost.size();
+      tracks_[d]->oracle->power_loss(tracks_[d]->plp);
+      for (auto& w : workloads_)
+        if (w->spec().bdev == tracks_[d]->bdev) w->on_power_loss();
+      o.detail = std::to_string(lost.size()) + " acknowledged writes lost from a volatile cache";
+      break;
+    }
+    case FaultKind::kReadyDelay:
+      rig_->sim().device(d).delay_next_ready(s.delay_ns * emu::timing::kNs);
+      o.detail = "next enable +" + format_ns(s.delay_ns);
+      break;
+    case FaultKind::kHostReset: host_resets_.push_back(&f); break;
+    case FaultKind::kCommand: {
+      const std::string reply = emu::nvme::apply_fault_command(ctrl, s.command_json);
+      if (reply.find("\"ok\":true") == std::string::npos) fail_fault(f, reply);
+      o.detail = s.command_json;
+      break;
+    }
+    case FaultKind::kBadBlocks: {
+      uint64_t range = 0;
+      for (const WorkloadSpec& w : sc_.workloads)
+        if (w.bdev == tracks_[d]->bdev) range = std::max(range, w.range_bytes);
+      range = std::min(range / tracks_[d]->block_size, tracks_[d]->num_blocks);
+      std::mt19937_64 rng(seed_ ^ (0x9e3779b97f4a7c15ull * (t + 1)));
+      for (uint32_t i = 0; i < s.count && range > 0; ++i) {
+        ctrl.faults().add_bad_block(1, std::uniform_int_distribution<uint64_t>(0, range - 1)(rng));
+      }
+      o.detail = std::to_string(ctrl.faults().bad_blocks()) + " bad blocks on the device";
+      // Reads of a bad block fail until a write heals it: the rest of the run.
+      if (!s.window_ns) window = kOpenWindow - t;
+      break;
+    }
+    case FaultKind::kClear:
+      ctrl.faults().clear_rules();
+      ctrl.faults().clear_bad_blocks();
+      break;
+  }
+  f.window = rec_->open_window(d, t, window == kOpenWindow - t ? kOpenWindow : t + window);
+}
+
+void Engine::insert(Fault& f, uint64_t t) {
+  f.insert_pending = false;
+  const uint32_t d = f.out.device;
+  rig_->hot_insert(d);
+  rec_->close_window(f.window, t + (f.out.spec.window_ns ? f.out.spec.window_ns : kDefaultWindowNs));
+  f.window_open = false;
+  f.out.recovery_from_ns = t;
+}
+
+// Host actions run between steps, never inside a set-up wait.
+void Engine::host_actions() {
+  if (host_resets_.empty()) return;
+  std::vector<Fault*> todo;
+  todo.swap(host_resets_);
+  event::CurrentThreadScope scope(&rig_->thread());
+  for (Fault* f : todo) {
+    const std::string& name = sc_.devices[f->out.device].name;
+    const int rc = bdev::nvme_reset_controller(*mgr_, name, nullptr, nullptr);
+    f->out.detail = rc == 0 ? "bdev_nvme reset requested" : "no controller " + name + " to reset";
+  }
+}
+
+void Engine::track_recovery(uint64_t t) {
+  for (Fault& f : faults_) {
+    FaultOutcome& o = f.out;
+    if (!o.fired || o.recovered || f.window_open || f.insert_pending) continue;
+    if (tracks_[o.device]->last_success_submit_ns >= o.recovery_from_ns &&
+        tracks_[o.device]->last_success_submit_ns != 0) {
+      o.recovered = true;
+      o.recovery_ns = t - o.recovery_from_ns;
+    }
+  }
+}
+
+void Engine::progress(uint64_t t, bool last) {
+  if (!o_.progress) return;
+  const auto w = Clock::now();
+  if (!last && w - last_progress_ < std::chrono::milliseconds(100)) return;
+  last_progress_ = w;
+  const uint64_t end = std::max<uint64_t>(sc_.end_ns(), 1);
+  const int pct = static_cast<int>(std::min<uint64_t>(100, t * 100 / end));
+  char bar[21];
+  for (int i = 0; i < 20; ++i) bar[i] = i < pct / 5 ? '#' : '.';
+  bar[20] = 0;
+  // IOPS of the last full bucket.
+  const auto& b = rec_->buckets();
+  const size_t k = std::min<size_t>(t / rec_->bucket_ns(), b.size() - 1);
+  const double iops = k > 0 ? double(b[k - 1].ios) * 1e9 / double(rec_->bucket_ns()) : 0.0;
+  size_t fired = 0;
+  for (const Fault& f : faults_) fired += f.out.fired;
+  std::fprintf(stderr, "\r[%s] %3d%%  %s / %s  %7.0fK IOPS  %lu errors  faults %zu/%zu%s", bar,
+               pct, format_ns(t).c_str(), format_ns(end).c_str(), iops / 1e3,
+               static_cast<unsigned long>(rec_->errors()), fired, faults_.size(),
+               last ? "\n" : "   ");
+}
+
+// Lets the hot-plug poller bring back devices that are present again before the sweep.
+void Engine::settle() {
+  if (!hotplug_) return;
+  const uint64_t until = now() + kSettleNs;
+  auto missing = [&] {
+    for (const Fault& f : faults_)
+      if (f.insert_pending) return true;
+    const auto names = bdev::nvme_controller_names(*mgr_);
+    for (uint32_t i = 0; i < rig_->devices(); ++i) {
+      if (!rig_->device(i).present()) continue;
+      if (std::find(names.begin(), names.end(), sc_.devices[i].name) == names.end()) return true;
+      if (mgr_->find(tracks_[i]->bdev) == nullptr) return true;
+    }
+    return false;
+  };
+  while (missing() && now() < until) rig_->lockstep().step();
+}
+
+// Reads back every block ever written, through the bdev layer, and checks it.
+void Engine::sweep() {
+  auto mem = env::DmaRegion::create(rig_->registry(), size_t{kSweepBlocks} * 4096);
+  if (!mem) {
+    runtime_errors_.push_back("sweep: " + mem.error().message);
+    return;
+  }
+  struct Read {
+    bool done = false, ok = false;
+    static void cb(bdev::BdevIo&, bool success, void* arg) {
+      auto* r = static_cast<Read*>(arg);
+      r->done = true;
+      r->ok = success;
+    }
+  };
+  event::CurrentThreadScope scope(&rig_->thread());
+  for (auto& tp : tracks_) {
+    DeviceTrack& t = *tp;
+    auto desc = mgr_->open(t.bdev, false);
+    if (!desc) continue;  // the device is gone for good: nothing to read it through
+    event::IoChannel* ch = mgr_->get_io_channel(desc.value());
+    const uint32_t max = std::min<uint32_t>(kSweepBlocks, 4096 * kSweepBlocks / t.block_size);
+    uint64_t lba = 0;
+    const uint64_t span = t.written.size();
+    while (lba < span) {
+      if (!t.written[lba]) {
+        ++lba;
+        continue;
+      }
+      uint32_t n = 1;
+      while (n < max && lba + n < span && t.written[lba + n]) ++n;
+      Read r;
+      int rc = mgr_->read(desc.value(), ch, mem.value()->data(), lba, n, Read::cb, &r);
+      for (uint64_t g = 0; rc == 0 && !r.done && g < 10'000'000; ++g) rig_->lockstep().step();
+      if (rc == 0 && r.done && r.ok) {
+        t.note(t.oracle->check_read(lba, n, mem.value()->data()));
+        t.swept_blocks += n;
+      } else {
+        ++t.sweep_read_errors;
+      }
+      lba += n;
+    }
+    mgr_->put_io_channel(ch);
+    mgr_->close(desc.value());
+  }
+}
+
+void Engine::teardown() {
+  if (!rig_) return;
+  armed_ = false;
+  {
+    event::CurrentThreadScope scope(&rig_->thread());
+    for (auto& w : workloads_) w->stop();
+    if (mgr_) {
+      if (hotplug_) bdev::nvme_hotplug_stop(*mgr_);
+      for (const std::string& n : bdev::nvme_controller_names(*mgr_)) {
+        bdev::nvme_detach_controller(*mgr_, n);
+      }
+    }
+  }
+  for (int g = 0; mgr_ && g < 1'000'000 && !bdev::nvme_controller_names(*mgr_).empty(); ++g) {
+    rig_->lockstep().step();
+  }
+  workloads_.clear();
+  mgr_.reset();
+  rig_->lockstep().set_after_advance(nullptr);
+  rig_.reset();
+}
+
+RunResult Engine::run() {
+  RunResult r;
+  r.scenario = sc_.name;
+  r.file = sc_.file;
+  r.seed = seed_;
+  r.replay = o_.replay;
+  r.planned_ns = sc_.end_ns();
+  wall0_ = Clock::now();
+  if (std::string e = setup(); !e.empty()) {
+    r.error = e;
+    return r;
+  }
+  sim::Lockstep& ls = rig_->lockstep();
+  // A run may overrun its plan while I/O drains after recovery; a stall beyond this is a hang.
+  const uint64_t grace = std::max<uint64_t>(100'000'000, 50 * sc_.host.io_timeout_us * 1000);
+  bool hung = false;
+  for (;;) {
+    ls.step();
+    host_actions();
+    const uint64_t t = now();
+    track_recovery(t);
+    progress(t, false);
+    bool all = true;
+    for (auto& w : workloads_) all &= w->done();
+    if (all) break;
+    if (t > sc_.end_ns() + grace) {
+      hung = true;
+      break;
+    }
+  }
+  progress(now(), true);
+  if (hung) {
+    uint64_t stuck = 0;
+    std::string who;
+    for (auto& w : workloads_) {
+      stuck += w->stats().outstanding;
+      if (w->stats().outstanding) {
+        who += " " + w->spec().name + ":" + std::to_string(w->stats().outstanding);
+      }
+    }
+    for (uint32_t i = 0; i < rig_->devices(); ++i) {
+      const emu::nvme::Controller& c = rig_->device(i).controller();
+      who += " " + sc_.devices[i].name + (c.ready() ? " ready" : " not-ready") +
+             (c.fatal() ? " fatal" : "") + (rig_->device(i).present() ? "" : " removed") +
+             " in-flight " + std::to_string(rig_->sim().device(i).stats().in_flight);
+    }
+    r.failures.push_back("the run did not finish: " + std::to_string(stuck) +
+                         " I/Os still outstanding " + format_ns(now() - sc_.end_ns()) +
+                         " after the workloads' end (a hang):" + who);
+  }
+  // Re-insertions still pending happen during the settle (the timeline stays armed).
+  settle();
+  armed_ = false;
+  r.simulated_ns = now();
+  sweep();
+  judge(r);
+  r.trace_hash = rig_->sim().trace().hash();
+  r.trace_records = rig_->sim().trace().records();
+  r.steps = ls.steps();
+  r.wall_seconds = std::chrono::duration<double>(Clock::now() - wall0_).count();
+  return r;
+}
+
+void Engine::judge(RunResult& r) {
+  const Expectations& e = sc_.expect;
+  r.ios = rec_->ios();
+  r.errors = rec_->errors();
+  r.errors_outside_windows = rec_->errors_outside_windows();
+  r.latency = rec_->latency();
+  r.latency_outside = rec_->latency_outside_faults();
+  r.series = rec_->buckets();
+  r.bucket_ns = rec_->bucket_ns();
+  for (const std::string& s : runtime_errors_) r.failures.push_back(s);
+  const auto names = bdev::nvme_controller_names(*mgr_);
+  r.devices_at_end = 0;
+  for (uint32_t i = 0; i < rig_->devices(); ++i) {
+    DeviceOutcome d;
+    d.name = sc_.devices[i].name;
+    d.profile = sc_.devices[i].profile;
+    d.bdev = tracks_[i]->bdev;
+    d.attached_at_end = mgr_->find(d.bdev) != nullptr;
+    r.devices_at_end += d.attached_at_end;
+    if (auto s = bdev::nvme_controller_stats(*mgr_, d.name)) {
+      d.host_resets = s.value().resets;
+      d.host_reset_failures = s.value().reset_failures;
+      d.retries = s.value().retries;
+      d.removed_failures = s.value().removed_failures;
+    }
+    const emu::nvme::Controller& c = rig_->device(i).controller();
+    d.device_resets = c.counters().resets;
+    const emu::timing::TimedSsdStats ts = rig_->sim().device(i).stats();
+    d.gc_relocations = ts.ftl.gc_relocations;
+    d.nand_erases = ts.ftl.erases;
+    d.fault_hits = c.fault_hits();
+    d.writes_lost_to_power = lost_to_power_[i];
+    d.swept_blocks = tracks_[i]->swept_blocks;
+    d.sweep_read_errors = tracks_[i]->sweep_read_errors;
+    d.violations = tracks_[i]->violations;
+    r.violation_count += tracks_[i]->violations;
+    for (const std::string& v : tracks_[i]->violation_text)
+      if (r.violations.size() < 20) r.violations.push_back(v);
+    r.devices.push_back(d);
+  }
+  (void)names;
+  uint64_t ok_ios = 0;
+  for (auto& w : workloads_) {
+    const WorkloadStats& s = w->stats();
+    r.workloads.push_back(WorkloadOutcome{w->spec().name, w->spec().bdev, s.reads, s.writes,
+                                          s.flushes, s.errors, s.verified_reads, s.reopens,
+                                          s.crossed_power_loss});
+    ok_ios += s.reads + s.writes + s.flushes - s.errors;
+  }
+  for (const Fault& f : faults_) r.faults.push_back(f.out);
+
+  if (e.no_lost_writes && r.violation_count > 0) {
+    r.failures.push_back("data integrity: " + std::to_string(r.violation_count) +
+                         " violations (first: " + r.violations.front() + ")");
+  }
+  if (e.errors_only_in_windows && r.errors_outside_windows > 0) {
+    r.failures.push_back(std::to_string(r.errors_outside_windows) +
+                         " I/O errors outside every fault window (first at " +
+                         format_ns(rec_->first_error_outside_ns()) + ")");
+  }
+  if (r.errors > e.max_errors) {
+    r.failures.push_back(std::to_string(r.errors) + " I/O errors (at most " +
+                         std::to_string(e.max_errors) + " expected)");
+  }
+  if (ok_ios < e.min_ios) {
+    r.failures.push_back(std::to_string(ok_ios) + " successful I/Os (at least " +
+                         std::to_string(e.min_ios) + " expected)");
+  }
+  for (const Fault& f : faults_) {
+    const FaultOutcome& o = f.out;
+    const std::string what = "fault '" + o.spec.label + "'" +
+                             (o.spec.line ? " (line " + std::to_string(o.spec.line) + ")" : "");
+    if (!o.fired) {
+      r.failures.push_back(what + " never fired");
+      continue;
+    }
+    if (e.recovery_within_ns == 0 || f.window_open || o.recovery_from_ns > sc_.end_ns()) continue;
+    if (!o.recovered) {
+      r.failures.push_back(what + ": no successful I/O on " + sc_.devices[o.device].name +
+                           " after it (recovery bound " + format_ns(e.recovery_within_ns) + ")");
+    } else if (o.recovery_ns > e.recovery_within_ns) {
+      r.failures.push_back(what + ": recovered in " + format_ns(o.recovery_ns) + " (bound " +
+                           format_ns(e.recovery_within_ns) + ")");
+    }
+  }
+  for (const LatencyExpectation& l : e.latency_outside_faults) {
+    const uint64_t v = r.latency_outside.quantile(l.percentile / 100.0);
+    if (v > l.max_us * 1000) {
+      char b[160];
+      std::snprintf(b, sizeof b, "p%g latency outside fault windows is %.1f us (at most %lu us)",
+                    l.percentile, v / 1e3, static_cast<unsigned long>(l.max_us));
+      r.failures.push_back(b);
+    }
+  }
+  if (e.devices_at_end >= 0 && r.devices_at_end != static_cast<uint32_t>(e.devices_at_end)) {
+    r.failures.push_back(std::to_string(r.devices_at_end) + " devices attached at the end (" +
+                         std::to_string(e.devices_at_end) + " expected)");
+  }
+  r.passed = r.failures.empty();
+}
+
+}  // namespace
+
+RunResult run_scenario(const Scenario& scenario, const RunOptions& options) {
+  Engine e(scenario, options);
+  return e.run();
+}
+
+}  // namespace pollux::scenarios

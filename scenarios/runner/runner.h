@@ -1,0 +1,76 @@
+// Runs a scenario in virtual time: builds the topology (timed devices, the unchanged driver
+// and bdev_nvme with its hot-plug poller, one step-mode reactor), runs the verified
+// workloads, fires the fault timeline at its instants, sweeps every written block through
+// the oracle at the end, and judges the expectations.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "driver/env/histogram.h"
+#include "scenarios/runner/recorder.h"
+#include "scenarios/runner/scenario.h"
+
+namespace pollux::scenarios {
+
+struct RunOptions {
+  uint64_t seed = 0;      // 0: the scenario's own seed
+  bool progress = false;  // a live progress line on stderr
+  uint32_t buckets = 200; // time buckets of the report's charts
+  std::string replay;     // the command that replays this run (printed on failure)
+};
+
+struct FaultOutcome {
+  FaultSpec spec;
+  uint32_t device = 0;
+  bool fired = false;
+  uint64_t fired_ns = 0;
+  uint64_t recovery_from_ns = 0;  // the fault, or the re-insertion after a hot-remove
+  bool recovered = false;
+  uint64_t recovery_ns = 0;       // to the first I/O submitted after it that succeeded
+  std::string detail;             // what happened ("12 writes lost in the cache", ...)
+};
+
+struct WorkloadOutcome {
+  std::string name, bdev;
+  uint64_t reads = 0, writes = 0, flushes = 0, errors = 0, verified_reads = 0, reopens = 0;
+  uint64_t crossed_power_loss = 0;
+};
+
+struct DeviceOutcome {
+  std::string name, profile, bdev;
+  bool attached_at_end = false;
+  uint64_t host_resets = 0, host_reset_failures = 0, retries = 0, removed_failures = 0;
+  uint64_t device_resets = 0, fault_hits = 0, writes_lost_to_power = 0;
+  uint64_t gc_relocations = 0, nand_erases = 0;  // NAND media: the FTL's garbage collection
+  uint64_t swept_blocks = 0, sweep_read_errors = 0;
+  uint64_t violations = 0;
+};
+
+struct RunResult {
+  std::string error;                 // set-up failed: nothing ran
+  bool passed = false;
+  std::vector<std::string> failures; // each failed expectation, in words
+  std::string scenario, file;
+  uint64_t seed = 0;
+  uint64_t trace_hash = 0, trace_records = 0;
+  uint64_t simulated_ns = 0, planned_ns = 0, steps = 0;
+  double wall_seconds = 0;
+  uint64_t ios = 0, errors = 0, errors_outside_windows = 0;
+  env::LatencyHistogram latency, latency_outside;
+  std::vector<Bucket> series;
+  uint64_t bucket_ns = 0;
+  std::vector<FaultOutcome> faults;
+  std::vector<WorkloadOutcome> workloads;
+  std::vector<DeviceOutcome> devices;
+  std::vector<std::string> violations;  // the first few, in words
+  uint64_t violation_count = 0;
+  uint32_t devices_at_end = 0;
+  std::string replay;
+};
+
+RunResult run_scenario(const Scenario& scenario, const RunOptions& options);
+
+}  // namespace pollux::scenarios

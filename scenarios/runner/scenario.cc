@@ -1,0 +1,421 @@
+#include "scenarios/runner/scenario.h"
+
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "emulator/nvme/faults.h"
+#include "emulator/timing/yaml_section.h"
+
+namespace pollux::scenarios {
+namespace {
+
+using emu::nvme::Error;
+using emu::nvme::Result;
+using emu::nvme::Status;
+using emu::timing::kNs;
+using emu::timing::yaml::err;
+using emu::timing::yaml::Section;
+using emu::timing::yaml::where;
+
+constexpr emu::timing::SimTime kMaxScenarioTime = 3600 * emu::timing::kSec;
+
+// Section::duration reads simulated time (ps); scenarios speak ns.
+Status duration_ns(Section& s, const char* key, uint64_t* out) {
+  emu::timing::SimTime t = *out * kNs;
+  POLLUX_TRY(s.duration(key, &t, kMaxScenarioTime));
+  *out = t / kNs;
+  return {};
+}
+
+int line_of(const YAML::Node& n) { return n.Mark().line < 0 ? 0 : n.Mark().line + 1; }
+
+Status parse_device(const YAML::Node& n, size_t i, DeviceSpec* d) {
+  const std::string prefix = "topology.devices[" + std::to_string(i) + "]";
+  if (!n.IsMap()) return err(prefix + ": expected a mapping" + where(n));
+  Section s(n, prefix);
+  d->name = "nvme" + std::to_string(i);
+  POLLUX_TRY(s.string("name", &d->name));
+  POLLUX_TRY(s.string("profile", &d->profile));
+  POLLUX_TRY(s.string("fidelity", &d->fidelity));
+  POLLUX_TRY(s.uint("scale_blocks", 1, 1u << 20, &d->scale_blocks));
+  POLLUX_TRY(s.uint("scale_pages", 1, 1u << 16, &d->scale_pages));
+  if (d->scale_pages && !d->scale_blocks) {
+    return err(prefix + ".scale_pages: only with scale_blocks" + where(n["scale_pages"]));
+  }
+  if (d->fidelity != "timed" && d->fidelity != "rtl") {
+    return err(prefix + ".fidelity: '" + d->fidelity + "' (expected timed or rtl: a scenario " +
+               "runs in virtual time)" + where(n["fidelity"]));
+  }
+  return s.unknown_keys();
+}
+
+Status parse_host(const YAML::Node& n, HostSpec* h) {
+  Section s(n, "host");
+  POLLUX_TRY(s.check_is_map());
+  POLLUX_TRY(s.uint("io_timeout_us", 0, 60'000'000, &h->io_timeout_us));
+  POLLUX_TRY(s.string("timeout_action", &h->timeout_action));
+  POLLUX_TRY(s.uint("retry_count", 0, 100, &h->retry_count));
+  POLLUX_TRY(s.uint("admin_poll_us", 1, 10'000'000, &h->admin_poll_us));
+  POLLUX_TRY(s.uint("hotplug_poll_us", 0, 10'000'000, &h->hotplug_poll_us));
+  POLLUX_TRY(s.uint("max_reset_failures", 1, 100, &h->max_reset_failures));
+  if (h->timeout_action != "none" && h->timeout_action != "abort" &&
+      h->timeout_action != "reset") {
+    return err("host.timeout_action: '" + h->timeout_action + "' (expected none, abort or reset)" +
+               where(n["timeout_action"]));
+  }
+  return s.unknown_keys();
+}
+
+Status parse_workload(const YAML::Node& n, size_t i, WorkloadSpec* w) {
+  const std::string prefix = "workloads[" + std::to_string(i) + "]";
+  if (!n.IsMap()) return err(prefix + ": expected a mapping" + where(n));
+  Section s(n, prefix);
+  w->name = "w" + std::to_string(i);
+  POLLUX_TRY(s.string("name", &w->name));
+  POLLUX_TRY(s.string("bdev", &w->bdev));
+  std::string pattern = "random";
+  POLLUX_TRY(s.string("pattern", &pattern));
+  if (pattern == "random") w->pattern = Pattern::kRandom;
+  else if (pattern == "sequential") w->pattern = Pattern::kSequential;
+  else return err(prefix + ".pattern: '" + pattern + "' (expected random or sequential)" + where(n["pattern"]));
+  POLLUX_TRY(s.uint("read_percent", 0, 100, &w->read_percent));
+  uint64_t bs = w->block_size;
+  POLLUX_TRY(s.size("block_size", &bs));
+  if (bs == 0 || bs > (1u << 20) || bs % 512) {
+    return err(prefix + ".block_size: " + std::to_string(bs) +
+               " (expected a multiple of 512 up to 1 MiB)" + where(n["block_size"]));
+  }
+  w->block_size = static_cast<uint32_t>(bs);
+  POLLUX_TRY(s.uint("queue_depth", 1, 1024, &w->queue_depth));
+  POLLUX_TRY(duration_ns(s, "start", &w->start_ns));
+  POLLUX_TRY(duration_ns(s, "duration", &w->duration_ns));
+  POLLUX_TRY(s.size("range", &w->range_bytes));
+  POLLUX_TRY(s.boolean("verify", &w->verify));
+  POLLUX_TRY(s.uint("flush_every", 0, 1u << 30, &w->flush_every));
+  if (w->bdev.empty()) return err(prefix + ".bdev: required" + where(n));
+  if (w->duration_ns == 0) return err(prefix + ".duration: must be more than 0" + where(n));
+  if (w->range_bytes < w->block_size) {
+    return err(prefix + ".range: smaller than one block_size" + where(n));
+  }
+  return s.unknown_keys();
+}
+
+struct ActionName {
+  const char* name;
+  FaultKind kind;
+};
+constexpr ActionName kActions[] = {
+    {"hot_remove", FaultKind::kHotRemove}, {"hot_insert", FaultKind::kHotInsert},
+    {"fatal", FaultKind::kFatal},          {"disable", FaultKind::kDisable},
+    {"power_loss", FaultKind::kPowerLoss}, {"ready_delay", FaultKind::kReadyDelay},
+    {"host_reset", FaultKind::kHostReset}, {"bad_blocks", FaultKind::kBadBlocks},
+    {"clear", FaultKind::kClear},
+};
+constexpr const char* kCommandActions[] = {"status", "never_complete", "delay",
+                                           "duplicate_completion", "unknown_cid", "stale_phase"};
+
+int parse_opcode(const std::string& s) {
+  if (s == "flush") return 0x00;
+  if (s == "write") return 0x01;
+  if (s == "read") return 0x02;
+  if (s == "write_zeroes") return 0x08;
+  if (s == "dsm") return 0x09;
+  char* end = nullptr;
+  const long v = std::strtol(s.c_str(), &end, 0);
+  return (s.empty() || *end || v < 0 || v > 255) ? -1 : static_cast<int>(v);
+}
+
+// The command-level fault fields, turned into the JSON the device's fault commands take.
+Status parse_command(Section& s, const YAML::Node& n, const std::string& prefix,
+                     const std::string& action, FaultSpec* f) {
+  nlohmann::json j{{"cmd", "fault"}, {"action", action}};
+  std::string status, opcode;
+  POLLUX_TRY(s.string("status", &status));
+  POLLUX_TRY(s.string("opcode", &opcode));
+  if (action == "status") {
+    if (status.empty()) return err(prefix + ".status: required for action status" + where(n));
+    auto st = emu::nvme::parse_fault_status(status);
+    if (!st) return err(prefix + ".status: " + st.error() + where(n["status"]));
+    j["status"] = status;
+  } else if (!status.empty()) {
+    return err(prefix + ".status: only for action status" + where(n["status"]));
+  }
+  if (!opcode.empty()) {
+    const int op = parse_opcode(opcode);
+    if (op < 0) {
+      return err(prefix + ".opcode: '" + opcode +
+                 "' (expected read, write, flush, write_zeroes, dsm or a number 0-255)" +
+                 where(n["opcode"]));
+    }
+    j["opcode"] = op;
+  }
+  uint64_t count = 0;
+  POLLUX_TRY(s.uint("count", 0, 1ull << 40, &count));
+  if (count) j["count"] = count;
+  if (YAML::Node p = s.take("probability")) {
+    char* end = nullptr;
+    const std::string t = p.IsScalar() ? p.Scalar() : "";
+    const double v = std::strtod(t.c_str(), &end);
+    if (t.empty() || *end || !(v >= 0 && v <= 1)) {
+      return err(prefix + ".probability: '" + t + "' (expected a number in [0, 1])" + where(p));
+    }
+    j["probability"] = v;
+  }
+  if (YAML::Node l = s.take("lba")) {
+    if (!l.IsSequence() || l.size() != 2) {
+      return err(prefix + ".lba: expected [first, last]" + where(l));
+    }
+    uint64_t lo = 0, hi = 0;
+    try {
+      lo = l[0].as<uint64_t>();
+      hi = l[1].as<uint64_t>();
+    } catch (const YAML::Exception&) {
+      return err(prefix + ".lba: expected two integers" + where(l));
+    }
+    if (lo > hi) return err(prefix + ".lba: first > last" + where(l));
+    j["lba"] = {lo, hi};
+  }
+  if (action == "delay") {
+    POLLUX_TRY(duration_ns(s, "delay", &f->delay_ns));
+    if (f->delay_ns < 1000) return err(prefix + ".delay: at least 1us for action delay" + where(n));
+    j["delay_us"] = f->delay_ns / 1000;
+  }
+  f->command_json = j.dump();
+  return {};
+}
+
+Status parse_fault(const YAML::Node& n, size_t i, FaultSpec* f) {
+  const std::string prefix = "faults[" + std::to_string(i) + "]";
+  if (!n.IsMap()) return err(prefix + ": expected a mapping" + where(n));
+  f->line = line_of(n);
+  Section s(n, prefix);
+  int triggers = 0;
+  if (n["at"]) {
+    ++triggers;
+    f->trigger = TriggerKind::kAt;
+    POLLUX_TRY(duration_ns(s, "at", &f->at_ns));
+  }
+  if (n["after_ios"]) {
+    ++triggers;
+    f->trigger = TriggerKind::kAfterIos;
+    POLLUX_TRY(s.uint("after_ios", 1, 1ull << 50, &f->after_ios));
+  }
+  if (n["on"]) {
+    ++triggers;
+    f->trigger = TriggerKind::kOnState;
+    POLLUX_TRY(s.string("on", &f->state));
+    if (f->state != "controller_init") {
+      return err(prefix + ".on: '" + f->state + "' (expected controller_init)" + where(n["on"]));
+    }
+    POLLUX_TRY(s.uint("occurrence", 1, 1000, &f->occurrence));
+  }
+  if (triggers != 1) {
+    return err(prefix + ": exactly one of at, after_ios or on is required" + where(n));
+  }
+  POLLUX_TRY(s.string("device", &f->device));
+  POLLUX_TRY(s.string("label", &f->label));
+  POLLUX_TRY(duration_ns(s, "window", &f->window_ns));
+  std::string action;
+  POLLUX_TRY(s.string("action", &action));
+  if (action.empty()) return err(prefix + ".action: required" + where(n));
+  bool known = false;
+  for (const ActionName& a : kActions) {
+    if (action == a.name) {
+      f->kind = a.kind;
+      known = true;
+    }
+  }
+  for (const char* a : kCommandActions) {
+    if (action == a) {
+      f->kind = FaultKind::kCommand;
+      known = true;
+      POLLUX_TRY(parse_command(s, n, prefix, action, f));
+    }
+  }
+  if (!known) {
+    std::string list;
+    for (const ActionName& a : kActions) list += std::string(list.empty() ? "" : ", ") + a.name;
+    for (const char* a : kCommandActions) list += std::string(", ") + a;
+    return err(prefix + ".action: '" + action + "' (expected one of: " + list + ")" +
+               where(n["action"]));
+  }
+  if (f->kind == FaultKind::kHotRemove) POLLUX_TRY(duration_ns(s, "reinsert_after", &f->delay_ns));
+  if (f->kind == FaultKind::kReadyDelay) {
+    POLLUX_TRY(duration_ns(s, "delay", &f->delay_ns));
+    if (f->delay_ns == 0) return err(prefix + ".delay: required for ready_delay" + where(n));
+  }
+  if (f->kind == FaultKind::kBadBlocks) {
+    POLLUX_TRY(s.uint("count", 1, 1u << 20, &f->count));
+    if (f->count == 0) return err(prefix + ".count: required for bad_blocks" + where(n));
+  }
+  if (f->label.empty()) f->label = action;
+  return s.unknown_keys();
+}
+
+Status parse_expect(const YAML::Node& n, Expectations* e) {
+  Section s(n, "expect");
+  POLLUX_TRY(s.check_is_map());
+  POLLUX_TRY(s.boolean("no_lost_writes", &e->no_lost_writes));
+  POLLUX_TRY(s.boolean("errors_only_in_windows", &e->errors_only_in_windows));
+  POLLUX_TRY(duration_ns(s, "recovery_within", &e->recovery_within_ns));
+  POLLUX_TRY(s.uint("min_ios", 0, 1ull << 50, &e->min_ios));
+  POLLUX_TRY(s.uint("max_errors", 0, 1ull << 50, &e->max_errors));
+  uint32_t devices = 0;
+  if (n && n["devices_at_end"]) {
+    POLLUX_TRY(s.uint("devices_at_end", 0, 64, &devices));
+    e->devices_at_end = static_cast<int>(devices);
+  }
+  if (YAML::Node l = s.take("latency_outside_faults")) {
+    if (!l.IsSequence()) return err("expect.latency_outside_faults: expected a list" + where(l));
+    for (size_t i = 0; i < l.size(); ++i) {
+      const std::string p = "expect.latency_outside_faults[" + std::to_string(i) + "]";
+      Section ls(l[i], p);
+      POLLUX_TRY(ls.check_is_map());
+      LatencyExpectation le;
+      uint32_t pct = 99;
+      POLLUX_TRY(ls.uint("percentile", 1, 100, &pct));
+      le.percentile = pct;
+      POLLUX_TRY(ls.uint("max_us", 1, 1ull << 40, &le.max_us));
+      if (le.max_us == 0) return err(p + ".max_us: required" + where(l[i]));
+      POLLUX_TRY(ls.unknown_keys());
+      e->latency_outside_faults.push_back(le);
+    }
+  }
+  return s.unknown_keys();
+}
+
+Result<Scenario> parse_root(const YAML::Node& root, const std::string& file) {
+  if (!root.IsMap()) return err("scenario: the document must be a mapping");
+  Scenario sc;
+  sc.file = file;
+  Section top(root, "");
+  POLLUX_TRY(top.string("name", &sc.name));
+  POLLUX_TRY(top.string("description", &sc.description));
+  POLLUX_TRY(top.uint("seed", 0, ~0ull, &sc.seed));
+  POLLUX_TRY(top.string("time", &sc.time));
+  if (sc.time != "virtual" && sc.time != "realtime") {
+    return err("time: '" + sc.time + "' (expected virtual or realtime)" + where(root["time"]));
+  }
+  YAML::Node topo = top.take("topology");
+  if (!topo || !topo.IsMap()) return err("topology: required (a mapping with devices)" + where(root));
+  Section ts(topo, "topology");
+  YAML::Node devs = ts.take("devices");
+  if (!devs || !devs.IsSequence() || devs.size() == 0) {
+    return err("topology.devices: required (a list of devices)" + where(topo));
+  }
+  for (size_t i = 0; i < devs.size(); ++i) {
+    DeviceSpec d;
+    POLLUX_TRY(parse_device(devs[i], i, &d));
+    sc.devices.push_back(d);
+  }
+  POLLUX_TRY(ts.unknown_keys());
+  if (YAML::Node h = top.take("host")) POLLUX_TRY(parse_host(h, &sc.host));
+  YAML::Node ws = top.take("workloads");
+  if (!ws || !ws.IsSequence() || ws.size() == 0) {
+    return err("workloads: required (a list of workloads)" + where(root));
+  }
+  for (size_t i = 0; i < ws.size(); ++i) {
+    WorkloadSpec w;
+    POLLUX_TRY(parse_workload(ws[i], i, &w));
+    sc.workloads.push_back(w);
+  }
+  if (YAML::Node fs = top.take("faults")) {
+    if (!fs.IsSequence()) return err("faults: expected a list" + where(fs));
+    for (size_t i = 0; i < fs.size(); ++i) {
+      FaultSpec f;
+      POLLUX_TRY(parse_fault(fs[i], i, &f));
+      sc.faults.push_back(f);
+    }
+  }
+  if (YAML::Node e = top.take("expect")) POLLUX_TRY(parse_expect(e, &sc.expect));
+  POLLUX_TRY(top.unknown_keys());
+  if (sc.name.empty()) return err("name: required");
+  POLLUX_TRY(validate(sc));
+  return sc;
+}
+
+}  // namespace
+
+const char* to_string(FaultKind k) {
+  for (const ActionName& a : kActions)
+    if (a.kind == k) return a.name;
+  return "device_fault";
+}
+
+uint64_t Scenario::end_ns() const {
+  uint64_t end = 0;
+  for (const WorkloadSpec& w : workloads) end = std::max(end, w.start_ns + w.duration_ns);
+  return end;
+}
+
+Status validate(const Scenario& s) {
+  std::set<std::string> names;
+  for (const DeviceSpec& d : s.devices) {
+    if (!names.insert(d.name).second) return err("topology.devices: duplicate name '" + d.name + "'");
+  }
+  for (size_t i = 0; i < s.workloads.size(); ++i) {
+    const WorkloadSpec& w = s.workloads[i];
+    bool found = false;
+    for (const DeviceSpec& d : s.devices) found |= w.bdev == d.name + "n1";
+    if (!found) {
+      return err("workloads[" + std::to_string(i) + "].bdev: '" + w.bdev +
+                 "' is no device's bdev (devices' bdevs are <name>n1)");
+    }
+  }
+  for (size_t i = 0; i < s.faults.size(); ++i) {
+    const FaultSpec& f = s.faults[i];
+    if (!f.device.empty() && !names.count(f.device)) {
+      return err("faults[" + std::to_string(i) + "].device: no device '" + f.device + "'" +
+                 (f.line ? " (line " + std::to_string(f.line) + ")" : ""));
+    }
+  }
+  if (s.time == "realtime") {
+    return err("time: realtime scenarios are not supported yet (run them in virtual time; "
+               "pollux-emu --control takes the same fault commands against the wall clock)");
+  }
+  return {};
+}
+
+Result<Scenario> parse_scenario(std::string_view yaml_text, const std::string& file) {
+  try {
+    return parse_root(YAML::Load(std::string(yaml_text)), file);
+  } catch (const YAML::Exception& e) {
+    return err(std::string("scenario: YAML syntax: ") + e.what());
+  }
+}
+
+Result<Scenario> load_scenario(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return err(path + ": cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto r = parse_scenario(ss.str(), path);
+  if (!r) return err(path + ": " + r.error());
+  return r;
+}
+
+Result<uint64_t> parse_duration_ns(std::string_view text) {
+  YAML::Node n(YAML::NodeType::Map);
+  n["d"] = std::string(text);
+  Section s(n, "");
+  uint64_t v = 0;
+  POLLUX_TRY(duration_ns(s, "d", &v));
+  return v;
+}
+
+std::string format_ns(uint64_t ns) {
+  char b[32];
+  if (ns >= 1'000'000'000 && ns % 1'000'000 == 0) std::snprintf(b, sizeof b, "%gs", ns / 1e9);
+  else if (ns >= 1'000'000) std::snprintf(b, sizeof b, "%gms", ns / 1e6);
+  else if (ns >= 1'000) std::snprintf(b, sizeof b, "%gus", ns / 1e3);
+  else std::snprintf(b, sizeof b, "%luns", static_cast<unsigned long>(ns));
+  return b;
+}
+
+}  // namespace pollux::scenarios

@@ -175,9 +175,18 @@ class NvmeCtrlr {
   std::atomic<uint64_t> retries_{0}, removed_failures_{0}, channels_{0};
   std::atomic<uint64_t> resets_{0}, reset_failures_{0};
   std::atomic<bool> failed_{false};
+  // The last reset failed without failing the controller: its queue pairs may still be down
+  // (and CSTS may look healthy), so the admin poller tries again.
+  std::atomic<bool> reset_again_{false};
   int reset_rc_ = 0;
   std::vector<ResetWaiter> reset_waiters_;  // under mu_
   bool resetting_ = false;                  // under mu_
+  // From the start of a reset until nvme::Controller::reset() has returned: a channel created
+  // meanwhile starts paused (the pause walk may already have passed its thread).
+  bool pausing_ = false;  // under mu_
+  // Serialises queue-pair allocation and freeing (channel threads) with the synchronous
+  // nvme::Controller::reset() (admin thread), which walks every allocated queue pair.
+  std::mutex reset_mu_;
 
   mutable std::mutex mu_;
   std::vector<std::string> bdev_names_;
@@ -411,6 +420,7 @@ void NvmeCtrlr::reset_controller(ResetDoneFn done, void* ctx) {
     reset_waiters_.push_back({me, done, ctx, 0});
     if (resetting_) return;  // joins the one under way
     resetting_ = true;
+    pausing_ = true;
     ++holds_;  // not freed while the reset's messages are in flight
   }
   fw_.for_each_channel(this, pause_step, this, [](void* arg, int) {
@@ -429,10 +439,17 @@ void NvmeCtrlr::pause_step(event::ChannelIter& it) {
 }
 
 void NvmeCtrlr::run_reset() {
-  const int rc = ctrlr_->device().removed() ? -ENODEV : ctrlr_->reset();
+  int rc;
+  {
+    std::lock_guard reset_lock(reset_mu_);
+    rc = ctrlr_->device().removed() ? -ENODEV : ctrlr_->reset();
+    std::lock_guard lock(mu_);
+    pausing_ = false;
+  }
   reset_rc_ = rc;
   (rc == 0 ? resets_ : reset_failures_).fetch_add(1, std::memory_order_relaxed);
   if (ctrlr_->failed()) failed_.store(true, std::memory_order_release);
+  reset_again_.store(rc != 0 && !ctrlr_->failed() && rc != -ENODEV, std::memory_order_release);
   fw_.for_each_channel(this, resume_step, this,
                        [](void* arg, int) { static_cast<NvmeCtrlr*>(arg)->finish_reset(); });
 }
@@ -504,17 +521,26 @@ void NvmeCtrlr::finish_reset() {
 int NvmeCtrlr::channel_create(void* io_device, void* ctx) {
   auto* self = static_cast<NvmeCtrlr*>(io_device);
   if (self->gone()) return -ENODEV;
-  auto qp = self->ctrlr_->alloc_io_qpair(self->opts_.qpair);
-  if (!qp) return qp.error().code;
   const std::size_t dsm_bytes =
       std::max<std::size_t>(4096, std::size_t{self->opts_.dsm_slots} * sizeof(sn::nvm::DsmRange));
   auto dsm = env::DmaRegion::create(*self->opts_.registry, dsm_bytes);
-  if (!dsm) {
-    self->ctrlr_->free_io_qpair(std::move(qp).value());
-    return dsm.error().code;
+  if (!dsm) return dsm.error().code;
+  bool paused;
+  Result<std::unique_ptr<nvme::Qpair>> qp = make_error(ENODEV, "");
+  {
+    // Not while nvme::Controller::reset() runs; during the reset's pause phase the new
+    // channel starts paused (the resume walk will find it: it runs after this).
+    std::lock_guard reset_lock(self->reset_mu_);
+    {
+      std::lock_guard lock(self->mu_);
+      paused = self->pausing_;
+    }
+    qp = self->ctrlr_->alloc_io_qpair(self->opts_.qpair);
   }
+  if (!qp) return qp.error().code;
   auto* ch = new (ctx) NvmeChannel;
   ch->ctrlr = self;
+  ch->paused = paused;
   ch->qp = std::move(qp).value();
   ch->dsm = std::move(dsm).value();
   ch->dsm_free.reserve(self->opts_.dsm_slots);
@@ -540,7 +566,15 @@ void NvmeCtrlr::channel_destroy(void* io_device, void* ctx) {
     }
   }
   if (self->opts_.qpair_observer) self->opts_.qpair_observer(ch->qp.get(), false);
-  self->ctrlr_->free_io_qpair(std::move(ch->qp));
+  {
+    std::lock_guard reset_lock(self->reset_mu_);  // not while a reset walks the queue pairs
+    self->ctrlr_->free_io_qpair(std::move(ch->qp));
+  }
+  // Anything the reset or the queue deletion ended while paused (nothing, normally).
+  while (IoCtx* c = ch->deferred) {
+    ch->deferred = c->next;
+    NvmeBackend::finish(c, IoStatus::kAborted);
+  }
   ch->~NvmeChannel();
   self->channels_.fetch_sub(1, std::memory_order_relaxed);
 }
@@ -582,8 +616,10 @@ event::PollStatus NvmeCtrlr::admin_poll(void* arg) {
     self->teardown(/*removed=*/true);
     return event::PollStatus::kBusy;
   }
-  // Health check (one MMIO read): fatal status, or RDY dropped while enabled -> reset.
-  if (!self->failed() && !self->resetting() && !self->ctrlr_->healthy()) {
+  // Health check (one MMIO read): fatal status, or RDY dropped while enabled -> reset. A
+  // reset that failed without failing the controller is tried again.
+  if (!self->failed() && !self->resetting() &&
+      (self->reset_again_.load(std::memory_order_acquire) || !self->ctrlr_->healthy())) {
     if (self->ctrlr_->device().removed()) {
       self->teardown(/*removed=*/true);
     } else {
@@ -630,9 +666,18 @@ Result<std::vector<std::string>> NvmeCtrlr::start(event::Thread* thread) {
   }
   admin_poller_ = thread->register_poller(admin_poll, this, opts_.admin_poll_period_us,
                                           "bdev_nvme_admin_" + name());
-  // Timeouts with action kReset: quiesce the channels, then reset (never inline on an I/O
-  // thread). The driver calls this from the admin poll, on this thread.
-  ctrlr_->set_reset_request_hook([this] { reset_controller(nullptr, nullptr); });
+  // Timeouts with action kReset: quiesce the channels, then reset — never inline from the
+  // thread that polled the admin queue (the driver calls the hook from its admin poll): the
+  // reset starts from a message to the admin thread.
+  ctrlr_->set_reset_request_hook([this] {
+    hold();  // alive until the message has run
+    auto run = [](void* a) {
+      auto* self = static_cast<NvmeCtrlr*>(a);
+      self->reset_controller(nullptr, nullptr);
+      self->release();
+    };
+    if (admin_thread_->send_msg(run, this) != 0) run(this);
+  });
   return names;
 }
 
@@ -797,7 +842,12 @@ std::vector<std::unique_ptr<Hotplug>> g_hotplugs;  // under g_mu
 
 event::PollStatus hotplug_poll(void* arg) {
   auto* h = static_cast<Hotplug*>(arg);
-  ++h->stats.polls;
+  // The stats are read from any thread under g_mu; the rest of h is this thread's.
+  auto count = [](uint64_t& field) {
+    std::lock_guard lock(g_mu);
+    ++field;
+  };
+  count(h->stats.polls);
   const std::vector<std::string> attached = nvme_controller_names(*h->mgr);
   int n = 0;
   for (const NvmeHotplugSlot& slot : h->slots) {
@@ -805,16 +855,16 @@ event::PollStatus hotplug_poll(void* arg) {
     if (slot.present && !slot.present()) continue;
     auto c = slot.connect();
     if (!c) {
-      ++h->stats.connect_failures;
+      count(h->stats.connect_failures);  // tried again at the next period
       continue;
     }
     NvmeBdevOptions o = h->base;
     o.name = slot.name;
     if (nvme_attach_controller(*h->mgr, std::move(c).value(), o)) {
-      ++h->stats.attaches;
+      count(h->stats.attaches);
       ++n;
     } else {
-      ++h->stats.connect_failures;
+      count(h->stats.connect_failures);
     }
   }
   return n ? event::PollStatus::kBusy : event::PollStatus::kIdle;
@@ -858,6 +908,8 @@ NvmeHotplugStats nvme_hotplug_stats(Manager& mgr) {
     if (h->mgr == &mgr) return h->stats;
   return {};
 }
+
+uint64_t nvme_hotplug_attaches(Manager& mgr) { return nvme_hotplug_stats(mgr).attaches; }
 
 std::vector<std::string> nvme_controller_names(Manager& mgr) {
   std::lock_guard lock(g_mu);

@@ -25,8 +25,11 @@
 // through the retry policy, parked I/O is issued. Nothing queued during a reset is lost.
 // Resets come from a bdev reset, from nvme_reset_controller(), from an I/O timeout
 // (timeout action kReset: the driver's reset request hook), and from the admin poller's
-// health check (CSTS.CFS, or RDY dropped while enabled). After max_reset_failures failed
-// resets the controller is failed: its I/O fails at once with kFailed.
+// health check (CSTS.CFS, or RDY dropped while enabled); a reset that failed is tried again
+// by the admin poller. One runs at a time (later requests join it). Queue pairs are not
+// created or freed while nvme::Controller::reset() walks them (a channel created during a
+// reset starts paused). After max_reset_failures failed resets the controller is failed:
+// what it held ends with the driver's DNR status, new I/O fails at once with kFailed.
 //
 // Hot-plug: nvme_hotplug_start() runs SPDK's hot-plug poller: it attaches devices that
 // appear in the given slots (e.g. a re-inserted drive once its removed controller is freed).
@@ -125,7 +128,9 @@ struct NvmeHotplugStats {
 int nvme_hotplug_start(Manager& mgr, std::vector<NvmeHotplugSlot> slots, uint64_t period_us,
                        const NvmeBdevOptions& base);
 void nvme_hotplug_stop(Manager& mgr);  // the thread that started it; idempotent
+// Counters of the running hot-plug poller (zeros once stopped). Any thread.
 NvmeHotplugStats nvme_hotplug_stats(Manager& mgr);
+uint64_t nvme_hotplug_attaches(Manager& mgr);  // = nvme_hotplug_stats(mgr).attaches
 
 // The retry policy, exposed for tests: true if a completion status (CQE DW3[31:16]) should
 // be resubmitted after `attempts` retries so far.

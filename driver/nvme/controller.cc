@@ -3,12 +3,20 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "driver/nvme/status.h"
 
 namespace pollux::nvme {
+
 namespace {
+
+std::string hex32(uint32_t v) {
+  char b[9];
+  std::snprintf(b, sizeof b, "%08x", v);
+  return b;
+}
 
 constexpr std::size_t kScratchBytes = 64 * 1024;
 
@@ -242,7 +250,7 @@ const Namespace* Controller::ns(uint32_t nsid) const {
 int Controller::admin_submit(const sn::SubmissionEntry& cmd, void* buf, uint32_t len,
                              CompletionFn cb, void* ctx) {
   std::lock_guard lock(admin_mu_);
-  if (state_ == InitState::kFailed) return -EIO;
+  if (state_ == InitState::kFailed || admin_stuck_.load(std::memory_order_acquire)) return -EIO;
   return admin_->submit_raw(cmd, buf, len, cb, ctx);
 }
 
@@ -285,6 +293,8 @@ Result<sn::CompletionEntry> Controller::admin_sync(const sn::SubmissionEntry& cm
   } wait;
   std::lock_guard lock(admin_mu_);  // one synchronous command at a time: the scratch is shared
   if (state_ == InitState::kFailed) return make_error(EIO, "controller failed");
+  if (admin_stuck_.load(std::memory_order_acquire))
+    return make_error(EIO, "admin queue stopped: the controller needs a reset");
   void* buf = len ? scratch_->data() : nullptr;
   if (len && to_device(cmd.opcode)) std::memcpy(buf, data, len);
   const int rc = admin_->submit_raw(
@@ -297,16 +307,32 @@ Result<sn::CompletionEntry> Controller::admin_sync(const sn::SubmissionEntry& cm
       &wait);
   if (rc != 0) return make_error(rc, "admin submit failed");
   const uint64_t deadline = clock_.now() + clock_.us_to_ticks(options_.admin_timeout_us);
+  const uint64_t check_period = clock_.us_to_ticks(options_.admin_health_check_us);
+  uint64_t next_check = clock_.now() + check_period;
   while (!wait.done) {
     if (admin_->process_completions() < 0) return make_error(ENODEV, "device gone");
     if (!wait.done && options_.wait_hook) options_.wait_hook();
+    if (!wait.done && clock_.now() > next_check) {
+      // A controller that lost power, dropped RDY or reports fatal status has stopped
+      // processing commands (and DMA): this one will never complete, so don't wait out the
+      // timeout; whoever called us resets it.
+      next_check = clock_.now() + check_period;
+      const uint32_t csts = device_->read32(0, sn::reg::kCsts);
+      if (csts == ~0u || (csts & sn::csts::kCfs) || !(csts & sn::csts::kRdy)) {
+        admin_->fail_all(sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedByRequest));
+        admin_stuck_.store(true, std::memory_order_release);
+        return make_error(csts == ~0u ? ENODEV : EIO,
+                          "controller stopped (CSTS 0x" + hex32(csts) +
+                              ") while an admin command was outstanding");
+      }
+    }
     if (!wait.done && clock_.now() > deadline) {
       // The device still owns the command (its CID, maybe a DMA into the scratch area): the
       // controller cannot be trusted any more. Fail every admin request and refuse further
-      // admin use until it is reset.
+      // admin use until it is reset (the reset's disable takes the command back).
       admin_->fail_all(sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedByRequest));
-      state_ = InitState::kFailed;
-      return make_error(ETIMEDOUT, "admin command timed out: controller marked failed");
+      admin_stuck_.store(true, std::memory_order_release);
+      return make_error(ETIMEDOUT, "admin command timed out: the controller needs a reset");
     }
   }
   if (cpl_is_error(wait.cpl))
@@ -543,7 +569,8 @@ int Controller::fail_reset(int rc) {
 
 bool Controller::healthy() {
   const uint32_t csts = device_->read32(0, sn::reg::kCsts);
-  return csts != ~0u && !(csts & sn::csts::kCfs) && (csts & sn::csts::kRdy);
+  return csts != ~0u && !(csts & sn::csts::kCfs) && (csts & sn::csts::kRdy) &&
+         !admin_stuck_.load(std::memory_order_acquire);
 }
 
 int Controller::reset() {
@@ -564,6 +591,7 @@ int Controller::reset() {
     std::lock_guard lock(admin_mu_);
     admin_->reset_rings(sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedByRequest));
     admin_->resume();
+    admin_stuck_.store(false, std::memory_order_release);  // disabled: nothing is the device's
   }
   // 3. Enable with the same admin queue, then what a fresh controller needs from us.
   const InitState before = state_;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -40,6 +41,9 @@ struct ControllerOptions {
   uint32_t io_queues_requested = 16;  // Set Features Number of Queues asks for this many
   uint32_t async_events = 4;          // AERs kept outstanding (capped by AERL+1)
   uint64_t admin_timeout_us = 5'000'000;
+  // While a synchronous admin command waits, CSTS is read this often: a controller that
+  // stopped (RDY dropped, fatal status, removed) fails the command at once.
+  uint64_t admin_health_check_us = 1'000;
   env::MemoryRegistry* registry = nullptr;  // default: env::MemoryRegistry::global()
   const env::Clock* clock = nullptr;        // default: env::system_clock()
   // Called on every turn of a set-up path's wait for the device (CSTS changes, admin_sync,
@@ -135,7 +139,8 @@ class Controller {
   // its own quiesce-then-reset here.
   void set_reset_request_hook(std::function<void()> fn) { options_.on_reset_request = std::move(fn); }
   // Reads CSTS (an MMIO read: not for the hot path): false when the controller reports fatal
-  // status, is no longer ready, or reads all ones (removed) — reasons to reset it.
+  // status, is no longer ready, reads all ones (removed), or its admin queue stopped (a timed
+  // out admin command) — reasons to reset it.
   bool healthy();
   bool failed() const { return state_ == InitState::kFailed; }
 
@@ -201,6 +206,9 @@ class Controller {
   std::vector<bool> qid_used_;
   std::vector<Qpair*> io_qpairs_;  // allocated I/O queue pairs (recreated by reset())
   uint32_t reset_failures_in_a_row_ = 0;
+  // An admin command timed out or the controller stopped under one: admin use is refused
+  // and healthy() is false until a reset has disabled the controller.
+  std::atomic<bool> admin_stuck_{false};
   std::map<uint16_t, std::unique_ptr<TimeoutHook>> timeout_hooks_;
   env::MpmcQueue<uint32_t> abort_requests_{1024};  // (sqid << 16) | cid
   AsyncEventFn aer_fn_ = nullptr;

@@ -174,6 +174,44 @@ TEST(Reset, FatalStatusMidFlightRecoversAndLosesNothing) {
   EXPECT_EQ(a.aborted_by_reset, b.aborted_by_reset);
 }
 
+// A controller that stops (here: RDY drops, as after a power cut) while a synchronous admin
+// command waits must not hold the host for the admin timeout (5 s): the wait reads CSTS and
+// gives up within a millisecond; the admin queue is refused and healthy() is false until a
+// reset, after which admin commands work again.
+TEST(Reset, AdminCommandOnAStoppedControllerFailsFastAndResetRestoresIt) {
+  auto p = emu::timing::load_profile("p4800x");
+  ASSERT_TRUE(p.ok());
+  RigOptions o;
+  o.profile = p.value();
+  o.seed = 11;
+  std::string err;
+  auto rig = Rig::create(o, &err);
+  ASSERT_NE(rig, nullptr) << err;
+  nvme::Controller& ctrl = rig->controller(0);
+  sn::SubmissionEntry get_queues{};
+  get_queues.opcode = sn::admin::kGetFeatures;
+  get_queues.cdw10 = sn::feature::kNumberOfQueues;
+  ASSERT_TRUE(ctrl.admin_sync(get_queues).ok());
+
+  // The device stops (nothing noticed it yet), then the host sends a command it never sees.
+  rig->device(0).controller().inject_spontaneous_disable();
+  const uint64_t t0 = rig->lockstep().now_ns();
+  auto r = ctrl.admin_sync(get_queues);
+  const uint64_t waited_ns = rig->lockstep().now_ns() - t0;
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("controller stopped"), std::string::npos) << r.error().message;
+  EXPECT_LT(waited_ns, 5'000'000u) << "gave up after " << waited_ns << " ns";
+  EXPECT_FALSE(ctrl.failed()) << "a reset can bring it back";
+  EXPECT_FALSE(ctrl.healthy());
+  auto refused = ctrl.admin_sync(get_queues);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("needs a reset"), std::string::npos);
+
+  EXPECT_EQ(ctrl.reset(), 0);
+  EXPECT_TRUE(ctrl.healthy());
+  EXPECT_TRUE(ctrl.admin_sync(get_queues).ok());
+}
+
 }  // namespace
 }  // namespace pollux::sim
 

@@ -42,13 +42,15 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   const std::string self = argv[0];
 
-  std::string file, time = "virtual", report = "pollux-report";
+  std::string file, time, report = "pollux-report";
   uint64_t seed = 0;
   bool quiet = false;
   CLI::App* run = app.add_subcommand("run", "run a scenario file");
   run->add_option("file", file, "scenario YAML")->required();
   run->add_option("--seed", seed, "seed (default: the scenario's)");
-  run->add_option("--time", time, "virtual (realtime is not supported yet)")
+  run->add_option("--time", time,
+                  "virtual (deterministic) or realtime (paced to the wall clock); default: the "
+                  "scenario's")
       ->check(CLI::IsMember({"virtual", "realtime"}));
   run->add_option("--report", report, "directory for report.json and report.html ('' for none)");
   run->add_flag("--quiet", quiet, "no progress line");
@@ -86,14 +88,11 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", s.error().c_str());
       return 2;
     }
-    if (time != "virtual") {
-      std::fprintf(stderr, "--time %s: only virtual time is supported by the runner today\n",
-                   time.c_str());
-      return 2;
-    }
     o.seed = seed;
+    o.time = time;
     const uint64_t used = seed ? seed : s.value().seed;
-    o.replay = self + " run " + file + " --seed " + std::to_string(used);
+    o.replay = self + " run " + file + " --seed " + std::to_string(used) +
+               (time.empty() ? "" : " --time " + time);
     std::printf("scenario %s (%s), seed %lu\n", s.value().name.c_str(), file.c_str(),
                 static_cast<unsigned long>(used));
     return finish(ps::run_scenario(s.value(), o), report);

@@ -71,8 +71,8 @@ std::string result_table(const RunResult& r) {
   std::string s;
   s += fmt::format("scenario {}  seed {}  {}\n", r.scenario, r.seed, r.passed ? "PASSED" : "FAILED");
   if (!r.error.empty()) return s + "error: " + r.error + "\n";
-  s += fmt::format("virtual time {} (planned {}), wall {:.2f} s, {} steps, trace {:016x} ({} records)\n",
-                   format_ns(r.simulated_ns), format_ns(r.planned_ns), r.wall_seconds, r.steps,
+  s += fmt::format("{} time {} (planned {}), wall {:.2f} s, {} steps, trace {:016x} ({} records)\n",
+                   r.time, format_ns(r.simulated_ns), format_ns(r.planned_ns), r.wall_seconds, r.steps,
                    r.trace_hash, r.trace_records);
   s += fmt::format("I/O {} completed, {} errors ({} outside fault windows); latency p50 {} us "
                    "p99 {} us max {} us; outside faults p99 {} us\n",
@@ -120,6 +120,7 @@ std::string report_json(const RunResult& r) {
   j["replay"] = r.replay;
   j["trace_hash"] = fmt::format("{:016x}", r.trace_hash);
   j["trace_records"] = r.trace_records;
+  j["time"] = r.time;
   j["simulated_ns"] = r.simulated_ns;
   j["planned_ns"] = r.planned_ns;
   j["wall_seconds"] = r.wall_seconds;
@@ -194,7 +195,7 @@ std::string report_html(const RunResult& r) {
       "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px}</style></head><body>";
   h += "<h1>" + html_escape(r.scenario) + " <span class='" + (r.passed ? "pass'>PASSED" : "fail'>FAILED") +
        "</span></h1>";
-  h += "<p>seed " + std::to_string(r.seed) + " &middot; virtual time " + format_ns(r.simulated_ns) +
+  h += "<p>seed " + std::to_string(r.seed) + " &middot; " + r.time + " time " + format_ns(r.simulated_ns) +
        " &middot; trace " + fmt::format("{:016x}", r.trace_hash) + "</p>";
   if (!r.failures.empty()) {
     h += "<ul>";

@@ -67,6 +67,9 @@ class Engine {
   std::unique_ptr<Recorder> rec_;
   std::vector<Fault> faults_;
   std::vector<bool> enabling_;  // per device, for state triggers
+  std::vector<uint64_t> gc_relocations_;  // per device: GC relocations seen at the last tick
+  std::vector<bool> collecting_;          // per device: the last tick saw GC relocate
+  bool gc_triggers_ = false;
   std::vector<uint64_t> lost_to_power_;
   std::vector<Fault*> host_resets_;  // host actions waiting for the main loop
   std::vector<std::string> runtime_errors_;
@@ -94,6 +97,15 @@ std::string Engine::setup() {
       if (auto s = emu::timing::scale_capacity(p.value(), d.scale_blocks, d.scale_pages); !s) {
         return "device " + d.name + ": scale_blocks: " + s.error();
       }
+    }
+    if (!d.precondition.empty()) {
+      using emu::timing::Precondition;
+      if (p.value().media != emu::timing::MediaKind::kNand) {
+        return "device " + d.name + ": precondition: profile " + d.profile + " has no NAND";
+      }
+      p.value().ftl.precondition = d.precondition == "steady"       ? Precondition::kSteady
+                                   : d.precondition == "sequential" ? Precondition::kSequential
+                                                                    : Precondition::kNone;
     }
     profiles.push_back(std::move(p).value());
   }
@@ -191,9 +203,15 @@ std::string Engine::setup() {
     Fault x;
     x.out.spec = f;
     x.out.device = f.device.empty() ? 0 : device_index(f.device);
+    x.out.spec.device = sc_.devices[x.out.device].name;  // the default, named in the report
     faults_.push_back(x);
   }
   enabling_.assign(rig_->devices(), false);
+  gc_relocations_.assign(rig_->devices(), 0);
+  collecting_.assign(rig_->devices(), false);
+  for (const Fault& f : faults_) {
+    gc_triggers_ |= f.out.spec.trigger == TriggerKind::kOnState && f.out.spec.state == "gc";
+  }
   lost_to_power_.assign(rig_->devices(), 0);
   rig_->lockstep().set_after_advance([this] { tick(); });
   armed_ = true;
@@ -211,17 +229,28 @@ std::string Engine::fail_fault(Fault& f, const std::string& why) {
 void Engine::tick() {
   if (!armed_) return;
   const uint64_t t = now();
-  for (uint32_t d = 0; d < enabling_.size(); ++d) {
-    const bool e = rig_->device(d).controller().enabling();
-    if (e && !enabling_[d]) {
-      for (Fault& f : faults_) {
-        if (!f.out.fired && f.out.spec.trigger == TriggerKind::kOnState && f.out.device == d &&
-            ++f.state_seen == f.out.spec.occurrence) {
-          fire(f, t);
-        }
+  // State triggers fire when a device enters the state: the controller starts enabling
+  // (CC.EN 0 -> 1 until RDY), or garbage collection starts relocating (a step that relocated
+  // after one that did not: its NAND operations are booked and under way).
+  auto entered = [&](uint32_t d, const char* state) {
+    for (Fault& f : faults_) {
+      if (!f.out.fired && f.out.spec.trigger == TriggerKind::kOnState && f.out.device == d &&
+          f.out.spec.state == state && ++f.state_seen == f.out.spec.occurrence) {
+        fire(f, t);
       }
     }
+  };
+  for (uint32_t d = 0; d < enabling_.size(); ++d) {
+    const bool e = rig_->device(d).controller().enabling();
+    if (e && !enabling_[d]) entered(d, "controller_init");
     enabling_[d] = e;
+    if (!gc_triggers_) continue;
+    const uint64_t r = rig_->sim().device(d).stats().ftl.gc_relocations;
+    // (A power cycle may start the counters again from zero.)
+    const bool collecting = r > gc_relocations_[d] || (r < gc_relocations_[d] && r != 0);
+    gc_relocations_[d] = r;
+    if (collecting && !collecting_[d]) entered(d, "gc");
+    collecting_[d] = collecting;
   }
   for (Fault& f : faults_) {
     if (f.insert_pending && t >= f.insert_at) insert(f, t);
@@ -469,6 +498,10 @@ RunResult Engine::run() {
     return r;
   }
   sim::Lockstep& ls = rig_->lockstep();
+  r.time = o_.time.empty() ? sc_.time : o_.time;
+  // Set-up (controller initialisation) ran in virtual time; the workloads run in the mode
+  // asked for.
+  if (r.time == "realtime") ls.set_realtime(true);
   // A run may overrun its plan while I/O drains after recovery; a stall beyond this is a hang.
   const uint64_t grace = std::max<uint64_t>(100'000'000, 50 * sc_.host.io_timeout_us * 1000);
   bool hung = false;

@@ -20,6 +20,7 @@ struct RunOptions {
   bool progress = false;  // a live progress line on stderr
   uint32_t buckets = 200; // time buckets of the report's charts
   std::string replay;     // the command that replays this run (printed on failure)
+  std::string time;       // virtual | realtime; "": the scenario's
 };
 
 struct FaultOutcome {
@@ -55,6 +56,7 @@ struct RunResult {
   std::vector<std::string> failures; // each failed expectation, in words
   std::string scenario, file;
   uint64_t seed = 0;
+  std::string time = "virtual";  // realtime: the trace is not reproducible
   uint64_t trace_hash = 0, trace_records = 0;
   uint64_t simulated_ns = 0, planned_ns = 0, steps = 0;
   double wall_seconds = 0;

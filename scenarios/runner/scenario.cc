@@ -48,6 +48,12 @@ Status parse_device(const YAML::Node& n, size_t i, DeviceSpec* d) {
   if (d->scale_pages && !d->scale_blocks) {
     return err(prefix + ".scale_pages: only with scale_blocks" + where(n["scale_pages"]));
   }
+  POLLUX_TRY(s.string("precondition", &d->precondition));
+  if (!d->precondition.empty() && d->precondition != "none" && d->precondition != "sequential" &&
+      d->precondition != "steady") {
+    return err(prefix + ".precondition: '" + d->precondition +
+               "' (expected none, sequential or steady)" + where(n["precondition"]));
+  }
   if (d->fidelity != "timed" && d->fidelity != "rtl") {
     return err(prefix + ".fidelity: '" + d->fidelity + "' (expected timed or rtl: a scenario " +
                "runs in virtual time)" + where(n["fidelity"]));
@@ -210,8 +216,9 @@ Status parse_fault(const YAML::Node& n, size_t i, FaultSpec* f) {
     ++triggers;
     f->trigger = TriggerKind::kOnState;
     POLLUX_TRY(s.string("on", &f->state));
-    if (f->state != "controller_init") {
-      return err(prefix + ".on: '" + f->state + "' (expected controller_init)" + where(n["on"]));
+    if (f->state != "controller_init" && f->state != "gc") {
+      return err(prefix + ".on: '" + f->state + "' (expected controller_init or gc)" +
+                 where(n["on"]));
     }
     POLLUX_TRY(s.uint("occurrence", 1, 1000, &f->occurrence));
   }
@@ -374,10 +381,6 @@ Status validate(const Scenario& s) {
       return err("faults[" + std::to_string(i) + "].device: no device '" + f.device + "'" +
                  (f.line ? " (line " + std::to_string(f.line) + ")" : ""));
     }
-  }
-  if (s.time == "realtime") {
-    return err("time: realtime scenarios are not supported yet (run them in virtual time; "
-               "pollux-emu --control takes the same fault commands against the wall clock)");
   }
   return {};
 }

@@ -20,6 +20,10 @@ struct DeviceSpec {
   std::string fidelity = "timed";  // timed | rtl
   uint32_t scale_blocks = 0;   // NAND blocks per plane (a smaller drive of the same make); 0: as is
   uint32_t scale_pages = 0;    // with scale_blocks: pages per block too (0: unchanged)
+  // NAND state at the start: none (fresh), sequential (full, nothing invalid) or steady (full
+  // and randomly overwritten until write amplification settles: GC runs from the first
+  // writes; meant for scaled-down drives). "": the profile's.
+  std::string precondition;
 };
 
 struct HostSpec {

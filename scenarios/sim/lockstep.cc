@@ -41,8 +41,26 @@ bool Lockstep::step() {
 
 void Lockstep::wait_turn() { advance(costs_.wait_turn_ns, true); }
 
+void Lockstep::set_realtime(bool on) {
+  realtime_ = on;
+  wall0_ = std::chrono::steady_clock::now();
+  base_ns_ = clock_.now();
+}
+
 void Lockstep::advance(uint64_t cost_ns, bool idle) {
   using emu::timing::kNs;
+  if (realtime_) {
+    const auto wall = std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::steady_clock::now() - wall0_);
+    const uint64_t t = std::max<uint64_t>(clock_.now(), base_ns_ + wall.count());
+    host_busy_ns_ += idle ? 0 : t - clock_.now();
+    sim_.run_until(t * kNs);
+    sim_.scan();
+    sim_.run_until(t * kNs);  // what the doorbells just seen start at t
+    clock_.set(t);
+    if (after_advance_) after_advance_();
+    return;
+  }
   host_busy_ns_ += idle ? 0 : cost_ns;
   uint64_t t = clock_.now() + cost_ns;
   // The device sees what the host wrote during this step at the step's end.

@@ -5,8 +5,15 @@
 // the driver's measured costs (docs/BENCHMARKS.md), then lets the devices catch up to the new
 // time. When the host found nothing to do, time jumps to the next device event (bounded, so
 // host timers still fire on time). Same seed + same configuration = same event trace.
+//
+// Realtime mode (set_realtime): the same loop, but time is the wall clock — each step the
+// devices catch up to the wall clock instead of to the host's modelled cost, and nothing is
+// skipped, so the host's real CPU time counts and a completion is seen no earlier than its
+// simulated time (later when this machine is slow). Host and devices still share one thread.
+// Not deterministic.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -47,6 +54,9 @@ class Lockstep {
   // timeline fires device faults at their instant even inside a host reset's wait loop. It
   // must not step the host.
   void set_after_advance(std::function<void()> fn) { after_advance_ = std::move(fn); }
+  // From now on time follows the wall clock (from the current time on); false: virtual again.
+  void set_realtime(bool on);
+  bool realtime() const { return realtime_; }
 
   uint64_t now_ns() const { return clock_.now(); }
   uint64_t host_busy_ns() const { return host_busy_ns_; }
@@ -68,6 +78,9 @@ class Lockstep {
   uint64_t host_busy_ns_ = 0;
   uint64_t steps_ = 0;
   std::function<void()> after_advance_;
+  bool realtime_ = false;
+  std::chrono::steady_clock::time_point wall0_;  // realtime: the wall clock at base_ns_
+  uint64_t base_ns_ = 0;
 };
 
 }  // namespace pollux::sim

@@ -2,6 +2,7 @@
 // command timeouts fire at virtual instants, however long the host takes in wall time.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 
 #include "driver/env/dma_memory.h"
@@ -89,6 +90,52 @@ TEST(Lockstep, CommandTimeoutsFollowVirtualTime) {
   EXPECT_LT(timeout_at, 77'000u) << "reported before the read came back";
   EXPECT_EQ(spec::nvme::status::sc(out.status), 0);
   EXPECT_EQ(rig->controller(0).free_io_qpair(std::move(qp).value()), 0);
+}
+
+// Realtime mode: time follows the wall clock from the switch on — a step taken at least 2 ms
+// of wall time later sees at least 2 ms more — and a read still completes no earlier than
+// the model's latency (~77 us on this profile) after its submission.
+TEST(Lockstep, RealtimeFollowsTheWallClock) {
+  auto rig = make_rig("p3700");
+  ASSERT_NE(rig, nullptr);
+  Lockstep& ls = rig->lockstep();
+  const uint64_t t0 = ls.now_ns();
+  ls.set_realtime(true);
+  const auto after_switch = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - after_switch < std::chrono::milliseconds(2)) {
+  }
+  ls.step();
+  EXPECT_GE(ls.now_ns() - t0, 2'000'000u);
+
+  nvme::Controller& ctrl = rig->controller(0);
+  auto qp = ctrl.alloc_io_qpair({});
+  ASSERT_TRUE(qp.ok());
+  ls.watch(qp.value().get());
+  auto mem = env::DmaRegion::create(rig->registry(), 4096);
+  ASSERT_TRUE(mem.ok());
+  struct Done {
+    bool done = false;
+    uint64_t at = 0;
+    Lockstep* ls;
+  } d{false, 0, &ls};
+  const uint64_t submitted = ls.now_ns();
+  ASSERT_EQ(qp.value()->read(*ctrl.ns(1), mem.value()->data(), 8, 8,
+                             [](void* c, const spec::nvme::CompletionEntry&) {
+                               auto* x = static_cast<Done*>(c);
+                               x->done = true;
+                               x->at = x->ls->now_ns();
+                             },
+                             &d),
+            0);
+  qp.value()->flush_doorbell();
+  while (!d.done && ls.now_ns() - submitted < 1'000'000'000) {
+    qp.value()->process_completions();
+    ls.step();
+  }
+  ASSERT_TRUE(d.done);
+  EXPECT_GE(d.at - submitted, 70'000u) << "a completion seen before its simulated time";
+  ls.unwatch(qp.value().get());
+  EXPECT_EQ(ctrl.free_io_qpair(std::move(qp).value()), 0);
 }
 
 }  // namespace

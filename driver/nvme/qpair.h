@@ -12,6 +12,7 @@
 #include "driver/env/clock.h"
 #include "driver/env/dma_memory.h"
 #include "driver/env/memory_registry.h"
+#include "driver/env/owner_counter.h"
 #include "driver/env/pci_device.h"
 #include "driver/env/result.h"
 #include "spec/nvme.h"
@@ -37,17 +38,18 @@ struct QpairOptions {
   void* timeout_ctx = nullptr;
 };
 
+// Written by the queue pair's owner; readable from any thread (metrics).
 struct QpairStats {
-  uint64_t submitted = 0;        // reached the SQ
-  uint64_t completed = 0;
-  uint64_t errors = 0;           // completions with a non-zero status
-  uint64_t queued = 0;           // had to wait for an SQ slot
-  uint64_t timeouts = 0;
-  uint64_t bad_completions = 0;  // unknown, stale or not-outstanding CID, wrong SQID: ignored
-  uint64_t bad_sq_heads = 0;     // CQE SQ head pointers beyond the tail: ignored
-  uint64_t doorbells = 0;        // SQ tail doorbell writes
-  uint64_t injected = 0;         // commands hit by an error injection rule
-  uint64_t failed_on_removal = 0;  // requests ended because the device was removed
+  env::OwnerCounter submitted = 0;        // reached the SQ
+  env::OwnerCounter completed = 0;
+  env::OwnerCounter errors = 0;           // completions with a non-zero status
+  env::OwnerCounter queued = 0;           // had to wait for an SQ slot
+  env::OwnerCounter timeouts = 0;
+  env::OwnerCounter bad_completions = 0;  // unknown, stale or not-outstanding CID, wrong SQID: ignored
+  env::OwnerCounter bad_sq_heads = 0;     // CQE SQ head pointers beyond the tail: ignored
+  env::OwnerCounter doorbells = 0;        // SQ tail doorbell writes
+  env::OwnerCounter injected = 0;         // commands hit by an error injection rule
+  env::OwnerCounter failed_on_removal = 0;  // requests ended because the device was removed
 };
 
 // A software error injection rule (SPDK's spdk_nvme_qpair_add_cmd_error_injection, plus LBA

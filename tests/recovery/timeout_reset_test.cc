@@ -118,7 +118,7 @@ TEST(TimeoutReset, OneResetPerStallAndIoCompletesOrEndsRetriable) {
     }
     std::printf("stall %d: %u completed, %u ended retriable by the reset; timeouts %" PRIu64
                 ", resets %" PRIu64 "\n",
-                stall, ok, retriable, f.qp->stats().timeouts, f.ctrl->stats().resets.load());
+                stall, ok, retriable, f.qp->stats().timeouts.load(), f.ctrl->stats().resets.load());
     EXPECT_GT(retriable, 0u);
     EXPECT_EQ(f.ctrl->stats().resets.load(), uint64_t(stall)) << "exactly one reset per stall";
     EXPECT_EQ(f.ctrl->stats().reset_requests.load(), uint64_t(stall));

@@ -145,8 +145,8 @@ Outcome run(uint64_t seed, uint64_t fault_after_ns) {
       std::printf("read %u stuck: qp outstanding %u submitted %" PRIu64 " completed %" PRIu64
                   " bad %" PRIu64 "; device commands %" PRIu64 " completions %" PRIu64
                   " in flight %" PRIu64 " mismatches %" PRIu64 " healthy %d\n",
-                  i, t.qp->outstanding(), t.qp->stats().submitted, t.qp->stats().completed,
-                  t.qp->stats().bad_completions, st.commands, st.completions, st.in_flight,
+                  i, t.qp->outstanding(), t.qp->stats().submitted.load(), t.qp->stats().completed.load(),
+                  t.qp->stats().bad_completions.load(), st.commands, st.completions, st.in_flight,
                   st.engine_mismatches, int(t.rig->controller(0).healthy()));
       break;
     }

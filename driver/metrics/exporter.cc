@@ -1,0 +1,127 @@
+#include "driver/metrics/exporter.h"
+
+#include <prometheus/collectable.h>
+#include <prometheus/exposer.h>
+#include <prometheus/text_serializer.h>
+
+#include <cmath>
+#include <limits>
+#include <exception>
+
+namespace pollux::metrics {
+
+prometheus::ClientMetric& Builder::sample(std::string_view name, std::string_view help,
+                                          prometheus::MetricType type, const Labels& labels) {
+  auto it = index_.find(name);
+  if (it == index_.end()) {
+    prometheus::MetricFamily f;
+    f.name = std::string(name);
+    f.help = std::string(help);
+    f.type = type;
+    it = index_.emplace(std::string(name), families_.size()).first;
+    families_.push_back(std::move(f));
+  }
+  prometheus::ClientMetric& m = families_[it->second].metric.emplace_back();
+  for (const auto& [k, v] : labels) m.label.push_back({k, v});
+  return m;
+}
+
+void Builder::counter(std::string_view name, std::string_view help, const Labels& labels,
+                      double v) {
+  sample(name, help, prometheus::MetricType::Counter, labels).counter.value = v;
+}
+
+void Builder::gauge(std::string_view name, std::string_view help, const Labels& labels,
+                    double v) {
+  sample(name, help, prometheus::MetricType::Gauge, labels).gauge.value = v;
+}
+
+void Builder::histogram(std::string_view name, std::string_view help, const Labels& labels,
+                        const env::LatencyHistogram& h, double unit_seconds,
+                        const std::vector<double>& bounds_seconds) {
+  auto& m = sample(name, help, prometheus::MetricType::Histogram, labels);
+  m.histogram.sample_count = h.count();
+  m.histogram.sample_sum = h.mean() * static_cast<double>(h.count()) * unit_seconds;
+  // Cumulative counts at each bound: a log-linear bucket counts below a bound when its floor
+  // is below it (bucket widths are <= 3.1% of their value: the boundary error is that small).
+  std::vector<uint64_t> cumulative(bounds_seconds.size(), 0);
+  for (int b = 0; b < env::LatencyHistogram::kBuckets; ++b) {
+    const uint64_t n = h.bucket_count(b);
+    if (n == 0) continue;
+    const double v = static_cast<double>(env::LatencyHistogram::bucket_floor(b)) * unit_seconds;
+    for (std::size_t i = 0; i < bounds_seconds.size(); ++i) {
+      if (v <= bounds_seconds[i]) cumulative[i] += n;
+    }
+  }
+  for (std::size_t i = 0; i < bounds_seconds.size(); ++i) {
+    m.histogram.bucket.push_back({cumulative[i], bounds_seconds[i]});
+  }
+  m.histogram.bucket.push_back({h.count(), std::numeric_limits<double>::infinity()});
+}
+
+std::vector<prometheus::MetricFamily> Builder::take() {
+  index_.clear();
+  return std::move(families_);
+}
+
+const std::vector<double>& latency_bounds() {
+  static const std::vector<double> b = {1e-6,   2.5e-6, 5e-6,   10e-6, 25e-6, 50e-6, 100e-6,
+                                        250e-6, 500e-6, 1e-3,   2.5e-3, 5e-3, 10e-3, 25e-3,
+                                        50e-3,  100e-3, 250e-3, 1.0,   10.0};
+  return b;
+}
+
+struct Exporter::Collectable final : prometheus::Collectable {
+  mutable std::mutex mu;
+  std::map<int, Source> sources;
+  int next_id = 1;
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    std::lock_guard lock(mu);
+    Builder b;
+    for (const auto& [id, s] : sources) s(b);
+    return b.take();
+  }
+};
+
+Exporter::Exporter() : collectable_(std::make_shared<Collectable>()) {}
+
+Exporter::~Exporter() { exposer_.reset(); }  // stop serving before the sources go
+
+Result<std::unique_ptr<Exporter>> Exporter::start(const std::string& address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
+    return make_error(EINVAL, "--metrics '" + address + "': expected host:port, e.g. 127.0.0.1:9464");
+  }
+  auto e = std::make_unique<Exporter>();
+  try {
+    e->exposer_ = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/1);
+  } catch (const std::exception& ex) {
+    return make_error(EADDRINUSE, "metrics endpoint " + address + ": " + ex.what());
+  }
+  e->exposer_->RegisterCollectable(e->collectable_);
+  const std::vector<int> ports = e->exposer_->GetListeningPorts();
+  e->port_ = ports.empty() ? 0 : ports.front();
+  return e;
+}
+
+int Exporter::add_source(Source source) {
+  std::lock_guard lock(collectable_->mu);
+  const int id = collectable_->next_id++;
+  collectable_->sources.emplace(id, std::move(source));
+  return id;
+}
+
+void Exporter::remove_source(int id) {
+  std::lock_guard lock(collectable_->mu);
+  collectable_->sources.erase(id);
+}
+
+std::vector<prometheus::MetricFamily> Exporter::collect() const {
+  return collectable_->Collect();
+}
+
+std::string Exporter::render() const {
+  return prometheus::TextSerializer().Serialize(collect());
+}
+
+}  // namespace pollux::metrics

@@ -1,0 +1,76 @@
+// Prometheus metrics, pull model: an HTTP endpoint (prometheus-cpp's, on civetweb) whose
+// families are built at scrape time by registered sources. Sources read the counters the
+// stack keeps anyway (per-thread relaxed atomics, env::OwnerCounter): nothing is aggregated
+// or locked on the hot path. Names follow Prometheus conventions (docs/METRICS.md).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <prometheus/metric_family.h>
+
+#include "driver/env/histogram.h"
+#include "driver/env/result.h"
+
+namespace prometheus {
+class Exposer;
+}
+
+namespace pollux::metrics {
+
+using Labels = std::vector<std::pair<std::string, std::string>>;
+
+// Collects one scrape's samples, grouped into families by name.
+class Builder {
+ public:
+  void counter(std::string_view name, std::string_view help, const Labels& labels, double v);
+  void gauge(std::string_view name, std::string_view help, const Labels& labels, double v);
+  // A latency histogram in seconds, from env::LatencyHistogram values in `unit_seconds`
+  // (e.g. 1e-9 for ns), at these upper bounds (seconds, ascending; +Inf is added).
+  void histogram(std::string_view name, std::string_view help, const Labels& labels,
+                 const env::LatencyHistogram& h, double unit_seconds,
+                 const std::vector<double>& bounds_seconds);
+  std::vector<prometheus::MetricFamily> take();
+
+ private:
+  prometheus::ClientMetric& sample(std::string_view name, std::string_view help,
+                                   prometheus::MetricType type, const Labels& labels);
+  std::map<std::string, std::size_t, std::less<>> index_;
+  std::vector<prometheus::MetricFamily> families_;
+};
+
+// Latency bucket bounds (seconds) used by every Pollux latency histogram: 1 us .. 10 s.
+const std::vector<double>& latency_bounds();
+
+using Source = std::function<void(Builder&)>;
+
+class Exporter {
+ public:
+  // Listens on "host:port" (port 0: any free port; see port()).
+  static Result<std::unique_ptr<Exporter>> start(const std::string& address);
+  // Without an HTTP endpoint: render() only (tests, --metrics-dump).
+  Exporter();
+  ~Exporter();
+
+  // A source runs on the scraping thread, under the exporter's lock. Returns its id.
+  int add_source(Source source);
+  void remove_source(int id);
+  int port() const { return port_; }
+  // The text exposition format of one collection (what a scrape returns).
+  std::string render() const;
+  std::vector<prometheus::MetricFamily> collect() const;
+
+ private:
+  struct Collectable;
+  std::shared_ptr<Collectable> collectable_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int port_ = 0;
+};
+
+}  // namespace pollux::metrics

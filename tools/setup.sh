@@ -13,6 +13,8 @@ PACKAGES=(
   # libraries
   prometheus-cpp-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libspdlog-dev libisal-dev liburing-dev
+  # observability: the real Prometheus server the metrics test scrapes with
+  prometheus
 )
 
 missing=()

@@ -59,6 +59,17 @@ void Builder::histogram(std::string_view name, std::string_view help, const Labe
   m.histogram.bucket.push_back({h.count(), std::numeric_limits<double>::infinity()});
 }
 
+void Builder::family(const prometheus::MetricFamily& f) {
+  auto it = index_.find(f.name);
+  if (it == index_.end()) {
+    index_.emplace(f.name, families_.size());
+    families_.push_back(f);
+    return;
+  }
+  auto& to = families_[it->second].metric;
+  to.insert(to.end(), f.metric.begin(), f.metric.end());
+}
+
 std::vector<prometheus::MetricFamily> Builder::take() {
   index_.clear();
   return std::move(families_);
@@ -122,6 +133,22 @@ std::vector<prometheus::MetricFamily> Exporter::collect() const {
 
 std::string Exporter::render() const {
   return prometheus::TextSerializer().Serialize(collect());
+}
+
+}  // namespace pollux::metrics
+
+namespace pollux::metrics {
+
+void Snapshot::publish(std::vector<prometheus::MetricFamily> families) {
+  std::lock_guard lock(mu_);
+  last_ = std::move(families);
+}
+
+Source Snapshot::source() {
+  return [this](Builder& b) {
+    std::lock_guard lock(mu_);
+    for (const prometheus::MetricFamily& f : last_) b.family(f);
+  };
 }
 
 }  // namespace pollux::metrics

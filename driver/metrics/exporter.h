@@ -36,6 +36,8 @@ class Builder {
   void histogram(std::string_view name, std::string_view help, const Labels& labels,
                  const env::LatencyHistogram& h, double unit_seconds,
                  const std::vector<double>& bounds_seconds);
+  // A whole family, as collected elsewhere (its samples are appended).
+  void family(const prometheus::MetricFamily& f);
   std::vector<prometheus::MetricFamily> take();
 
  private:
@@ -71,6 +73,23 @@ class Exporter {
   std::shared_ptr<Collectable> collectable_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   int port_ = 0;
+};
+
+}  // namespace pollux::metrics
+
+namespace pollux::metrics {
+
+// For programs whose counters live on one thread that is never scraped directly (the virtual
+// time lockstep): that thread collects its sources now and then and publishes the result;
+// the scrape serves the last one. Survives the program's stack (e.g. after a run, lingering).
+class Snapshot {
+ public:
+  void publish(std::vector<prometheus::MetricFamily> families);
+  Source source();  // the snapshot must outlive it
+
+ private:
+  std::mutex mu_;
+  std::vector<prometheus::MetricFamily> last_;
 };
 
 }  // namespace pollux::metrics

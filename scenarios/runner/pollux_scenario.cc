@@ -9,10 +9,15 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <memory>
+#include <thread>
 #include <string>
 #include <vector>
 
+#include "driver/metrics/exporter.h"
 #include "scenarios/runner/chaos.h"
 #include "scenarios/runner/report.h"
 #include "scenarios/runner/runner.h"
@@ -21,6 +26,19 @@
 namespace ps = pollux::scenarios;
 
 namespace {
+
+volatile std::sig_atomic_t g_stop = 0;
+
+// Keeps the metrics endpoint up after the run (Prometheus scrapes the final state) until the
+// time is up or SIGINT/SIGTERM.
+void linger_for(uint64_t ns) {
+  std::signal(SIGINT, [](int) { g_stop = 1; });
+  std::signal(SIGTERM, [](int) { g_stop = 1; });
+  const auto end = std::chrono::steady_clock::now() + std::chrono::nanoseconds(ns);
+  while (!g_stop && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
 
 int finish(const ps::RunResult& r, const std::string& report_dir) {
   std::fputs(ps::result_table(r).c_str(), stdout);
@@ -54,6 +72,14 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"virtual", "realtime"}));
   run->add_option("--report", report, "directory for report.json and report.html ('' for none)");
   run->add_flag("--quiet", quiet, "no progress line");
+  std::string metrics_addr, linger = "0s";
+  auto metrics_opts = [&](CLI::App* c) {
+    c->add_option("--metrics", metrics_addr,
+                  "serve Prometheus metrics on host:port (e.g. 127.0.0.1:9464; port 0: any)");
+    c->add_option("--linger", linger,
+                  "with --metrics: keep serving this long after the run (e.g. 30s; SIGINT ends it)");
+  };
+  metrics_opts(run);
 
   uint64_t chaos_seed = 1;
   std::string duration = "20ms";
@@ -64,6 +90,7 @@ int main(int argc, char** argv) {
   chaos->add_option("--faults", max_faults, "at most this many faults")->check(CLI::Range(1, 64));
   chaos->add_option("--report", report, "directory for report.json and report.html ('' for none)");
   chaos->add_flag("--quiet", quiet, "no progress line");
+  metrics_opts(chaos);
 
   std::vector<std::string> files;
   CLI::App* check = app.add_subcommand("check", "parse and validate scenario files");
@@ -73,6 +100,35 @@ int main(int argc, char** argv) {
 
   ps::RunOptions o;
   o.progress = !quiet && isatty(STDERR_FILENO);
+  // Metrics: the run publishes snapshots; the endpoint outlives it by --linger.
+  pollux::metrics::Snapshot snapshot;
+  std::unique_ptr<pollux::metrics::Exporter> exporter;
+  uint64_t linger_ns = 0;
+  if (!metrics_addr.empty()) {
+    auto l = ps::parse_duration_ns(linger);
+    if (!l) {
+      std::fprintf(stderr, "--linger: '%s' (expected a duration, e.g. 30s)\n", linger.c_str());
+      return 2;
+    }
+    linger_ns = l.value();
+    auto e = pollux::metrics::Exporter::start(metrics_addr);
+    if (!e) {
+      std::fprintf(stderr, "%s\n", e.error().message.c_str());
+      return 2;
+    }
+    exporter = std::move(e).value();
+    exporter->add_source(snapshot.source());
+    o.metrics = &snapshot;
+    std::printf("metrics: http://%s:%d/metrics\n",
+                metrics_addr.substr(0, metrics_addr.rfind(':')).c_str(), exporter->port());
+    std::fflush(stdout);
+  }
+  auto finish_and_linger = [&](const ps::RunResult& r) {
+    const int rc = finish(r, report);
+    std::fflush(stdout);
+    if (exporter && linger_ns) linger_for(linger_ns);
+    return rc;
+  };
   if (check->parsed()) {
     int rc = 0;
     for (const std::string& f : files) {
@@ -95,7 +151,7 @@ int main(int argc, char** argv) {
                (time.empty() ? "" : " --time " + time);
     std::printf("scenario %s (%s), seed %lu\n", s.value().name.c_str(), file.c_str(),
                 static_cast<unsigned long>(used));
-    return finish(ps::run_scenario(s.value(), o), report);
+    return finish_and_linger(ps::run_scenario(s.value(), o));
   }
   auto d = ps::parse_duration_ns(duration);
   if (!d || d.value() < 1'000'000) {
@@ -109,5 +165,5 @@ int main(int argc, char** argv) {
              " --faults " + std::to_string(max_faults);
   std::printf("chaos seed %lu: %zu devices, %zu faults\n", static_cast<unsigned long>(chaos_seed),
               s.devices.size(), s.faults.size());
-  return finish(ps::run_scenario(s, o), report);
+  return finish_and_linger(ps::run_scenario(s, o));
 }

@@ -5,10 +5,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
 
 #include "driver/bdev/bdev.h"
 #include "driver/bdev/modules/nvme.h"
+#include "driver/metrics/event_source.h"
+#include "driver/metrics/nvme_source.h"
 #include "emulator/nvme/fault_commands.h"
 #include "emulator/timing/profile.h"
 #include "emulator/timing/timed_ssd.h"
@@ -53,6 +56,8 @@ class Engine {
   void sweep();
   void judge(RunResult& r);
   void teardown();
+  void collect_metrics(metrics::Builder& b) const;  // devices, controllers, the run itself
+  void publish_metrics(bool now);
   uint64_t now() const { return rig_->clock().now() - t0_; }
   uint32_t device_index(const std::string& name) const;
   std::string fail_fault(Fault& f, const std::string& why);
@@ -76,7 +81,11 @@ class Engine {
   uint64_t t0_ = 0;
   bool armed_ = false;
   bool hotplug_ = false;
-  Clock::time_point wall0_, last_progress_;
+  Clock::time_point wall0_, last_progress_, last_metrics_;
+  metrics::QpairRegistry qpairs_;
+  std::unique_ptr<metrics::Exporter> metrics_;  // the sources, collected on this thread
+  bool expectations_judged_ = false, passed_ = false;
+  uint64_t expectation_failures_ = 0;
 };
 
 uint32_t Engine::device_index(const std::string& name) const {
@@ -137,9 +146,25 @@ std::string Engine::setup() {
   base.admin_poll_period_us = host.admin_poll_us;
   base.registry = &rig_->registry();
   base.qpair.timeout_us = host.io_timeout_us;
-  base.qpair_observer = [ls](const nvme::Qpair* qp, bool created) {
-    if (created) ls->watch(qp); else ls->unwatch(qp);
+  // Every queue pair is charged to host time; with metrics on, it is also registered (under
+  // its controller's name, also for controllers the hot-plug poller attaches later).
+  const bool watch_metrics = o_.metrics != nullptr;
+  base.qpair_observer = [ls, this, watch_metrics](const nvme::Qpair* qp, bool created,
+                                                  const std::string& controller) {
+    if (created) {
+      ls->watch(qp);
+      if (watch_metrics) qpairs_.add(qp, controller);
+    } else {
+      if (watch_metrics) qpairs_.remove(qp);
+      ls->unwatch(qp);
+    }
   };
+  if (o_.metrics) {
+    metrics_ = std::make_unique<metrics::Exporter>();
+    metrics_->add_source(metrics::event_source(rig_->framework()));
+    metrics_->add_source(qpairs_.source());
+    metrics_->add_source([this](metrics::Builder& b) { collect_metrics(b); });
+  }
   for (uint32_t i = 0; i < rig_->devices(); ++i) {
     auto ctrl = rig_->connect(i, &err);
     if (!ctrl) return err;
@@ -465,6 +490,7 @@ void Engine::sweep() {
 
 void Engine::teardown() {
   if (!rig_) return;
+  metrics_.reset();  // its sources read the rig
   armed_ = false;
   {
     event::CurrentThreadScope scope(&rig_->thread());
@@ -511,6 +537,7 @@ RunResult Engine::run() {
     const uint64_t t = now();
     track_recovery(t);
     progress(t, false);
+    publish_metrics(false);
     bool all = true;
     for (auto& w : workloads_) all &= w->done();
     if (all) break;
@@ -549,7 +576,101 @@ RunResult Engine::run() {
   r.trace_records = rig_->sim().trace().records();
   r.steps = ls.steps();
   r.wall_seconds = std::chrono::duration<double>(Clock::now() - wall0_).count();
+  expectations_judged_ = true;
+  passed_ = r.passed;
+  expectation_failures_ = r.failures.size();
+  publish_metrics(true);
   return r;
+}
+
+// ------------------------------------------------------------------------- metrics ----
+
+void Engine::collect_metrics(metrics::Builder& b) const {
+  using metrics::Labels;
+  b.gauge("pollux_emu_simulated_seconds", "Simulated time of the run (virtual or paced)", {},
+          static_cast<double>(now()) * 1e-9);
+  for (uint32_t i = 0; i < rig_->devices(); ++i) {
+    const Labels l = {{"device", sc_.devices[i].name}, {"profile", sc_.devices[i].profile}};
+    const emu::timing::TimedSsdStats s = rig_->sim().device(i).stats();
+    const emu::nvme::Controller& c = rig_->device(i).controller();
+    auto n = [](uint64_t v) { return static_cast<double>(v); };
+    b.counter("pollux_emu_commands_total", "Commands the device fetched", l, n(s.commands));
+    b.counter("pollux_emu_completions_total", "Completions the device posted", l,
+              n(s.completions));
+    b.gauge("pollux_emu_in_flight", "Commands inside the device", l, n(s.in_flight));
+    b.counter("pollux_emu_nand_reads_total", "NAND page reads", l, n(s.nand_reads));
+    b.counter("pollux_emu_nand_programs_total", "NAND page-group programs", l,
+              n(s.nand_programs));
+    b.counter("pollux_emu_nand_erases_total", "NAND block erases", l, n(s.nand_erases));
+    b.counter("pollux_emu_gc_relocations_total", "Mapping units garbage collection moved", l,
+              n(s.ftl.gc_relocations));
+    b.gauge("pollux_emu_write_amplification", "NAND units written per host unit written", l,
+            s.ftl.write_amplification());
+    b.counter("pollux_emu_cache_stalls_total", "Writes that waited for write-cache room", l,
+              n(s.cache_stalls));
+    b.counter("pollux_emu_faults_injected_total", "Commands a device fault rule hit", l,
+              n(c.fault_hits()));
+    b.counter("pollux_emu_controller_resets_total", "Controller resets the device went through",
+              l, n(c.counters().resets));
+    b.gauge("pollux_emu_present", "1 while the device is plugged in", l,
+            rig_->device(i).present() ? 1 : 0);
+    b.counter("pollux_emu_writes_lost_to_power_total",
+              "Acknowledged writes a power cut undid (volatile cache)", l, n(lost_to_power_[i]));
+    if (auto cs = bdev::nvme_controller_stats(*mgr_, sc_.devices[i].name)) {
+      const Labels cl = {{"controller", sc_.devices[i].name}};
+      b.counter("pollux_bdev_nvme_resets_total", "Controller resets bdev_nvme completed", cl,
+                n(cs.value().resets));
+      b.counter("pollux_bdev_nvme_reset_failures_total", "Controller resets that failed", cl,
+                n(cs.value().reset_failures));
+      b.counter("pollux_bdev_nvme_retries_total", "Commands resubmitted after a retriable status",
+                cl, n(cs.value().retries));
+      b.counter("pollux_bdev_nvme_removed_failures_total", "I/O failed because the device left",
+                cl, n(cs.value().removed_failures));
+    }
+  }
+  if (hotplug_) {
+    const bdev::NvmeHotplugStats h = bdev::nvme_hotplug_stats(*mgr_);
+    b.counter("pollux_bdev_nvme_hotplug_attaches_total", "Devices the hot-plug poller attached",
+              {}, static_cast<double>(h.attaches));
+  }
+  b.gauge("pollux_bdev_nvme_controllers", "Attached NVMe controllers", {},
+          static_cast<double>(bdev::nvme_controller_names(*mgr_).size()));
+  const Labels sl = {{"scenario", sc_.name}};
+  b.counter("pollux_scenario_ios_total", "I/Os the workloads completed", sl,
+            static_cast<double>(rec_->ios()));
+  b.counter("pollux_scenario_io_errors_total", "I/Os that ended in error", sl,
+            static_cast<double>(rec_->errors()));
+  b.counter("pollux_scenario_io_errors_outside_windows_total",
+            "I/O errors outside every fault window", sl,
+            static_cast<double>(rec_->errors_outside_windows()));
+  std::map<std::string, uint64_t> fired;
+  for (const Fault& f : faults_) fired[to_string(f.out.spec.kind)] += f.out.fired;
+  for (const auto& [kind, count] : fired) {
+    b.counter("pollux_scenario_faults_fired_total", "Faults of the timeline that fired",
+              {{"scenario", sc_.name}, {"kind", kind}}, static_cast<double>(count));
+  }
+  b.gauge("pollux_scenario_faults_planned", "Faults in the timeline", sl,
+          static_cast<double>(faults_.size()));
+  uint64_t violations = 0;
+  for (const auto& t : tracks_) violations += t->violations;
+  b.counter("pollux_scenario_oracle_violations_total",
+            "Reads the data-integrity oracle rejected (lost, stale, torn, misdirected)", sl,
+            static_cast<double>(violations));
+  b.histogram("pollux_scenario_io_latency_seconds", "Latency of the workloads' I/O", sl,
+              rec_->latency(), 1e-9, metrics::latency_bounds());
+  if (!expectations_judged_) return;
+  b.gauge("pollux_scenario_expectations", "Expectations judged at the end, by result",
+          {{"scenario", sc_.name}, {"result", "failed"}},
+          static_cast<double>(expectation_failures_));
+  b.gauge("pollux_scenario_passed", "1 if every expectation was met", sl, passed_ ? 1 : 0);
+}
+
+void Engine::publish_metrics(bool now) {
+  if (!o_.metrics || !metrics_) return;
+  const auto w = Clock::now();
+  if (!now && w - last_metrics_ < std::chrono::milliseconds(50)) return;
+  last_metrics_ = w;
+  o_.metrics->publish(metrics_->collect());
 }
 
 void Engine::judge(RunResult& r) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "driver/env/histogram.h"
+#include "driver/metrics/exporter.h"
 #include "scenarios/runner/recorder.h"
 #include "scenarios/runner/scenario.h"
 
@@ -21,6 +22,10 @@ struct RunOptions {
   uint32_t buckets = 200; // time buckets of the report's charts
   std::string replay;     // the command that replays this run (printed on failure)
   std::string time;       // virtual | realtime; "": the scenario's
+  // Metrics (docs/METRICS.md): the run publishes its host stack's, its devices' and its own
+  // metrics here every 50 ms of wall time and at the end (the lockstep thread collects them;
+  // a scrape never touches the run). nullptr: none.
+  metrics::Snapshot* metrics = nullptr;
 };
 
 struct FaultOutcome {

@@ -596,7 +596,7 @@ TEST_F(NvmeBdevTest, ResetControllerApiJoinsAndReportsOnCallingThread) {
     std::vector<std::pair<const nvme::Qpair*, event::Thread*>> created, freed;
   } seen;
   bdev::NvmeBdevOptions opt;
-  opt.qpair_observer = [&seen](const nvme::Qpair* qp, bool created) {
+  opt.qpair_observer = [&seen](const nvme::Qpair* qp, bool created, const std::string&) {
     (created ? seen.created : seen.freed).push_back({qp, event::Thread::current()});
   };
   attach_in_process(opt);

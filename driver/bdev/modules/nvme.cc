@@ -547,7 +547,7 @@ int NvmeCtrlr::channel_create(void* io_device, void* ctx) {
   for (uint32_t i = self->opts_.dsm_slots; i-- > 0;) ch->dsm_free.push_back(i);
   ch->poller = event::Thread::current()->register_poller(channel_poll, ch, 0,
                                                          "bdev_nvme_" + self->name());
-  if (self->opts_.qpair_observer) self->opts_.qpair_observer(ch->qp.get(), true);
+  if (self->opts_.qpair_observer) self->opts_.qpair_observer(ch->qp.get(), true, self->name());
   self->channels_.fetch_add(1, std::memory_order_relaxed);
   return 0;
 }
@@ -565,7 +565,7 @@ void NvmeCtrlr::channel_destroy(void* io_device, void* ctx) {
       NvmeBackend::finish(c, IoStatus::kAborted);
     }
   }
-  if (self->opts_.qpair_observer) self->opts_.qpair_observer(ch->qp.get(), false);
+  if (self->opts_.qpair_observer) self->opts_.qpair_observer(ch->qp.get(), false, self->name());
   {
     std::lock_guard reset_lock(self->reset_mu_);  // not while a reset walks the queue pairs
     self->ctrlr_->free_io_qpair(std::move(ch->qp));

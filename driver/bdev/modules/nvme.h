@@ -62,7 +62,8 @@ struct NvmeBdevOptions {
   env::MemoryRegistry* registry = nullptr;
   // Told when a channel creates (true) or frees (false) its queue pair — e.g. a virtual-time
   // simulator that charges host cost per queue pair. Called on the channel's thread.
-  std::function<void(const nvme::Qpair*, bool created)> qpair_observer;
+  std::function<void(const nvme::Qpair*, bool created, const std::string& controller)>
+      qpair_observer;
 };
 
 // Counters of one controller (any thread may read them).

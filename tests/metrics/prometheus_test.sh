@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# A scenario run with metrics on, scraped by a real Prometheus server (Debian's, on loopback,
+# with a temporary data directory); then every dashboard panel's PromQL is evaluated through
+# Prometheus' HTTP API and must return data, and every metric a panel names must exist.
+set -euo pipefail
+scenario_bin=$1 check=$2 scenario=$3
+shift 3
+dashboards=("$@")
+command -v prometheus >/dev/null || { echo "prometheus is not installed (tools/setup.sh installs it)"; exit 1; }
+dir=$(mktemp -d /tmp/pollux-prom.XXXXXX)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$dir"; }
+trap cleanup EXIT
+
+export SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1
+"$scenario_bin" run "$scenario" --quiet --report "" --metrics 127.0.0.1:0 --linger 300s >"$dir/run.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 600); do grep -q "^metrics: " "$dir/run.log" && break; sleep 0.1; done  # start-up
+target=$(sed -n 's|^metrics: http://\([^/]*\)/metrics|\1|p' "$dir/run.log")
+[ -n "$target" ] || { cat "$dir/run.log"; echo "FAIL: the scenario printed no metrics endpoint"; exit 1; }
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+port=$(free_port)
+cat >"$dir/prometheus.yml" <<YML
+global: {scrape_interval: 1s, evaluation_interval: 1s}
+scrape_configs:
+  - job_name: pollux
+    static_configs: [{targets: ["$target"]}]
+YML
+prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/data" \
+  --web.listen-address="127.0.0.1:$port" --log.level=warn >"$dir/prometheus.log" 2>&1 &
+pids+=($!)
+if ! python3 "$check" "http://127.0.0.1:$port" "${dashboards[@]}"; then
+  echo "--- scenario"; cat "$dir/run.log"; echo "--- prometheus"; tail -20 "$dir/prometheus.log"
+  exit 1
+fi
+grep -q "PASSED" "$dir/run.log" || { cat "$dir/run.log"; echo "FAIL: the scenario failed"; exit 1; }
+echo PASS

@@ -380,6 +380,13 @@ void Controller::rebuild_active_lists() {
   if (rr_next_ >= active_io_sqs_.size()) rr_next_ = 0;
 }
 
+// One step of a delayed enable: RDY becomes 1 when the countdown ends (it stays at 1 while a
+// timing model holds it: hold_ready()).
+void Controller::count_down_to_ready() {
+  if (ready_countdown_ > 1 || !ready_held_) --ready_countdown_;
+  if (ready_countdown_ == 0) csts_ |= sp::csts::kRdy;
+}
+
 uint32_t Controller::entries_in(const Cq& cq) {
   return cq.tail >= cq.head ? cq.tail - cq.head : cq.tail + cq.size - cq.head;
 }
@@ -477,8 +484,7 @@ bool Controller::take_abort(Sq& sq, uint16_t cid) {
 size_t Controller::poll(size_t max_commands) {
   if (removed_) return 0;
   if (ready_countdown_) {
-    if (ready_countdown_ > 1 || !ready_held_) --ready_countdown_;
-    if (ready_countdown_ == 0) csts_ |= sp::csts::kRdy;
+    count_down_to_ready();
     return 0;
   }
   if ((csts_ & (sp::csts::kRdy | sp::csts::kCfs)) != sp::csts::kRdy) return 0;

@@ -226,6 +226,7 @@ class Controller {
   size_t process_sq(Sq& sq, size_t budget);
   uint32_t cq_free(const Cq& cq) const;
   static uint32_t entries_in(const Cq& cq);  // posted, not yet consumed by the host
+  void count_down_to_ready();
   void post(Cq& cq, const spec::nvme::CompletionEntry& cqe, bool reserved);
   bool write_cqe(Cq& cq, const spec::nvme::CompletionEntry& cqe, bool stale_phase = false);
   uint16_t apply_faults(const spec::nvme::SubmissionEntry& sqe, uint16_t sqid, bool* hold);

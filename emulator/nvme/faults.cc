@@ -24,7 +24,6 @@ bool FaultInjector::remove(int id) {
   return std::erase_if(rules_, [id](const Armed& a) { return a.id == id; }) != 0;
 }
 
-
 std::optional<FaultHit> FaultInjector::match(const sp::SubmissionEntry& sqe) {
   if (rules_.empty()) return std::nullopt;
   const bool ranged = sp::nvm::has_lba_range(sqe.opcode);

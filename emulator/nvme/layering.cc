@@ -18,8 +18,7 @@ void Controller::power_cycle() {
 void Controller::service() {
   if (removed_) return;
   if (ready_countdown_) {
-    if (ready_countdown_ > 1 || !ready_held_) --ready_countdown_;
-    if (ready_countdown_ == 0) csts_ |= sp::csts::kRdy;
+    count_down_to_ready();
     return;
   }
   if ((csts_ & (sp::csts::kRdy | sp::csts::kCfs)) != sp::csts::kRdy) return;

@@ -379,10 +379,10 @@ void Engine::insert(Fault& f, uint64_t t) {
 // Host actions run between steps, never inside a set-up wait.
 void Engine::host_actions() {
   if (host_resets_.empty()) return;
-  std::vector<Fault*> todo;
-  todo.swap(host_resets_);
+  std::vector<Fault*> due;
+  due.swap(host_resets_);
   event::CurrentThreadScope scope(&rig_->thread());
-  for (Fault* f : todo) {
+  for (Fault* f : due) {
     const std::string& name = sc_.devices[f->out.device].name;
     const int rc = bdev::nvme_reset_controller(*mgr_, name, nullptr, nullptr);
     f->out.detail = rc == 0 ? "bdev_nvme reset requested" : "no controller " + name + " to reset";

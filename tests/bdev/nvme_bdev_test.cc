@@ -84,6 +84,15 @@ struct Events {
   }
 };
 
+// A device rule: fetch the next `count` commands with `opcode` and never complete them.
+emu::nvme::FaultRule held(uint8_t opcode, uint64_t count) {
+  emu::nvme::FaultRule r;
+  r.action = emu::nvme::FaultAction::kNeverComplete;
+  r.opcode = opcode;
+  r.count = count;
+  return r;
+}
+
 class NvmeBdevTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -164,6 +173,8 @@ class NvmeBdevTest : public ::testing::Test {
     ASSERT_TRUE(
         device_->with_device([&](auto& d) { return d.controller().faults().add(rule).ok(); }));
   }
+  void hold_commands(uint8_t opcode, uint64_t count) { add_fault(held(opcode, count)); }
+
   uint64_t fault_hits() {
     return device_->with_device([](auto& d) { return d.controller().fault_hits(); });
   }
@@ -505,11 +516,7 @@ TEST_F(NvmeBdevTest, BdevResetResetsControllerUnderLoadOnTwoThreads) {
   Open b = open(t1_, "Nvme0n1");
   Open b2 = open(t1_, "Nvme0n2");
   const uint64_t emu_resets = counter([](auto& c) { return c.resets; });
-  emu::nvme::FaultRule hold;
-  hold.action = emu::nvme::FaultAction::kNeverComplete;
-  hold.opcode = sn::nvm::kWrite;
-  hold.count = 4;
-  add_fault(hold);
+  hold_commands(sn::nvm::kWrite, 4);
   constexpr int kPer = 32;  // writes per thread, 8 blocks (4 KiB) each
   for (int i = 0; i < 2 * kPer; ++i)
     for (int j = 0; j < 4096; ++j) buf(i * 4096)[j] = static_cast<uint8_t>(i * 31 + j * 7 + 1);
@@ -664,11 +671,7 @@ TEST_F(NvmeBdevTest, FatalStatusIsResetByTheAdminPoller) {
   Open a = open(t0_, "Nvme0n1");
   Open b = open(t1_, "Nvme0n1");
   const uint64_t emu_resets = counter([](auto& c) { return c.resets; });
-  emu::nvme::FaultRule hold;
-  hold.action = emu::nvme::FaultAction::kNeverComplete;
-  hold.opcode = sn::nvm::kWrite;
-  hold.count = 2;
-  add_fault(hold);
+  hold_commands(sn::nvm::kWrite, 2);
   for (int i = 0; i < 48; ++i)
     for (int j = 0; j < 4096; ++j) buf(i * 4096)[j] = static_cast<uint8_t>(i * 17 + j * 3 + 5);
   std::vector<Each> w(48);
@@ -716,11 +719,7 @@ TEST_F(NvmeBdevTest, TimeoutActionResetRecoversHeldIo) {
   Done w;
   io(t0_, w, [&] { return mgr_->write(a.desc, a.ch, buf(), 40, 8, Done::cb, &w); });
   ASSERT_EQ(w.ok, 1);
-  emu::nvme::FaultRule hold;
-  hold.action = emu::nvme::FaultAction::kNeverComplete;
-  hold.opcode = sn::nvm::kRead;
-  hold.count = 1;
-  add_fault(hold);
+  hold_commands(sn::nvm::kRead, 1);
   std::memset(buf(1 << 20), 0, 4096);
   Done r;
   io(t1_, r, [&] { return mgr_->read(b.desc, b.ch, buf(1 << 20), 40, 8, Done::cb, &r); });
@@ -757,11 +756,7 @@ TEST_F(NvmeBdevTest, FailedResetFailsHeldAndParkedIo) {
   Open a = open(t0_, "Nvme0n1");
   Open b = open(t1_, "Nvme0n1");
   Open b2 = open(t1_, "Nvme0n2");
-  emu::nvme::FaultRule hold;
-  hold.action = emu::nvme::FaultAction::kNeverComplete;
-  hold.opcode = sn::nvm::kWrite;
-  hold.count = 2;
-  add_fault(hold);
+  hold_commands(sn::nvm::kWrite, 2);
   std::vector<Each> w(16);
   for (int i = 0; i < 16; ++i) {
     CurrentThreadScope on(i % 2 ? t1_ : t0_);
@@ -913,10 +908,7 @@ TEST(NvmeBdevFreeRun, ControllerResetWithReactorsOnTwoOsThreads) {
   for (int i = 0; i < kDuring; ++i)
     for (int j = 0; j < 4096; ++j) base[(1 << 20) + i * 4096 + j] = static_cast<uint8_t>(i + j * 3);
   // The device holds the first four writes: only a controller reset ends them.
-  emu::nvme::FaultRule hold;
-  hold.action = emu::nvme::FaultAction::kNeverComplete;
-  hold.opcode = sn::nvm::kWrite;
-  hold.count = 4;
+  const emu::nvme::FaultRule hold = held(sn::nvm::kWrite, 4);
   ASSERT_TRUE(device->with_device([&](auto& d) { return d.controller().faults().add(hold).ok(); }));
 
   std::function<void()> finish_up;  // on the app thread
@@ -1232,7 +1224,7 @@ TEST_F(NvmeBdevTest, HotplugPollerReattachesReinsertedDevice) {
     EXPECT_EQ(bdev::nvme_hotplug_start(*mgr_, {slot}, 2000, base), -EEXIST);
   }
   run_until([&] { return mgr_->find("nvme0n1") != nullptr; });
-  EXPECT_EQ(bdev::nvme_hotplug_attaches(*mgr_), 1u);
+  EXPECT_EQ(bdev::nvme_hotplug_stats(*mgr_).attaches, 1u);
   EXPECT_EQ(bdev::nvme_hotplug_stats(*mgr_).connect_failures, 1u);
   EXPECT_EQ(connects, 2);
   EXPECT_EQ(bdev::nvme_controller_names(*mgr_), std::vector<std::string>{"nvme0"});
@@ -1250,12 +1242,12 @@ TEST_F(NvmeBdevTest, HotplugPollerReattachesReinsertedDevice) {
   EXPECT_EQ(mgr_->find("nvme0n1"), nullptr);
   const uint64_t polls = bdev::nvme_hotplug_stats(*mgr_).polls;
   run_until([&] { return bdev::nvme_hotplug_stats(*mgr_).polls >= polls + 3; });
-  EXPECT_EQ(bdev::nvme_hotplug_attaches(*mgr_), 1u);
+  EXPECT_EQ(bdev::nvme_hotplug_stats(*mgr_).attaches, 1u);
   EXPECT_EQ(connects, 2);
   // Put it back: attached again under the same name.
   emu.insert();
   run_until([&] { return mgr_->find("nvme0n1") != nullptr; });
-  EXPECT_EQ(bdev::nvme_hotplug_attaches(*mgr_), 2u);
+  EXPECT_EQ(bdev::nvme_hotplug_stats(*mgr_).attaches, 2u);
   EXPECT_EQ(bdev::nvme_controller_names(*mgr_), std::vector<std::string>{"nvme0"});
   Open a2 = open(t0_, "nvme0n1");
   std::memset(buf(1 << 20), 0, 4096);
@@ -1269,7 +1261,7 @@ TEST_F(NvmeBdevTest, HotplugPollerReattachesReinsertedDevice) {
     bdev::nvme_hotplug_stop(*mgr_);
     bdev::nvme_hotplug_stop(*mgr_);  // idempotent
   }
-  EXPECT_EQ(bdev::nvme_hotplug_attaches(*mgr_), 0u);  // stopped
+  EXPECT_EQ(bdev::nvme_hotplug_stats(*mgr_).attaches, 0u);  // stopped
   detach("nvme0");
   ::unlink(path.c_str());
   ::rmdir(dir);

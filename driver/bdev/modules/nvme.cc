@@ -559,18 +559,16 @@ void NvmeCtrlr::channel_destroy(void* io_device, void* ctx) {
   event::Thread::current()->unregister_poller(ch->poller);
   // Nothing should be left (the bdev channel above is gone); be safe if something is.
   while (IoCtx* c = ch->pop_retry()) NvmeBackend::finish(c, IoStatus::kAborted);
-  for (IoCtx* l : {ch->deferred, ch->parked}) {
-    while (IoCtx* c = l) {
-      l = c->next;
-      NvmeBackend::finish(c, IoStatus::kAborted);
-    }
+  while (IoCtx* c = ch->parked) {
+    ch->parked = c->next;
+    NvmeBackend::finish(c, IoStatus::kAborted);
   }
   if (self->opts_.qpair_observer) self->opts_.qpair_observer(ch->qp.get(), false, self->name());
   {
     std::lock_guard reset_lock(self->reset_mu_);  // not while a reset walks the queue pairs
     self->ctrlr_->free_io_qpair(std::move(ch->qp));
   }
-  // Anything the reset or the queue deletion ended while paused (nothing, normally).
+  // Completions deferred while paused, and any the queue deletion ended (nothing, normally).
   while (IoCtx* c = ch->deferred) {
     ch->deferred = c->next;
     NvmeBackend::finish(c, IoStatus::kAborted);
@@ -908,8 +906,6 @@ NvmeHotplugStats nvme_hotplug_stats(Manager& mgr) {
     if (h->mgr == &mgr) return h->stats;
   return {};
 }
-
-uint64_t nvme_hotplug_attaches(Manager& mgr) { return nvme_hotplug_stats(mgr).attaches; }
 
 std::vector<std::string> nvme_controller_names(Manager& mgr) {
   std::lock_guard lock(g_mu);

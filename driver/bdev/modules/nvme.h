@@ -131,7 +131,6 @@ int nvme_hotplug_start(Manager& mgr, std::vector<NvmeHotplugSlot> slots, uint64_
 void nvme_hotplug_stop(Manager& mgr);  // the thread that started it; idempotent
 // Counters of the running hot-plug poller (zeros once stopped). Any thread.
 NvmeHotplugStats nvme_hotplug_stats(Manager& mgr);
-uint64_t nvme_hotplug_attaches(Manager& mgr);  // = nvme_hotplug_stats(mgr).attaches
 
 // The retry policy, exposed for tests: true if a completion status (CQE DW3[31:16]) should
 // be resubmitted after `attempts` retries so far.

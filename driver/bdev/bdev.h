@@ -190,6 +190,11 @@ class Bdev {
   const std::string& module() const { return module_; }
   // Statistics of channels that have gone, plus (through Manager::get_stats) live ones.
   const IoStats& retired_stats() const { return retired_; }
+  // The rate limits set_qos() installed (all zero: QoS off); readable from any thread.
+  QosLimits qos_limits() const {
+    auto at = [this](int i) { return qos_limit_[i].load(std::memory_order_relaxed); };
+    return {at(0), at(1), at(2), at(3)};
+  }
 
  private:
   friend class Manager;

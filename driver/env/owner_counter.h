@@ -35,3 +35,40 @@ class OwnerCounter {
 };
 
 }  // namespace pollux::env
+
+namespace pollux::env {
+
+// A histogram of one owner thread's values (latencies in clock ticks) in power-of-two
+// buckets — bucket i holds values below 2^i and at least 2^(i-1) — readable from any thread.
+// Recording is three OwnerCounter increments; no locked instruction.
+class OwnerHistogram {
+ public:
+  static constexpr int kBuckets = 48;  // the last one also holds everything larger
+  static constexpr int bucket_of(uint64_t v) {
+    const int b = v == 0 ? 0 : 64 - __builtin_clzll(v);
+    return b < kBuckets ? b : kBuckets - 1;
+  }
+  // Exclusive upper bound of bucket i (the last bucket's is open).
+  static constexpr uint64_t bucket_limit(int i) { return uint64_t{1} << i; }
+
+  void record(uint64_t v) {  // owner thread only
+    ++buckets_[bucket_of(v)];
+    ++count_;
+    sum_ += v;
+  }
+  // Not concurrently with record() on `to` (e.g. under the lock that retires a queue pair).
+  void add_to(OwnerHistogram& to) const {
+    for (int i = 0; i < kBuckets; ++i) to.buckets_[i] += buckets_[i].load();
+    to.count_ += count_.load();
+    to.sum_ += sum_.load();
+  }
+  uint64_t bucket(int i) const { return buckets_[i].load(); }
+  uint64_t count() const { return count_.load(); }
+  uint64_t sum() const { return sum_.load(); }
+
+ private:
+  OwnerCounter buckets_[kBuckets];
+  OwnerCounter count_, sum_;
+};
+
+}  // namespace pollux::env

@@ -4,7 +4,10 @@
 #include <prometheus/exposer.h>
 #include <prometheus/text_serializer.h>
 
+#include <chrono>
 #include <cmath>
+#include <csignal>
+#include <thread>
 #include <limits>
 #include <exception>
 
@@ -57,6 +60,23 @@ void Builder::histogram(std::string_view name, std::string_view help, const Labe
     m.histogram.bucket.push_back({cumulative[i], bounds_seconds[i]});
   }
   m.histogram.bucket.push_back({h.count(), std::numeric_limits<double>::infinity()});
+}
+
+void Builder::histogram(std::string_view name, std::string_view help, const Labels& labels,
+                        const env::OwnerHistogram& h, double unit_seconds) {
+  auto& m = sample(name, help, prometheus::MetricType::Histogram, labels);
+  // The owner may record while we read: count what the buckets say, so the cumulative
+  // counts never exceed the total.
+  uint64_t cumulative = 0;
+  for (int i = 0; i < env::OwnerHistogram::kBuckets - 1; ++i) {
+    cumulative += h.bucket(i);
+    const double bound = static_cast<double>(env::OwnerHistogram::bucket_limit(i)) * unit_seconds;
+    if (bound >= 1e-7 && bound <= 100) m.histogram.bucket.push_back({cumulative, bound});
+  }
+  cumulative += h.bucket(env::OwnerHistogram::kBuckets - 1);
+  m.histogram.bucket.push_back({cumulative, std::numeric_limits<double>::infinity()});
+  m.histogram.sample_count = cumulative;
+  m.histogram.sample_sum = static_cast<double>(h.sum()) * unit_seconds;
 }
 
 void Builder::family(const prometheus::MetricFamily& f) {
@@ -149,6 +169,19 @@ Source Snapshot::source() {
     std::lock_guard lock(mu_);
     for (const prometheus::MetricFamily& f : last_) b.family(f);
   };
+}
+
+namespace {
+volatile std::sig_atomic_t g_linger_stop = 0;
+}  // namespace
+
+void linger(uint64_t ns) {
+  std::signal(SIGINT, [](int) { g_linger_stop = 1; });
+  std::signal(SIGTERM, [](int) { g_linger_stop = 1; });
+  const auto end = std::chrono::steady_clock::now() + std::chrono::nanoseconds(ns);
+  while (!g_linger_stop && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 }
 
 }  // namespace pollux::metrics

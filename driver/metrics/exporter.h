@@ -16,6 +16,7 @@
 #include <prometheus/metric_family.h>
 
 #include "driver/env/histogram.h"
+#include "driver/env/owner_counter.h"
 #include "driver/env/result.h"
 
 namespace prometheus {
@@ -36,6 +37,11 @@ class Builder {
   void histogram(std::string_view name, std::string_view help, const Labels& labels,
                  const env::LatencyHistogram& h, double unit_seconds,
                  const std::vector<double>& bounds_seconds);
+  // A histogram in seconds from an env::OwnerHistogram of ticks lasting `unit_seconds`: its
+  // power-of-two bounds from 100 ns to 100 s (they depend on the clock's tick; what matters is
+  // that they are the same for every series of a family within a process).
+  void histogram(std::string_view name, std::string_view help, const Labels& labels,
+                 const env::OwnerHistogram& h, double unit_seconds);
   // A whole family, as collected elsewhere (its samples are appended).
   void family(const prometheus::MetricFamily& f);
   std::vector<prometheus::MetricFamily> take();
@@ -91,5 +97,9 @@ class Snapshot {
   std::mutex mu_;
   std::vector<prometheus::MetricFamily> last_;
 };
+
+// For a program that has finished its work: keeps the process, and so its endpoint, up for
+// `ns` (Prometheus scrapes the final state) or until SIGINT/SIGTERM.
+void linger(uint64_t ns);
 
 }  // namespace pollux::metrics

@@ -149,5 +149,42 @@ TEST_F(QpairMetrics, CountersPerQpairAndRetiredIntoTheController) {
       << text;
 }
 
+TEST_F(QpairMetrics, LatencyHistogramInPowerOfTwoBucketsWhenTracked) {
+  QpairRegistry reg(1e-9);  // the harness clock ticks in ns
+  Exporter e;
+  e.add_source(reg.source());
+  nvme::QpairOptions o;
+  o.track_latency = true;
+  auto qp = make(o);
+  reg.add(qp.get(), "nvme0");
+  nvme::testing::Done d;
+  ASSERT_EQ(qp->read(ns, buf(), 0, 8, nvme::testing::Done::cb, &d), 0);
+  qp->flush_doorbell();
+  clock.advance(3000);  // 3 us: in the bucket below 4096 ns
+  post(fetch().cid);
+  qp->process_completions();
+  ASSERT_EQ(qp->read(ns, buf(), 0, 8, nvme::testing::Done::cb, &d), 0);
+  qp->flush_doorbell();
+  clock.advance(100'000);  // 100 us: below 131072 ns
+  post(fetch().cid);
+  qp->process_completions();
+  const std::string text = e.render();
+  const std::string l = "{controller=\"nvme0\",qid=\"1\",";
+  EXPECT_TRUE(has_line(text, "pollux_nvme_qpair_latency_seconds_count{controller=\"nvme0\",qid=\"1\"} 2"))
+      << text;
+  EXPECT_TRUE(has_line(text, "pollux_nvme_qpair_latency_seconds_bucket" + l + "le=\"2.048e-06\"} 0"))
+      << text;
+  EXPECT_TRUE(has_line(text, "pollux_nvme_qpair_latency_seconds_bucket" + l + "le=\"4.096e-06\"} 1"))
+      << text;
+  EXPECT_TRUE(has_line(text, "pollux_nvme_qpair_latency_seconds_bucket" + l + "le=\"0.000131072\"} 2"))
+      << text;
+  EXPECT_TRUE(has_line(text, "pollux_nvme_qpair_latency_seconds_sum{controller=\"nvme0\",qid=\"1\"} 0.000103"))
+      << text;
+  reg.remove(qp.get());
+  qp.reset();
+  EXPECT_TRUE(has_line(e.render(), "pollux_nvme_controller_io_latency_seconds_count{controller=\"nvme0\"} 2"))
+      << e.render();
+}
+
 }  // namespace
 }  // namespace pollux::metrics

@@ -28,7 +28,11 @@ constexpr Field kFields[] = {
 
 void add_stats(nvme::QpairStats& to, const nvme::QpairStats& from) {
   for (const Field& f : kFields) to.*f.member += from.*f.member;
+  from.latency.add_to(to.latency);
 }
+
+constexpr const char* kLatencyHelp =
+    "Submission-to-completion latency of I/O commands (queue pairs created with track_latency)";
 
 }  // namespace
 
@@ -61,6 +65,8 @@ Source QpairRegistry::source() {
         b.counter(std::string("pollux_nvme_qpair_") + f.name + "_total", f.help, l,
                   static_cast<double>((s.*f.member).load()));
       }
+      b.histogram("pollux_nvme_qpair_latency_seconds", kLatencyHelp, l, s.latency,
+                  seconds_per_tick_);
       const uint64_t sub = s.submitted.load(), cpl = s.completed.load();
       b.gauge("pollux_nvme_qpair_outstanding",
               "Commands submitted to the device and not completed by it", l,
@@ -73,6 +79,9 @@ Source QpairRegistry::source() {
                   std::string(f.help) + " (all I/O queue pairs, past and present)", l,
                   static_cast<double>((s.*f.member).load()));
       }
+      b.histogram("pollux_nvme_controller_io_latency_seconds",
+                  std::string(kLatencyHelp) + " (all I/O queue pairs, past and present)", l,
+                  s.latency, seconds_per_tick_);
     }
   };
 }

@@ -341,7 +341,7 @@ void Qpair::place_in_sq(Request* r) {
   sq_[sq_tail_] = r->cmd;
   sq_tail_ = sq_tail_ + 1 == size_ ? 0 : sq_tail_ + 1;
   r->in_sq = true;
-  if (timeout_ticks_) r->submit_tick = ctx_.clock->now();
+  if (timeout_ticks_ || options_.track_latency) r->submit_tick = ctx_.clock->now();
   r->prev = out_tail_;
   r->next = nullptr;
   if (out_tail_) out_tail_->next = r; else out_head_ = r;
@@ -380,6 +380,7 @@ int Qpair::process_completions(uint32_t max) {
   if (resetting_) return 0;  // the controller is being reset: its queues don't exist
   uint32_t reaped = 0;
   if (inj_head_ != nullptr) [[unlikely]] reaped = deliver_injected(max);
+  uint64_t now = 0;  // one clock read per batch, when latency is tracked
   while (max == 0 || reaped < max) {
     sn::CompletionEntry* slot = &cq_[cq_head_];
     const uint16_t status = __atomic_load_n(&slot->status, __ATOMIC_ACQUIRE);
@@ -408,6 +409,10 @@ int Qpair::process_completions(uint32_t max) {
     unlink_outstanding(r);
     --outstanding_;
     ++stats_.completed;
+    if (options_.track_latency) {
+      if (now == 0) now = ctx_.clock->now();
+      stats_.latency.record(now - r->submit_tick);
+    }
     if (r->injected) [[unlikely]] cpl.status = static_cast<uint16_t>((cpl.status & 1) | r->inject_status);
     if ((cpl.status & 0xfffe) != 0) ++stats_.errors;
     const CompletionFn cb = r->cb;

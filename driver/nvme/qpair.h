@@ -34,6 +34,7 @@ struct QpairOptions {
   bool batch_doorbells = true;   // ring the SQ doorbell once per process_completions()/flush()
   bool prefer_sgl = false;       // describe data with SGLs when the controller supports them
   uint64_t timeout_us = 0;       // 0: no timeout detection
+  bool track_latency = false;    // a clock read per submission and per completion batch
   TimeoutFn timeout_cb = nullptr;
   void* timeout_ctx = nullptr;
 };
@@ -50,6 +51,7 @@ struct QpairStats {
   env::OwnerCounter doorbells = 0;        // SQ tail doorbell writes
   env::OwnerCounter injected = 0;         // commands hit by an error injection rule
   env::OwnerCounter failed_on_removal = 0;  // requests ended because the device was removed
+  env::OwnerHistogram latency;  // submission to completion, in clock ticks (track_latency)
 };
 
 // A software error injection rule (SPDK's spdk_nvme_qpair_add_cmd_error_injection, plus LBA

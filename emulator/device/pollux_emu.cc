@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "emulator/device/control_socket.h"
+#include "emulator/device/metrics.h"
 #include "emulator/device/nvme_device.h"
 #include "emulator/nvme/fault_commands.h"
 #include "emulator/timing/simulation.h"
@@ -42,6 +43,9 @@ int main(int argc, char** argv) {
   app.add_option("--control", control_path,
                  "UNIX socket for fault commands, one JSON object per line "
                  "(emulator/nvme/fault_commands.h)");
+  std::string metrics_addr;
+  app.add_option("--metrics", metrics_addr,
+                 "serve Prometheus metrics on host:port (e.g. 127.0.0.1:9465; port 0: any)");
   app.get_option("--config")->excludes(app.get_option("--profile"));
   CLI11_PARSE(app, argc, argv);
 
@@ -105,6 +109,38 @@ int main(int argc, char** argv) {
     }
     dev->controller().faults().reseed(seed);
   }
+  std::unique_ptr<device::MetricsEndpoint> metrics;
+  if (!metrics_addr.empty()) {
+    std::string err;
+    metrics = device::MetricsEndpoint::start(metrics_addr, &err);
+    if (!metrics) {
+      fmt::print(stderr, "pollux-emu: --metrics {}\n", err);
+      return 2;
+    }
+    if (!quiet) {
+      fmt::print("pollux-emu: metrics on http://{}:{}/metrics\n",
+                 metrics_addr.substr(0, metrics_addr.rfind(':')), metrics->port());
+    }
+  }
+  // The device's counters belong to this loop's thread: it publishes them now and then.
+  auto publish_metrics = [&] {
+    std::vector<prometheus::MetricFamily> f;
+    device::DeviceMetricsInput in;
+    in.name = "emu0";
+    in.profile = profile_name.empty() ? "functional" : profile.name;
+    in.controller = &dev->controller();
+    in.timed = sim ? &sim->device(0) : nullptr;
+    in.now = sim ? sim->now() : 0;
+    in.present = true;
+    device::append_device_metrics(in, f);
+    if (sim) {
+      f.push_back({"pollux_emu_simulated_seconds", "Simulated time of the device (paced)",
+                   prometheus::MetricType::Gauge, {}});
+      f.back().metric.emplace_back().gauge.value = double(sim->now()) / double(timing::kSec);
+    }
+    metrics->publish(std::move(f));
+  };
+  auto last_publish = std::chrono::steady_clock::now();
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   std::signal(SIGPIPE, SIG_IGN);
@@ -130,11 +166,20 @@ int main(int argc, char** argv) {
   uint64_t max_lag_ns = 0;
   uint64_t loops = 0;
   while (!g_stop) {
+    ++loops;
     // Fault commands: checked every 256 turns (a syscall each time would slow the device).
-    if (!control_path.empty() && (!dev->server().client_connected() || (loops++ & 255) == 0)) {
+    if (!control_path.empty() && (!dev->server().client_connected() || (loops & 255) == 0)) {
       control.poll([&](const std::string& line) {
         return nvme::apply_fault_command(dev->controller(), line);
       });
+    }
+    // The clock only every 1024 busy turns (an idle turn sleeps in poll() anyway).
+    if (metrics && (!dev->server().client_connected() || (loops & 1023) == 0)) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_publish > std::chrono::milliseconds(100)) {
+        publish_metrics();
+        last_publish = now;
+      }
     }
     auto& server = dev->server();
     const int rc = server.poll_once(server.client_connected() ? 0 : 100);

@@ -2,6 +2,7 @@
 // an operation is given the time it may start and returns the time it completes.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -99,6 +100,13 @@ class WriteCache {
   void forget_releases_before(uint64_t unit);
   void set_track_releases(bool on) { track_releases_ = on; }  // off: releases() stays empty
   uint64_t occupancy_at_last_admit() const { return heap_.size() + pending_; }
+  // Units held at `now`: not yet released, or released at a later time (O(held): for a
+  // metrics scrape, not the I/O path).
+  uint64_t occupancy_at(SimTime now) const {
+    return pending_ + static_cast<uint64_t>(std::count_if(heap_.begin(), heap_.end(),
+                                                          [now](SimTime t) { return t > now; }));
+  }
+  uint64_t capacity() const { return capacity_; }
   uint64_t stalls() const { return stalls_; }
 
  private:

@@ -9,7 +9,9 @@ NandArray::NandArray(const NandGeometry& g, const NandTiming& t)
     : g_(g),
       t_(t),
       die_busy_(size_t(g.channels) * g.dies_per_channel, 0),
-      channels_(g.channels) {
+      channels_(g.channels),
+      die_booked_(size_t(g.channels) * g.dies_per_channel, 0),
+      channel_booked_(g.channels, 0) {
   for (uint32_t n = 0; n <= g.planes_per_die; ++n)
     program_xfer_.push_back(transfer_time(uint64_t(g.page_bytes) * n, t.channel_bytes_per_second));
 }
@@ -26,6 +28,8 @@ SimTime NandArray::read(SimTime start, const PhysPage& p, uint32_t bytes) {
   }
   const SimTime done =
       channels_[p.channel].reserve(now_, sensed, t_.command_overhead + read_xfer_time_);
+  die_booked_[size_t(p.channel) * g_.dies_per_channel + p.die] += t_.t_read;
+  channel_booked_[p.channel] += t_.command_overhead + read_xfer_time_;
   ++reads_;
   return done;
 }
@@ -41,6 +45,8 @@ SimTime NandArray::program(SimTime start, const PhysPage& p, uint32_t planes) {
   // into the cache register while the array finishes the previous operation.
   const SimTime done = std::max(loaded, die) + t_.t_prog;
   die = done;
+  die_booked_[size_t(p.channel) * g_.dies_per_channel + p.die] += t_.t_prog;
+  channel_booked_[p.channel] += t_.command_overhead + xfer;
   ++programs_;
   return done;
 }
@@ -53,6 +59,8 @@ SimTime NandArray::erase(SimTime start, uint32_t channel, uint32_t die, uint32_t
     issued = channels_[channel].reserve(now_, start, t_.command_overhead);
   }
   d = std::max(issued, d) + t_.t_erase;
+  die_booked_[size_t(channel) * g_.dies_per_channel + die] += t_.t_erase;
+  channel_booked_[channel] += t_.command_overhead;
   ++erases_;
   return d;
 }

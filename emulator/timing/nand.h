@@ -67,11 +67,18 @@ class NandArray {
   uint64_t reads() const { return reads_; }
   uint64_t programs() const { return programs_; }
   uint64_t erases() const { return erases_; }
+  // Time booked on a die (tR, tPROG, tBERS) or a channel (transfers, command cycles) so far,
+  // including bookings that end in the future (GC bursts are booked ahead).
+  SimTime die_busy_time(uint32_t channel, uint32_t die) const {
+    return die_booked_[size_t(channel) * g_.dies_per_channel + die];
+  }
+  SimTime channel_busy_time(uint32_t channel) const { return channel_booked_[channel]; }
  private:
   NandGeometry g_;
   NandTiming t_;
   std::vector<SimTime> die_busy_;
   std::vector<Timeline> channels_;
+  std::vector<SimTime> die_booked_, channel_booked_;
   SimTime now_ = 0;
   std::vector<SimTime> program_xfer_;  // channel time of 0..planes_per_die pages (hot path)
   uint32_t read_xfer_bytes_ = 0;    // last read size and its channel time (memoised)

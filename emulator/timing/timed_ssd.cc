@@ -436,4 +436,8 @@ TimedSsdStats TimedSsd::stats() const {
   return s;
 }
 
+const NandArray* TimedSsd::nand() const { return nand_ ? &nand_->core() : nullptr; }
+
+const WriteCache& TimedSsd::write_cache() const { return cache_->core(); }
+
 }  // namespace pollux::emu::timing

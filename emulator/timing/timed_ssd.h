@@ -47,6 +47,10 @@ class TimedSsd final : public sc_core::sc_module, private FrontEndClient {
   using ClockFn = SimTime (*)(void* ctx);
   void scan(ClockFn clock = nullptr, void* ctx = nullptr);
   TimedSsdStats stats() const;
+  // The NAND array (null for media without one: the null and DRAM-like profiles) and the
+  // write cache, for utilisation metrics; read them on the simulation's thread.
+  const NandArray* nand() const;
+  const WriteCache& write_cache() const;
   // Power cut now: writes still in a volatile write cache (no power-loss protection) are
   // undone on the media, what is in flight is gone, the controller drops (RDY 0). Returns the
   // controller's ids of the writes lost, oldest first (empty with PLP or no cache).

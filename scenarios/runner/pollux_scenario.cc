@@ -9,11 +9,8 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <memory>
-#include <thread>
 #include <string>
 #include <vector>
 
@@ -26,19 +23,6 @@
 namespace ps = pollux::scenarios;
 
 namespace {
-
-volatile std::sig_atomic_t g_stop = 0;
-
-// Keeps the metrics endpoint up after the run (Prometheus scrapes the final state) until the
-// time is up or SIGINT/SIGTERM.
-void linger_for(uint64_t ns) {
-  std::signal(SIGINT, [](int) { g_stop = 1; });
-  std::signal(SIGTERM, [](int) { g_stop = 1; });
-  const auto end = std::chrono::steady_clock::now() + std::chrono::nanoseconds(ns);
-  while (!g_stop && std::chrono::steady_clock::now() < end) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-}
 
 int finish(const ps::RunResult& r, const std::string& report_dir) {
   std::fputs(ps::result_table(r).c_str(), stdout);
@@ -126,7 +110,7 @@ int main(int argc, char** argv) {
   auto finish_and_linger = [&](const ps::RunResult& r) {
     const int rc = finish(r, report);
     std::fflush(stdout);
-    if (exporter && linger_ns) linger_for(linger_ns);
+    if (exporter && linger_ns) pollux::metrics::linger(linger_ns);
     return rc;
   };
   if (check->parsed()) {

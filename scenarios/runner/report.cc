@@ -28,16 +28,30 @@ std::string html_escape(const std::string& s) {
   return o;
 }
 
-// One line chart over the run's time buckets; faults are vertical markers.
+struct Line {
+  const std::vector<double>* values;
+  std::string colour, label;  // an empty label: no legend
+};
+
+// A line chart over the run's time buckets, one polyline per line; faults are vertical
+// markers.
 std::string svg_chart(const RunResult& r, const std::string& title, const std::string& unit,
-                      const std::vector<double>& values, const std::string& colour) {
-  constexpr int kW = 900, kH = 220, kL = 60, kR = 10, kT = 24, kB = 30;
-  const double span = double(std::max<uint64_t>(1, r.bucket_ns * values.size()));
+                      const std::vector<Line>& lines) {
+  constexpr int kW = 900, kL = 60, kR = 10, kT = 24, kB = 30, kPlot = 166, kLegend = 14;
+  int labelled = 0;
+  for (const Line& l : lines) labelled += !l.label.empty();
+  const int kH = kT + kPlot + kB + labelled * kLegend;
+  const int axis_y = kT + kPlot;
+  std::size_t n = 0;
   double top = 0;
-  for (double v : values) top = std::max(top, v);
+  for (const Line& l : lines) {
+    n = std::max(n, l.values->size());
+    for (double v : *l.values) top = std::max(top, v);
+  }
+  const double span = double(std::max<uint64_t>(1, r.bucket_ns * n));
   if (top <= 0) top = 1;
   auto x = [&](double t_ns) { return kL + (kW - kL - kR) * t_ns / span; };
-  auto y = [&](double v) { return kT + (kH - kT - kB) * (1 - v / top); };
+  auto y = [&](double v) { return kT + kPlot * (1 - v / top); };
   std::string s = fmt::format(
       "<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' class='chart'>"
       "<text x='{}' y='16' class='title'>{} ({})</text>"
@@ -46,23 +60,59 @@ std::string svg_chart(const RunResult& r, const std::string& title, const std::s
       "<text x='{}' y='{}' class='tick' text-anchor='end'>{:.4g}</text>"
       "<text x='{}' y='{}' class='tick' text-anchor='end'>0</text>"
       "<text x='{}' y='{}' class='tick' text-anchor='end'>{}</text>",
-      kW, kH, kL, html_escape(title), unit, kL, kT, kL, kH - kB, kL, kH - kB, kW - kR, kH - kB,
-      kL - 4, kT + 4, top, kL - 4, kH - kB, kW - kR, kH - 8, format_ns(uint64_t(span)));
+      kW, kH, kL, html_escape(title), unit, kL, kT, kL, axis_y, kL, axis_y, kW - kR, axis_y,
+      kL - 4, kT + 4, top, kL - 4, axis_y, kW - kR, axis_y + 22, format_ns(uint64_t(span)));
   for (const FaultOutcome& f : r.faults) {
     if (!f.fired) continue;
     const double fx = x(double(f.fired_ns));
     s += fmt::format(
         "<line x1='{0:.1f}' y1='{1}' x2='{0:.1f}' y2='{2}' class='fault'/>"
         "<text x='{3:.1f}' y='{4}' class='flabel'>{5}</text>",
-        fx, kT, kH - kB, fx + 2, kT + 10, html_escape(f.spec.label));
+        fx, kT, axis_y, fx + 2, kT + 10, html_escape(f.spec.label));
   }
-  std::string pts;
-  for (size_t i = 0; i < values.size(); ++i) {
-    pts += fmt::format("{:.1f},{:.1f} ", x((double(i) + 0.5) * double(r.bucket_ns)), y(values[i]));
+  int legend_y = axis_y + kB + kLegend - 4;
+  for (const Line& l : lines) {
+    std::string pts;
+    for (size_t i = 0; i < l.values->size(); ++i) {
+      pts += fmt::format("{:.1f},{:.1f} ", x((double(i) + 0.5) * double(r.bucket_ns)),
+                         y((*l.values)[i]));
+    }
+    s += fmt::format("<polyline points='{}' fill='none' stroke='{}' stroke-width='1.5'/>", pts,
+                     l.colour);
+    if (l.label.empty()) continue;
+    s += fmt::format(
+        "<line x1='{}' y1='{}' x2='{}' y2='{}' stroke='{}' stroke-width='3'/>"
+        "<text x='{}' y='{}' class='tick'>{}</text>",
+        kL, legend_y - 4, kL + 20, legend_y - 4, l.colour, kL + 26, legend_y, html_escape(l.label));
+    legend_y += kLegend;
   }
-  s += fmt::format("<polyline points='{}' fill='none' stroke='{}' stroke-width='1.5'/></svg>",
-                   pts, colour);
-  return s;
+  return s + "</svg>";
+}
+
+std::string svg_chart(const RunResult& r, const std::string& title, const std::string& unit,
+                      const std::vector<double>& values, const std::string& colour) {
+  return svg_chart(r, title, unit, {Line{&values, colour, ""}});
+}
+
+// The busiest pollers' busy-run share over time (the Grafana reactors dashboard's
+// "busy-run %" panel), so a reader without Grafana sees it too.
+std::string poller_chart(const RunResult& r) {
+  static const char* kColours[] = {"#06c", "#c60", "#080", "#a0a", "#c00", "#088"};
+  constexpr std::size_t kMax = sizeof kColours / sizeof kColours[0];
+  std::vector<const PollerSeries*> busiest;  // r.pollers is busiest first
+  for (const PollerSeries& p : r.pollers)
+    if (p.busy_runs > 0 && busiest.size() < kMax) busiest.push_back(&p);
+  if (busiest.empty()) return "";
+  std::vector<std::vector<double>> pct(busiest.size());  // sized once: lines point into it
+  std::vector<Line> lines;
+  for (std::size_t i = 0; i < busiest.size(); ++i) {
+    const PollerSeries& p = *busiest[i];
+    for (double share : p.busy_share) pct[i].push_back(100 * share);
+    lines.push_back({&pct[i], kColours[i],
+                     fmt::format("{} ({:.1f}% of {} runs busy)", p.name,
+                                 100.0 * double(p.busy_runs) / double(p.runs), p.runs)});
+  }
+  return svg_chart(r, "Pollers: runs that found work", "% of runs", lines);
 }
 
 }  // namespace
@@ -146,6 +196,11 @@ std::string report_json(const RunResult& r) {
   }
   j["series_columns"] = {"ios", "errors", "mean_latency_ns", "max_latency_ns"};
   j["series"] = series;
+  j["pollers"] = json::array();
+  for (const PollerSeries& p : r.pollers) {
+    j["pollers"].push_back({{"name", p.name}, {"runs", p.runs}, {"busy_runs", p.busy_runs},
+                            {"busy_share", p.busy_share}});
+  }
   for (const FaultOutcome& f : r.faults) {
     j["faults"].push_back({{"label", f.spec.label}, {"line", f.spec.line},
                            {"kind", to_string(f.spec.kind)}, {"device", f.device},
@@ -207,6 +262,7 @@ std::string report_html(const RunResult& r) {
   h += svg_chart(r, "Failed I/Os per bucket", "count", errors, "#c00");
   h += svg_chart(r, "Mean latency", "us", lat_mean, "#080");
   h += svg_chart(r, "Max latency", "us", lat_max, "#a60");
+  h += poller_chart(r);
   h += "<h2>Faults</h2><table><tr><th>line</th><th>fault</th><th>at</th><th>recovery</th><th>detail</th></tr>";
   for (const FaultOutcome& f : r.faults) {
     h += "<tr><td>" + std::to_string(f.spec.line) + "</td><td>" + html_escape(f.spec.label) +

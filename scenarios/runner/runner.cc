@@ -10,6 +10,8 @@
 
 #include "driver/bdev/bdev.h"
 #include "driver/bdev/modules/nvme.h"
+#include "driver/metrics/bdev_source.h"
+#include "emulator/device/metrics.h"
 #include "driver/metrics/event_source.h"
 #include "driver/metrics/nvme_source.h"
 #include "emulator/nvme/fault_commands.h"
@@ -26,6 +28,7 @@ using Clock = std::chrono::steady_clock;
 constexpr uint64_t kDefaultWindowNs = 10'000'000;
 constexpr uint32_t kSweepBlocks = 64;
 constexpr uint64_t kSettleNs = 20'000'000;
+constexpr uint64_t kBdevStatsPeriodUs = 1000;  // virtual time: runs last milliseconds
 
 struct Fault {
   FaultOutcome out;
@@ -56,6 +59,7 @@ class Engine {
   void sweep();
   void judge(RunResult& r);
   void teardown();
+  void sample_pollers(size_t bucket);  // poller runs since the last sample, into `bucket`
   void collect_metrics(metrics::Builder& b) const;  // devices, controllers, the run itself
   void publish_metrics(bool now);
   uint64_t now() const { return rig_->clock().now() - t0_; }
@@ -84,6 +88,13 @@ class Engine {
   Clock::time_point wall0_, last_progress_, last_metrics_;
   metrics::QpairRegistry qpairs_;
   std::unique_ptr<metrics::Exporter> metrics_;  // the sources, collected on this thread
+  std::unique_ptr<metrics::BdevCollector> bdev_stats_;
+  struct PollerTrack {
+    uint64_t runs = 0, busy_runs = 0;  // at the last sample
+    PollerSeries series;
+  };
+  std::map<std::string, PollerTrack> pollers_;
+  size_t poller_bucket_ = 0;  // the bucket the next sample's runs belong to
   bool expectations_judged_ = false, passed_ = false;
   uint64_t expectation_failures_ = 0;
 };
@@ -146,6 +157,7 @@ std::string Engine::setup() {
   base.admin_poll_period_us = host.admin_poll_us;
   base.registry = &rig_->registry();
   base.qpair.timeout_us = host.io_timeout_us;
+  base.qpair.track_latency = o_.metrics != nullptr;
   // Every queue pair is charged to host time; with metrics on, it is also registered (under
   // its controller's name, also for controllers the hot-plug poller attaches later).
   const bool watch_metrics = o_.metrics != nullptr;
@@ -210,6 +222,13 @@ std::string Engine::setup() {
     }
     hotplug_ = true;
   }
+  // Bdev statistics are gathered by message walks on the run's thread: a little host work
+  // that only runs with metrics on (a run with metrics is deterministic too, but not the
+  // same run as without).
+  if (o_.metrics) {
+    bdev_stats_ = metrics::BdevCollector::start(*mgr_, kBdevStatsPeriodUs);
+    metrics_->add_source(bdev_stats_->source());
+  }
   t0_ = rig_->clock().now();
   rec_ = std::make_unique<Recorder>(sc_.end_ns(), o_.buckets);
   for (size_t i = 0; i < sc_.workloads.size(); ++i) {
@@ -254,6 +273,7 @@ std::string Engine::fail_fault(Fault& f, const std::string& why) {
 void Engine::tick() {
   if (!armed_) return;
   const uint64_t t = now();
+  if (const size_t k = t / rec_->bucket_ns(); k > poller_bucket_) sample_pollers(k);
   // State triggers fire when a device enters the state: the controller starts enabling
   // (CC.EN 0 -> 1 until RDY), or garbage collection starts relocating (a step that relocated
   // after one that did not: its NAND operations are booked and under way).
@@ -494,6 +514,7 @@ void Engine::teardown() {
   armed_ = false;
   {
     event::CurrentThreadScope scope(&rig_->thread());
+    if (bdev_stats_) bdev_stats_->stop();
     for (auto& w : workloads_) w->stop();
     if (mgr_) {
       if (hotplug_) bdev::nvme_hotplug_stop(*mgr_);
@@ -507,6 +528,7 @@ void Engine::teardown() {
   }
   workloads_.clear();
   mgr_.reset();
+  bdev_stats_.reset();
   rig_->lockstep().set_after_advance(nullptr);
   rig_.reset();
 }
@@ -590,32 +612,18 @@ void Engine::collect_metrics(metrics::Builder& b) const {
   b.gauge("pollux_emu_simulated_seconds", "Simulated time of the run (virtual or paced)", {},
           static_cast<double>(now()) * 1e-9);
   for (uint32_t i = 0; i < rig_->devices(); ++i) {
-    const Labels l = {{"device", sc_.devices[i].name}, {"profile", sc_.devices[i].profile}};
-    const emu::timing::TimedSsdStats s = rig_->sim().device(i).stats();
-    const emu::nvme::Controller& c = rig_->device(i).controller();
+    emu::device::DeviceMetricsInput in;
+    in.name = sc_.devices[i].name;
+    in.profile = sc_.devices[i].profile;
+    in.controller = &rig_->device(i).controller();
+    in.timed = &rig_->sim().device(i);
+    in.now = rig_->sim().now();
+    in.present = rig_->device(i).present();
+    in.writes_lost_to_power = lost_to_power_[i];
+    std::vector<prometheus::MetricFamily> device;
+    emu::device::append_device_metrics(in, device);
+    for (const auto& f : device) b.family(f);
     auto n = [](uint64_t v) { return static_cast<double>(v); };
-    b.counter("pollux_emu_commands_total", "Commands the device fetched", l, n(s.commands));
-    b.counter("pollux_emu_completions_total", "Completions the device posted", l,
-              n(s.completions));
-    b.gauge("pollux_emu_in_flight", "Commands inside the device", l, n(s.in_flight));
-    b.counter("pollux_emu_nand_reads_total", "NAND page reads", l, n(s.nand_reads));
-    b.counter("pollux_emu_nand_programs_total", "NAND page-group programs", l,
-              n(s.nand_programs));
-    b.counter("pollux_emu_nand_erases_total", "NAND block erases", l, n(s.nand_erases));
-    b.counter("pollux_emu_gc_relocations_total", "Mapping units garbage collection moved", l,
-              n(s.ftl.gc_relocations));
-    b.gauge("pollux_emu_write_amplification", "NAND units written per host unit written", l,
-            s.ftl.write_amplification());
-    b.counter("pollux_emu_cache_stalls_total", "Writes that waited for write-cache room", l,
-              n(s.cache_stalls));
-    b.counter("pollux_emu_faults_injected_total", "Commands a device fault rule hit", l,
-              n(c.fault_hits()));
-    b.counter("pollux_emu_controller_resets_total", "Controller resets the device went through",
-              l, n(c.counters().resets));
-    b.gauge("pollux_emu_present", "1 while the device is plugged in", l,
-            rig_->device(i).present() ? 1 : 0);
-    b.counter("pollux_emu_writes_lost_to_power_total",
-              "Acknowledged writes a power cut undid (volatile cache)", l, n(lost_to_power_[i]));
     if (auto cs = bdev::nvme_controller_stats(*mgr_, sc_.devices[i].name)) {
       const Labels cl = {{"controller", sc_.devices[i].name}};
       b.counter("pollux_bdev_nvme_resets_total", "Controller resets bdev_nvme completed", cl,
@@ -673,6 +681,29 @@ void Engine::publish_metrics(bool now) {
   o_.metrics->publish(metrics_->collect());
 }
 
+void Engine::sample_pollers(size_t next_bucket) {
+  const size_t buckets = rec_->buckets().size();
+  for (const event::Thread* th : rig_->framework().threads()) {
+    for (const event::PollerSample& p : th->poller_samples()) {
+      PollerTrack& pt = pollers_[th->name() + "/" + p.name];
+      if (pt.series.busy_share.empty()) {
+        pt.series.name = th->name() + "/" + p.name;
+        pt.series.busy_share.assign(buckets, 0);
+      }
+      const uint64_t runs = p.runs - std::min(p.runs, pt.runs);
+      const uint64_t busy = p.busy_runs - std::min(p.busy_runs, pt.busy_runs);
+      if (runs > 0 && poller_bucket_ < buckets) {
+        pt.series.busy_share[poller_bucket_] = double(busy) / double(runs);
+      }
+      pt.series.runs += runs;
+      pt.series.busy_runs += busy;
+      pt.runs = p.runs;
+      pt.busy_runs = p.busy_runs;
+    }
+  }
+  poller_bucket_ = next_bucket;
+}
+
 void Engine::judge(RunResult& r) {
   const Expectations& e = sc_.expect;
   r.ios = rec_->ios();
@@ -682,6 +713,10 @@ void Engine::judge(RunResult& r) {
   r.latency_outside = rec_->latency_outside_faults();
   r.series = rec_->buckets();
   r.bucket_ns = rec_->bucket_ns();
+  sample_pollers(poller_bucket_ + 1);
+  for (auto& [name, pt] : pollers_) r.pollers.push_back(pt.series);
+  std::stable_sort(r.pollers.begin(), r.pollers.end(),
+                   [](const PollerSeries& a, const PollerSeries& b) { return a.busy_runs > b.busy_runs; });
   for (const std::string& s : runtime_errors_) r.failures.push_back(s);
   const auto names = bdev::nvme_controller_names(*mgr_);
   r.devices_at_end = 0;

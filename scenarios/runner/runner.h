@@ -55,6 +55,14 @@ struct DeviceOutcome {
   uint64_t violations = 0;
 };
 
+// One poller's share of runs that found work, per time bucket (the Grafana "busy-run %"
+// panel: in virtual time a poller's busy seconds are not charged, its runs are).
+struct PollerSeries {
+  std::string name;  // "thread/poller"
+  std::vector<double> busy_share;
+  uint64_t runs = 0, busy_runs = 0;
+};
+
 struct RunResult {
   std::string error;                 // set-up failed: nothing ran
   bool passed = false;
@@ -72,6 +80,7 @@ struct RunResult {
   std::vector<FaultOutcome> faults;
   std::vector<WorkloadOutcome> workloads;
   std::vector<DeviceOutcome> devices;
+  std::vector<PollerSeries> pollers;  // busiest first
   std::vector<std::string> violations;  // the first few, in words
   uint64_t violation_count = 0;
   uint32_t devices_at_end = 0;

@@ -41,6 +41,12 @@ int main(int argc, char** argv) {
                  "NAND: shrink the drive to this many blocks per plane (same spare ratio)");
   app.add_option("--scale-pages", scale_pages, "NAND: with --scale-blocks, pages per block");
   app.add_option("--precondition", precondition, "NAND: none | sequential | steady");
+  std::string metrics_addr;
+  double linger_s = 0;
+  app.add_option("--metrics", metrics_addr,
+                 "serve Prometheus metrics on host:port (e.g. 127.0.0.1:9464; port 0: any)");
+  app.add_option("--linger", linger_s, "with --metrics: seconds to keep serving after the run")
+      ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
 
   auto profile = emu::timing::load_profile(profile_name);
@@ -95,6 +101,32 @@ int main(int argc, char** argv) {
                 spec.profile.name.c_str(), spec.profile.description.c_str(),
                 emu::timing::to_string(spec.profile.fidelity), devices, seed);
   }
+  // Metrics: the run publishes snapshots; the endpoint outlives it by --linger (the guard
+  // lingers on every way out, after the report is printed).
+  metrics::Snapshot snapshot;
+  std::unique_ptr<metrics::Exporter> exporter;
+  if (!metrics_addr.empty()) {
+    auto e = metrics::Exporter::start(metrics_addr);
+    if (!e) {
+      std::fprintf(stderr, "pollux-sim: %s\n", e.error().message.c_str());
+      return 2;
+    }
+    exporter = std::move(e).value();
+    exporter->add_source(snapshot.source());
+    spec.metrics = &snapshot;
+    std::fprintf(json ? stderr : stdout, "metrics: http://%s:%d/metrics\n",
+                 metrics_addr.substr(0, metrics_addr.rfind(':')).c_str(), exporter->port());
+    std::fflush(nullptr);
+  }
+  struct LingerGuard {
+    bool on;
+    double seconds;
+    ~LingerGuard() {
+      if (!on || seconds <= 0) return;
+      std::fflush(nullptr);
+      metrics::linger(static_cast<uint64_t>(seconds * 1e9));
+    }
+  } linger_guard{exporter != nullptr, linger_s};
   const sim::RunReport r = sim::run_perf(spec);
   if (!r.error.empty()) {
     std::fprintf(stderr, "pollux-sim: %s\n", r.error.c_str());

@@ -3,6 +3,9 @@
 #include <chrono>
 #include <memory>
 
+#include "driver/metrics/event_source.h"
+#include "driver/metrics/nvme_source.h"
+#include "emulator/device/metrics.h"
 #include "scenarios/sim/rig.h"
 
 namespace pollux::sim {
@@ -29,6 +32,37 @@ RunReport run_perf(const RunSpec& spec) {
     rig->lockstep().watch(job->qpair());
     jobs.push_back(std::move(job));
   }
+  metrics::QpairRegistry qpairs;  // the rig's clock ticks in ns
+  std::unique_ptr<metrics::Exporter> sources;
+  if (spec.metrics) {
+    sources = std::make_unique<metrics::Exporter>();
+    sources->add_source(metrics::event_source(rig->framework()));
+    for (uint32_t i = 0; i < jobs.size(); ++i) qpairs.add(jobs[i]->qpair(), "dev" + std::to_string(i));
+    sources->add_source(qpairs.source());
+    sources->add_source([&rig, &spec](metrics::Builder& b) {
+      b.gauge("pollux_emu_simulated_seconds", "Simulated time of the run (virtual or paced)", {},
+              static_cast<double>(rig->lockstep().now_ns()) * 1e-9);
+      for (uint32_t i = 0; i < rig->device_count(); ++i) {
+        emu::device::DeviceMetricsInput in;
+        in.name = "dev" + std::to_string(i);
+        in.profile = spec.profile.name;
+        in.controller = &rig->device(i).controller();
+        in.timed = &rig->sim().device(i);
+        in.now = rig->sim().now();
+        std::vector<prometheus::MetricFamily> device;
+        emu::device::append_device_metrics(in, device);
+        for (const auto& f : device) b.family(f);
+      }
+    });
+  }
+  auto last_publish = std::chrono::steady_clock::now();
+  auto publish = [&](bool now) {
+    if (!sources) return;
+    const auto w = std::chrono::steady_clock::now();
+    if (!now && w - last_publish < std::chrono::milliseconds(50)) return;
+    last_publish = w;
+    spec.metrics->publish(sources->collect());
+  };
   const uint64_t t0 = rig->lockstep().now_ns();
   const uint64_t steps0 = rig->lockstep().steps();
   const uint64_t busy0 = rig->lockstep().host_busy_ns();
@@ -38,7 +72,11 @@ RunReport run_perf(const RunSpec& spec) {
       if (!j->done()) return false;
     return true;
   };
-  while (!all_done()) rig->lockstep().step();
+  for (uint64_t n = 0; !all_done(); ++n) {
+    rig->lockstep().step();
+    if ((n & 4095) == 0) publish(false);  // the wall clock only now and then
+  }
+  publish(true);
   rep.simulated_ns = rig->lockstep().now_ns() - t0;
   rep.steps = rig->lockstep().steps() - steps0;
   rep.host_busy_ns = rig->lockstep().host_busy_ns() - busy0;
@@ -52,6 +90,7 @@ RunReport run_perf(const RunSpec& spec) {
   }
   rep.trace_hash = rig->sim().trace().hash();
   rep.trace_records = rig->sim().trace().records();
+  sources.reset();  // its sources read the rig and the queue pairs
   for (auto& j : jobs) rig->lockstep().unwatch(j->qpair());
   jobs.clear();
   rig.reset();

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "driver/metrics/exporter.h"
 #include "emulator/timing/profile.h"
 #include "emulator/timing/timed_ssd.h"
 #include "scenarios/sim/lockstep.h"
@@ -18,6 +19,9 @@ struct RunSpec {
   uint64_t seed = 1;
   JobOptions job;
   HostCostModel costs;
+  // Metrics on: the run collects the event framework's, the queue pairs' and the devices'
+  // metrics on its own thread every 50 ms of wall time (and at the end) and publishes them.
+  metrics::Snapshot* metrics = nullptr;
 };
 
 struct DeviceReport {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <map>
 #include <mutex>
 
 #include "driver/env/dma_memory.h"
@@ -84,6 +85,7 @@ struct NvmeChannel {
 // The module's registry of controllers.
 std::mutex g_mu;
 std::vector<NvmeCtrlr*> g_ctrlrs;
+std::map<const Manager*, NvmeBdevOptions> g_defaults;  // nvme_set_default_options
 
 class NvmeCtrlr {
  public:
@@ -779,6 +781,11 @@ Result<std::vector<std::string>> nvme_attach_controller(Manager& mgr,
   return nvme_attach_controller(mgr, std::move(c).value(), o);
 }
 
+void nvme_set_default_options(Manager& mgr, const NvmeBdevOptions& options) {
+  std::lock_guard lock(g_mu);
+  g_defaults[&mgr] = options;
+}
+
 Result<std::vector<std::string>> nvme_attach_controller_by_address(Manager& mgr,
                                                                    const std::string& name,
                                                                    const std::string& trtype,
@@ -786,6 +793,10 @@ Result<std::vector<std::string>> nvme_attach_controller_by_address(Manager& mgr,
   auto trid = nvme::parse_transport_id("trtype:" + trtype + " traddr:" + traddr);
   if (!trid) return make_error(trid.error().code, "bdev_nvme_attach_controller: " + trid.error().message);
   NvmeBdevOptions o;
+  {
+    std::lock_guard lock(g_mu);
+    if (auto d = g_defaults.find(&mgr); d != g_defaults.end()) o = d->second;
+  }
   o.name = name;
   return nvme_attach_controller(mgr, *trid, o);
 }

@@ -87,9 +87,16 @@ Result<std::vector<std::string>> nvme_attach_controller(Manager& mgr,
                                                         const NvmeBdevOptions& options,
                                                         nvme::ControllerOptions ctrlr_options = {});
 
+// The options controllers attached by address (below) start from, per manager (like SPDK's
+// bdev_nvme_set_options): e.g. a program with metrics on sets a qpair_observer and
+// qpair.track_latency here before applying a JSON configuration. The name is ignored; the
+// setting lasts until set again (a new manager at the same address would inherit it).
+void nvme_set_default_options(Manager& mgr, const NvmeBdevOptions& options);
+
 // The body of the JSON-RPC/config method "bdev_nvme_attach_controller" {name, trtype,
 // traddr}: builds the transport ID ("trtype:<trtype> traddr:<traddr>") and attaches with
-// default options. A config handler only has to pull the three strings out of its JSON.
+// the manager's default options. A config handler only has to pull the three strings out
+// of its JSON.
 Result<std::vector<std::string>> nvme_attach_controller_by_address(Manager& mgr,
                                                                    const std::string& name,
                                                                    const std::string& trtype,

@@ -22,6 +22,9 @@
 #include "driver/env/dma_pool.h"
 #include "driver/env/histogram.h"
 #include "driver/env/pattern.h"
+#include "driver/metrics/bdev_source.h"
+#include "driver/metrics/event_source.h"
+#include "driver/metrics/nvme_source.h"
 
 using namespace pollux;
 using event::PollStatus;
@@ -46,6 +49,7 @@ struct Config {
   std::string core_mask = "0x1";
   uint64_t seed = 1;
   std::string summary;
+  std::string metrics;  // host:port, empty: off
 };
 
 struct Job;
@@ -95,8 +99,13 @@ struct Run {
   std::atomic<int> jobs_left{0};
   std::atomic<int> detaching{0};
   int rc = 0;
+  // With --metrics: bdev statistics gathered on the app thread, queue pairs as they come.
+  metrics::Exporter* exporter = nullptr;
+  std::unique_ptr<metrics::BdevCollector> bdev_stats;
+  std::unique_ptr<metrics::QpairRegistry> qpairs;
 };
 Run* g_run;
+constexpr uint64_t kBdevStatsPeriodUs = 500'000;
 
 void on_done(bdev::BdevIo& io, bool ok, void* arg);
 
@@ -185,7 +194,18 @@ void on_done(bdev::BdevIo& io, bool ok, void* arg) {
 }
 
 // After the last job: detach NVMe controllers (their bdevs, qpairs, admin pollers), then stop.
+void detach_all(void*);
+
 void teardown(void*) {
+  // The collector's descriptors go first: they would hold the bdevs.
+  if (g_run->bdev_stats) {
+    g_run->bdev_stats->stop(detach_all, nullptr);
+    return;
+  }
+  detach_all(nullptr);
+}
+
+void detach_all(void*) {
   auto names = bdev::nvme_controller_names(*g_run->mgr);
   g_run->detaching = static_cast<int>(names.size()) + 1;
   auto one_done = [](void*) {
@@ -279,6 +299,15 @@ void set_up(void* arg) {
     run.rc = rc;
     teardown(nullptr);
   };
+  if (run.qpairs) {
+    bdev::NvmeBdevOptions o;
+    o.qpair.track_latency = true;
+    metrics::QpairRegistry* reg = run.qpairs.get();
+    o.qpair_observer = [reg](const nvme::Qpair* qp, bool created, const std::string& ctrlr) {
+      if (created) reg->add(qp, ctrlr); else reg->remove(qp);
+    };
+    bdev::nvme_set_default_options(*run.mgr, o);
+  }
   if (!c.json.empty()) {
     auto ctx = run.modules->context();
     if (auto st = bdev::apply_config_file(c.json, ctx); !st) {
@@ -319,6 +348,10 @@ void set_up(void* arg) {
   if (targets.empty()) {
     fmt::print(stderr, "pollux-bdevperf: no bdev to test (give --json, --null or --malloc)\n");
     return fail(2);
+  }
+  if (run.exporter) {
+    run.bdev_stats = metrics::BdevCollector::start(*run.mgr, kBdevStatsPeriodUs);
+    run.exporter->add_source(run.bdev_stats->source());
   }
   const std::size_t ncores = run.fw->reactor_count();
   auto pool = env::DmaBufferPool::create(env::MemoryRegistry::global(), c.io_size,
@@ -376,6 +409,8 @@ int main(int argc, char** argv) {
   app.add_option("-m,--core-mask", c.core_mask);
   app.add_option("--seed", c.seed);
   app.add_option("--summary", c.summary, "write the JSON summary to this file");
+  app.add_option("--metrics", c.metrics,
+                 "serve Prometheus metrics on host:port (e.g. 127.0.0.1:9464; port 0: any)");
   CLI11_PARSE(app, argc, argv);
   static const std::pair<const char*, Workload> kinds[] = {
       {"read", Workload::kRead},     {"write", Workload::kWrite}, {"randread", Workload::kRandRead},
@@ -405,6 +440,22 @@ int main(int argc, char** argv) {
   }
   bdev::StandardModules modules(**mgr);
   Run run;
+  std::unique_ptr<metrics::Exporter> exporter;
+  if (!c.metrics.empty()) {
+    auto e = metrics::Exporter::start(c.metrics);
+    if (!e) {
+      fmt::print(stderr, "pollux-bdevperf: {}\n", e.error().message);
+      return 2;
+    }
+    exporter = std::move(e).value();
+    exporter->add_source(metrics::event_source(**fw));
+    run.qpairs = std::make_unique<metrics::QpairRegistry>(1.0 / (*fw)->clock().ticks_per_second());
+    exporter->add_source(run.qpairs->source());
+    run.exporter = exporter.get();
+    fmt::print("pollux-bdevperf: metrics on http://{}:{}/metrics\n",
+               c.metrics.substr(0, c.metrics.rfind(':')), exporter->port());
+    std::fflush(stdout);  // a script waits for this line
+  }
   run.cfg = c;
   run.fw = fw->get();
   run.mgr = mgr->get();

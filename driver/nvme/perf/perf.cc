@@ -18,6 +18,8 @@
 #include "driver/env/histogram.h"
 #include "driver/env/pattern.h"
 #include "driver/event/framework.h"
+#include "driver/metrics/event_source.h"
+#include "driver/metrics/nvme_source.h"
 #include "driver/nvme/connect.h"
 #include "driver/nvme/status.h"
 
@@ -103,6 +105,7 @@ struct Run {
   std::vector<Core> cores;
   std::atomic<int> cores_left{0};
   std::atomic<int> failed{0};
+  metrics::QpairRegistry* qpair_metrics = nullptr;  // --metrics
 };
 Run* g_run = nullptr;
 
@@ -226,6 +229,8 @@ PollStatus watch_core(void* arg) {
   // Everything completed: give the queues back and report.
   for (std::size_t i = 0; i < core.qpairs.size(); ++i)
     g_run->ctrls[i]->free_io_qpair(std::move(core.qpairs[i]));
+  if (g_run->qpair_metrics)
+    for (auto& qp : core.qpairs) g_run->qpair_metrics->remove(qp.get());
   core.qpairs.clear();
   finish_core(core);
   return PollStatus::kBusy;
@@ -242,6 +247,7 @@ void start_core(void* arg) {
     o.queue_size = std::min<uint32_t>(ctrl->max_queue_entries(), 1024);
     o.prefer_sgl = c.sgl;
     o.num_requests = 0;
+    o.track_latency = g_run->qpair_metrics != nullptr;
     auto qp = ctrl->alloc_io_qpair(o);
     if (!qp) {
       fmt::print(stderr, "pollux-perf: {}\n", qp.error().message);
@@ -249,6 +255,7 @@ void start_core(void* arg) {
       finish_core(core);
       return;
     }
+    if (g_run->qpair_metrics) g_run->qpair_metrics->add(qp->get(), ctrl->device().address());
     core.qpairs.push_back(std::move(qp).value());
   }
   uint64_t seed = c.seed * 1000003 + static_cast<uint64_t>(core_id);
@@ -330,6 +337,9 @@ int main(int argc, char** argv) {
   app.add_flag("--verify", c.verify, "write patterns, read them back and check them");
   app.add_flag("--sgl", c.sgl, "describe data with SGLs when the controller supports them");
   app.add_option("--json", c.json_path, "write a JSON summary to this file ('-' for stdout)");
+  std::string metrics_addr;
+  app.add_option("--metrics", metrics_addr,
+                 "serve Prometheus metrics on host:port (e.g. 127.0.0.1:9464; port 0: any)");
   CLI11_PARSE(app, argc, argv);
   c.random = c.workload.rfind("rand", 0) == 0;
   if (c.workload == "read" || c.workload == "randread") c.read_pct = 100;
@@ -365,6 +375,23 @@ int main(int argc, char** argv) {
     return 2;
   }
   run.fw = fw->get();
+  // Queue pairs register on their threads; the scrape reads their owner-written counters.
+  metrics::QpairRegistry qpair_metrics(1.0 / (*fw)->clock().ticks_per_second());
+  std::unique_ptr<metrics::Exporter> exporter;
+  if (!metrics_addr.empty()) {
+    auto e = metrics::Exporter::start(metrics_addr);
+    if (!e) {
+      fmt::print(stderr, "pollux-perf: {}\n", e.error().message);
+      return 2;
+    }
+    exporter = std::move(e).value();
+    exporter->add_source(metrics::event_source(**fw));
+    exporter->add_source(qpair_metrics.source());
+    run.qpair_metrics = &qpair_metrics;
+    fmt::print("pollux-perf: metrics on http://{}:{}/metrics\n",
+               metrics_addr.substr(0, metrics_addr.rfind(':')), exporter->port());
+    std::fflush(stdout);
+  }
   const std::size_t ncores = (*fw)->reactor_count();
   std::size_t jobs_per_core = 0;
   for (auto& ctrl : run.ctrls) jobs_per_core += c.nsid ? 1 : ctrl->namespace_ids().size();

@@ -1,0 +1,48 @@
+// One scrape of the event-framework metrics, keyed by entity. Every counter is cumulative.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "tools/top/exposition_parser.h"
+
+namespace pollux::top {
+
+struct ReactorCounters {
+  std::string core;
+  double busy_seconds = 0;
+  double idle_seconds = 0;
+  double iterations = 0;
+  double threads = 0;  // A gauge.
+};
+
+struct ThreadCounters {
+  double busy_seconds = 0;
+  double idle_seconds = 0;
+  double messages = 0;
+};
+
+struct PollerCounters {
+  double runs = 0;
+  double busy_runs = 0;
+  double busy_seconds = 0;
+};
+
+using ThreadKey = std::tuple<std::string, std::string>;               // reactor, thread
+using PollerKey = std::tuple<std::string, std::string, std::string>;  // reactor, thread, poller
+
+struct Snapshot {
+  std::map<std::string, ReactorCounters> reactors;  // By the reactor label.
+  std::map<ThreadKey, ThreadCounters> threads;
+  std::map<PollerKey, PollerCounters> pollers;
+  // Lines the parser could not read, plus known metrics missing a label they need.
+  std::size_t malformed_lines = 0;
+};
+
+// Keeps the pollux_reactor_*, pollux_thread_* and pollux_poller_* series listed in README.md and
+// ignores every other metric.
+Snapshot build_snapshot(const ParseResult& parsed);
+
+}  // namespace pollux::top

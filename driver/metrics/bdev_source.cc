@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "driver/bdev/modules/nvme.h"
 #include "driver/event/thread.h"
 
 namespace pollux::metrics {
@@ -134,6 +135,41 @@ Source BdevCollector::source() {
         b.gauge("pollux_bdev_qos_limit_per_second", "QoS rate limit (0: unlimited)",
                 {{"bdev", name}, {"kind", kind}}, static_cast<double>(v));
     }
+  };
+}
+
+Source bdev_nvme_source(bdev::Manager& mgr) {
+  return [&mgr](Builder& b) {
+    const std::vector<std::string> names = bdev::nvme_controller_names(mgr);
+    for (const std::string& name : names) {
+      auto cs = bdev::nvme_controller_stats(mgr, name);
+      if (!cs) continue;  // detached since the listing
+      const Labels l = {{"controller", name}};
+      auto counter = [&](const char* metric, const char* help, uint64_t v) {
+        b.counter(metric, help, l, static_cast<double>(v));
+      };
+      counter("pollux_bdev_nvme_resets_total", "Controller resets bdev_nvme completed",
+              cs->resets);
+      counter("pollux_bdev_nvme_reset_failures_total", "Controller resets that failed",
+              cs->reset_failures);
+      counter("pollux_bdev_nvme_retries_total", "Commands resubmitted after a retriable status",
+              cs->retries);
+      counter("pollux_bdev_nvme_removed_failures_total", "I/O failed because the device left",
+              cs->removed_failures);
+      counter("pollux_nvme_controller_timeouts_total",
+              "I/O commands that outlived their queue pair's timeout (the driver's count)",
+              cs->io_timeouts);
+      counter("pollux_nvme_controller_aborts_sent_total",
+              "Abort commands the driver sent for timed-out commands", cs->aborts_sent);
+      counter("pollux_nvme_controller_reset_aborted_ios_total",
+              "I/Os the device held that a reset ended (retriable)", cs->reset_aborted_ios);
+      counter("pollux_nvme_controller_async_events_total",
+              "Asynchronous Event Request completions", cs->async_events);
+    }
+    b.gauge("pollux_bdev_nvme_controllers", "Attached NVMe controllers", {},
+            static_cast<double>(names.size()));
+    b.counter("pollux_bdev_nvme_hotplug_attaches_total", "Devices the hot-plug poller attached",
+              {}, static_cast<double>(bdev::nvme_hotplug_stats(mgr).attaches));
   };
 }
 

@@ -63,4 +63,9 @@ class BdevCollector {
   std::map<std::string, Published> published_;  // by bdev name; what a scrape serves
 };
 
+// bdev_nvme's controllers (recovery counters of the module and of the driver's controller)
+// and its hot-plug poller, read under the module's lock at scrape time. `mgr` must outlive
+// the source.
+Source bdev_nvme_source(bdev::Manager& mgr);
+
 }  // namespace pollux::metrics

@@ -147,6 +147,12 @@ TEST_F(QpairMetrics, CountersPerQpairAndRetiredIntoTheController) {
       << text;
   EXPECT_TRUE(has_line(text, "pollux_nvme_controller_io_errors_total{controller=\"nvme0\"} 1"))
       << text;
+  EXPECT_TRUE(has_line(
+      text, "pollux_nvme_controller_io_errors_by_type_total{controller=\"nvme0\",type=\"generic\"} 1"))
+      << text;
+  EXPECT_TRUE(has_line(
+      text, "pollux_nvme_controller_io_errors_by_type_total{controller=\"nvme0\",type=\"media\"} 0"))
+      << text;
 }
 
 TEST_F(QpairMetrics, LatencyHistogramInPowerOfTwoBucketsWhenTracked) {
@@ -159,6 +165,7 @@ TEST_F(QpairMetrics, LatencyHistogramInPowerOfTwoBucketsWhenTracked) {
   reg.add(qp.get(), "nvme0");
   nvme::testing::Done d;
   ASSERT_EQ(qp->read(ns, buf(), 0, 8, nvme::testing::Done::cb, &d), 0);
+  clock.advance(1'000'000);  // before the doorbell: not the device's time, not counted
   qp->flush_doorbell();
   clock.advance(3000);  // 3 us: in the bucket below 4096 ns
   post(fetch().cid);

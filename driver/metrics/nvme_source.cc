@@ -26,9 +26,27 @@ constexpr Field kFields[] = {
      &nvme::QpairStats::failed_on_removal},
 };
 
+// Status Code Types (NVMe base spec, Completion Queue Entry Status Field); 4-6 are reserved.
+constexpr const char* kStatusTypes[8] = {"generic", "command_specific", "media", "path",
+                                         "reserved4", "reserved5", "reserved6", "vendor"};
+
 void add_stats(nvme::QpairStats& to, const nvme::QpairStats& from) {
   for (const Field& f : kFields) to.*f.member += from.*f.member;
+  for (std::size_t t = 0; t < to.errors_by_type.size(); ++t)
+    to.errors_by_type[t] += from.errors_by_type[t].load();
   from.latency.add_to(to.latency);
+}
+
+// The four defined types always (0 is data too), reserved ones only if a device used them.
+void add_errors_by_type(Builder& b, const char* name, const Labels& l, const nvme::QpairStats& s) {
+  for (std::size_t t = 0; t < s.errors_by_type.size(); ++t) {
+    const uint64_t v = s.errors_by_type[t].load();
+    if (v == 0 && t > 3 && t < 7) continue;
+    Labels tl = l;
+    tl.emplace_back("type", kStatusTypes[t]);
+    b.counter(name, "Completions with a non-zero status, by Status Code Type", tl,
+              static_cast<double>(v));
+  }
 }
 
 constexpr const char* kLatencyHelp =
@@ -67,6 +85,7 @@ Source QpairRegistry::source() {
       }
       b.histogram("pollux_nvme_qpair_latency_seconds", kLatencyHelp, l, s.latency,
                   seconds_per_tick_);
+      add_errors_by_type(b, "pollux_nvme_qpair_errors_by_type_total", l, s);
       const uint64_t sub = s.submitted.load(), cpl = s.completed.load();
       b.gauge("pollux_nvme_qpair_outstanding",
               "Commands submitted to the device and not completed by it", l,
@@ -79,6 +98,7 @@ Source QpairRegistry::source() {
                   std::string(f.help) + " (all I/O queue pairs, past and present)", l,
                   static_cast<double>((s.*f.member).load()));
       }
+      add_errors_by_type(b, "pollux_nvme_controller_io_errors_by_type_total", l, s);
       b.histogram("pollux_nvme_controller_io_latency_seconds",
                   std::string(kLatencyHelp) + " (all I/O queue pairs, past and present)", l,
                   s.latency, seconds_per_tick_);

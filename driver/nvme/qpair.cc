@@ -341,7 +341,8 @@ void Qpair::place_in_sq(Request* r) {
   sq_[sq_tail_] = r->cmd;
   sq_tail_ = sq_tail_ + 1 == size_ ? 0 : sq_tail_ + 1;
   r->in_sq = true;
-  if (timeout_ticks_ || options_.track_latency) r->submit_tick = ctx_.clock->now();
+  if (timeout_ticks_) r->submit_tick = ctx_.clock->now();
+  else if (options_.track_latency) ++unstamped_;
   r->prev = out_tail_;
   r->next = nullptr;
   if (out_tail_) out_tail_->next = r; else out_head_ = r;
@@ -354,6 +355,12 @@ void Qpair::ring_sq_doorbell() {
   if (!doorbell_pending_) return;
   doorbell_pending_ = false;
   ++stats_.doorbells;
+  if (unstamped_ != 0) {  // the newest requests are at the tail of the outstanding list
+    const uint64_t now = ctx_.clock->now();
+    for (Request* r = out_tail_; r != nullptr && unstamped_ != 0; r = r->prev, --unstamped_)
+      r->submit_tick = now;
+    unstamped_ = 0;
+  }
   if (sq_doorbell_) {
     store_doorbell(sq_doorbell_, sq_tail_);
   } else {
@@ -362,6 +369,11 @@ void Qpair::ring_sq_doorbell() {
 }
 
 void Qpair::flush_doorbell() { ring_sq_doorbell(); }
+
+void Qpair::count_error(uint16_t status) {
+  ++stats_.errors;
+  ++stats_.errors_by_type[sn::status::sct(status)];
+}
 
 void Qpair::unlink_outstanding(Request* r) {
   Request*& head = r->timed_out ? late_head_ : out_head_;
@@ -414,7 +426,7 @@ int Qpair::process_completions(uint32_t max) {
       stats_.latency.record(now - r->submit_tick);
     }
     if (r->injected) [[unlikely]] cpl.status = static_cast<uint16_t>((cpl.status & 1) | r->inject_status);
-    if ((cpl.status & 0xfffe) != 0) ++stats_.errors;
+    if ((cpl.status & 0xfffe) != 0) [[unlikely]] count_error(cpl.status);
     const CompletionFn cb = r->cb;
     void* const cb_ctx = r->cb_ctx;
     put_request(r);  // before the callback, which may submit again
@@ -496,6 +508,7 @@ uint32_t Qpair::reset_rings(uint16_t status) {
   sq_tail_ = sq_head_ = cq_head_ = 0;
   phase_ = 1;
   doorbell_pending_ = false;
+  unstamped_ = 0;
   return n;
 }
 
@@ -595,7 +608,7 @@ uint32_t Qpair::deliver_injected(uint32_t max) {
     --inj_count_;
     ++delivered;
     ++stats_.completed;
-    if ((r->inject_status & 0xfffe) != 0) ++stats_.errors;
+    if ((r->inject_status & 0xfffe) != 0) count_error(r->inject_status);
     end_request(r, r->inject_status);
   }
   return delivered;

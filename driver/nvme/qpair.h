@@ -6,6 +6,7 @@
 
 #include <sys/uio.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 
@@ -34,7 +35,7 @@ struct QpairOptions {
   bool batch_doorbells = true;   // ring the SQ doorbell once per process_completions()/flush()
   bool prefer_sgl = false;       // describe data with SGLs when the controller supports them
   uint64_t timeout_us = 0;       // 0: no timeout detection
-  bool track_latency = false;    // a clock read per submission and per completion batch
+  bool track_latency = false;    // a clock read per doorbell and per completion batch
   TimeoutFn timeout_cb = nullptr;
   void* timeout_ctx = nullptr;
 };
@@ -44,6 +45,7 @@ struct QpairStats {
   env::OwnerCounter submitted = 0;        // reached the SQ
   env::OwnerCounter completed = 0;
   env::OwnerCounter errors = 0;           // completions with a non-zero status
+  std::array<env::OwnerCounter, 8> errors_by_type{};  // the same, by Status Code Type
   env::OwnerCounter queued = 0;           // had to wait for an SQ slot
   env::OwnerCounter timeouts = 0;
   env::OwnerCounter bad_completions = 0;  // unknown, stale or not-outstanding CID, wrong SQID: ignored
@@ -179,6 +181,7 @@ class Qpair {
   int submit(Request* r);
   void place_in_sq(Request* r);
   void ring_sq_doorbell();
+  void count_error(uint16_t status);
   void check_timeouts();
   void unlink_outstanding(Request* r);
   // Slots from `from` forward to `to` around the ring (no division on the completion path).
@@ -205,6 +208,9 @@ class Qpair {
   uint32_t sq_tail_ = 0, sq_head_ = 0, cq_head_ = 0;
   uint16_t phase_ = 1;
   bool doorbell_pending_ = false;
+  // Latency tracking without timeouts: requests placed since the last doorbell, stamped when
+  // it rings (one clock read per batch; the device cannot start them earlier).
+  uint32_t unstamped_ = 0;
   bool resetting_ = false;  // between reset_rings() and resume(): the queues don't exist
 
   std::unique_ptr<Request[]> requests_;

@@ -53,7 +53,7 @@ class LoopbackDevice : public env::PciDevice {
 };
 
 struct Bench {
-  Bench() {
+  explicit Bench(bool track_latency = false) {
     ctx.device = &dev;
     ctx.registry = &registry;
     ctx.clock = &env::system_clock();
@@ -62,6 +62,7 @@ struct Bench {
     ns.num_blocks = 1 << 30;
     QpairOptions o;
     o.queue_size = 256;
+    o.track_latency = track_latency;
     qp = std::move(Qpair::create(ctx, 1, o)).value();
     sq = reinterpret_cast<sn::SubmissionEntry*>(qp->sq_iova());
     cq = reinterpret_cast<sn::CompletionEntry*>(qp->cq_iova());
@@ -80,8 +81,9 @@ struct Bench {
 void count(void* ctx, const sn::CompletionEntry&) { ++*static_cast<uint64_t*>(ctx); }
 
 // Batches of `depth` 4 KiB reads: submit all, device echoes, reap all. Per-I/O cost reported.
+// Argument 2 = 1: with the latency histogram (metrics) on.
 void BM_SubmitAndComplete(benchmark::State& state) {
-  Bench b;
+  Bench b(state.range(1) != 0);
   const auto depth = static_cast<uint32_t>(state.range(0));
   uint64_t done = 0;
   auto* base = static_cast<uint8_t*>(b.buf->data());
@@ -97,7 +99,7 @@ void BM_SubmitAndComplete(benchmark::State& state) {
   state.counters["ns_per_io"] = benchmark::Counter(static_cast<double>(done),
       benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_SubmitAndComplete)->Arg(1)->Arg(32)->Arg(128);
+BENCHMARK(BM_SubmitAndComplete)->ArgsProduct({{1, 32, 128}, {0, 1}})->ArgNames({"depth", "latency"});
 
 // The loopback device's share, to subtract: echo alone over pre-built SQEs.
 void BM_LoopbackDeviceOnly(benchmark::State& state) {

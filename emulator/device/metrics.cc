@@ -79,8 +79,18 @@ void append_device_metrics(const DeviceMetricsInput& in,
     counter("pollux_emu_completions_total", "Completions the device posted",
             n(c.completions_posted), l);
   }
-  counter("pollux_emu_faults_injected_total", "Commands a device fault rule hit",
-          n(in.controller->fault_hits()), l);
+  // By class: each rule action, and reads failed by a bad block.
+  constexpr const char* kFaultsHelp = "Commands the device's fault injection hit, by class";
+  for (int a = 0; a < nvme::kFaultActions; ++a) {
+    const auto action = static_cast<nvme::FaultAction>(a);
+    LabelList fl = l;
+    fl.push_back({"class", nvme::to_string(action)});
+    counter("pollux_emu_faults_injected_total", kFaultsHelp,
+            n(in.controller->faults().hits(action)), fl);
+  }
+  LabelList bl = l;
+  bl.push_back({"class", "bad_block"});
+  counter("pollux_emu_faults_injected_total", kFaultsHelp, n(c.bad_block_reads), bl);
   counter("pollux_emu_controller_resets_total", "Controller resets the device went through",
           n(c.resets), l);
   gauge("pollux_emu_present", "1 while the device is plugged in", in.present ? 1 : 0, l);

@@ -638,6 +638,7 @@ uint16_t Controller::apply_faults(const sp::SubmissionEntry& sqe, uint16_t sqid,
     if (faults_.has_bad_block(sqe.nsid, sqe.slba(), sqe.nlb(), &first)) {
       err_lba_ = first;
       ++media_errors_;
+      ++counters_.bad_block_reads;
       return media_err(sp::sc_media::kUnrecoveredReadError);
     }
   }

@@ -44,6 +44,7 @@ struct ControllerCounters {
   uint64_t fatal_errors = 0;        // CSTS.CFS was set (SQE fetch / CQE post impossible)
   uint64_t keep_alives = 0;
   uint64_t resets = 0;              // controller resets (CC.EN 1->0, NSSR)
+  uint64_t bad_block_reads = 0;     // reads failed by an injected bad block
 };
 
 class Controller {
@@ -165,6 +166,7 @@ class Controller {
   bool stopped() const { return fatal() || removed_; }
   // Command-level faults and bad blocks, applied when I/O commands execute (see faults.h).
   FaultInjector& faults() { return faults_; }
+  const FaultInjector& faults() const { return faults_; }
   // The delay a kDelay rule gave the last command execute() ran (0 if none): a timing model
   // postpones its completion by that much.
   uint64_t last_fault_delay_ns() const { return last_fault_delay_ns_; }

@@ -11,12 +11,10 @@ using json = nlohmann::json;
 std::string fail(const std::string& why) { return json{{"ok", false}, {"error", why}}.dump(); }
 
 Result<FaultAction> parse_action(const std::string& s) {
-  if (s == "status") return FaultAction::kStatus;
-  if (s == "never_complete") return FaultAction::kNeverComplete;
-  if (s == "delay") return FaultAction::kDelay;
-  if (s == "duplicate_completion") return FaultAction::kDuplicateCompletion;
-  if (s == "unknown_cid") return FaultAction::kUnknownCid;
-  if (s == "stale_phase") return FaultAction::kStalePhase;
+  for (int i = 0; i < kFaultActions; ++i) {
+    const auto a = static_cast<FaultAction>(i);
+    if (s == to_string(a)) return a;
+  }
   return Error{"action: '" + s +
                "' is not one of status, never_complete, delay, duplicate_completion, "
                "unknown_cid, stale_phase"};

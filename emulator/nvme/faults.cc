@@ -40,10 +40,17 @@ std::optional<FaultHit> FaultInjector::match(const sp::SubmissionEntry& sqe) {
     }
     const FaultHit hit{r.action, static_cast<uint16_t>(r.status & 0xfffe), r.delay_ns};
     ++hits_;
+    ++hits_by_action_[static_cast<int>(r.action)];
     if (r.count != 0 && ++a.hits >= r.count) rules_.erase(rules_.begin() + static_cast<long>(i));
     return hit;
   }
   return std::nullopt;
+}
+
+const char* to_string(FaultAction a) {
+  static const char* const kNames[kFaultActions] = {
+      "status", "never_complete", "delay", "duplicate_completion", "unknown_cid", "stale_phase"};
+  return kNames[static_cast<int>(a)];
 }
 
 bool FaultInjector::has_bad_block(uint32_t nsid, uint64_t lba, uint64_t n,

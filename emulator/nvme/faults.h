@@ -29,6 +29,9 @@ enum class FaultAction : uint8_t {
   kUnknownCid,         // executes; the entry carries a CID the host never used
   kStalePhase,         // executes; the entry is written with the previous pass's phase tag
 };
+inline constexpr int kFaultActions = 6;
+// The names fault commands and scenario files use ("status", "never_complete", ...).
+const char* to_string(FaultAction a);
 
 struct FaultRule {
   FaultAction action = FaultAction::kStatus;
@@ -74,6 +77,7 @@ class FaultInjector {
   size_t bad_blocks() const { return bad_.size(); }
 
   uint64_t hits() const { return hits_; }
+  uint64_t hits(FaultAction a) const { return hits_by_action_[static_cast<int>(a)]; }
 
  private:
   struct Armed {
@@ -86,6 +90,7 @@ class FaultInjector {
   std::mt19937_64 rng_;
   int next_id_ = 1;
   uint64_t hits_ = 0;
+  uint64_t hits_by_action_[kFaultActions] = {};
 };
 
 // "unrecovered_read_error", "write_fault", "namespace_not_ready", "internal_error",

@@ -48,6 +48,8 @@ TEST(FaultInjector, OpcodeNsidAndLbaOverlap) {
   EXPECT_FALSE(f.match(read_cmd(200, 1)).has_value());   // just above
   EXPECT_FALSE(f.match(write_cmd(150, 1)).has_value());  // other opcode
   EXPECT_EQ(f.hits(), 4u);
+  EXPECT_EQ(f.hits(FaultAction::kStatus), 4u);  // by class: all four were status rules
+  EXPECT_EQ(f.hits(FaultAction::kNeverComplete), 0u);
 
   FaultInjector g;
   FaultRule r = status_rule(-1, 0, ~0ull);

@@ -122,5 +122,19 @@ TEST(NandArray, ReservationsAreFifoPerResource) {
   EXPECT_EQ(a.read(0, {0, 0, 0, 1, 0}, 4096), 3 * kMs + 600 * kUs + 50 * kUs + kX4k);
 }
 
+TEST(NandArray, BusyTimeIsBookedPerDieAndChannel) {
+  NandTiming t = Timing();
+  t.command_overhead = 1 * kUs;
+  NandArray a(Geometry(), t);
+  a.read(0, {0, 1, 0, 0, 0}, 4096);
+  a.program(0, {0, 1, 0, 0, 0});
+  a.erase(0, 1, 0, 0, 0);
+  EXPECT_EQ(a.die_busy_time(0, 1), 50 * kUs + 600 * kUs);
+  EXPECT_EQ(a.die_busy_time(1, 0), 3 * kMs);
+  EXPECT_EQ(a.die_busy_time(0, 0), 0u);
+  EXPECT_EQ(a.channel_busy_time(0), (1 * kUs + kX4k) + (1 * kUs + kX16k));
+  EXPECT_EQ(a.channel_busy_time(1), 1 * kUs);  // an erase uses the bus for its command only
+}
+
 }  // namespace
 }  // namespace pollux::emu::timing

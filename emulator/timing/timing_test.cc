@@ -254,6 +254,17 @@ TEST(WriteCache, AdmitsUpToCapacityWithoutWaiting) {
   EXPECT_EQ(c.drained_at(), 1300u);
 }
 
+TEST(WriteCache, OccupancyAtATimeCountsWhatIsNotYetReleased) {
+  WriteCache c(4);
+  EXPECT_EQ(c.capacity(), 4u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(c.admit(0), 0u);
+  c.release_pending(1, 100);  // one released at 100, one at 200, one still pending
+  c.release_pending(1, 200);
+  EXPECT_EQ(c.occupancy_at(50), 3u);
+  EXPECT_EQ(c.occupancy_at(100), 2u);  // released at 100: free from then on
+  EXPECT_EQ(c.occupancy_at(250), 1u);  // the pending one has no release time yet
+}
+
 TEST(WriteCache, FullCacheStallsUntilTheEarliestRelease) {
   WriteCache c(2);
   EXPECT_EQ(c.admit(0), 0u);

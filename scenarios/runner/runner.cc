@@ -228,6 +228,7 @@ std::string Engine::setup() {
   if (o_.metrics) {
     bdev_stats_ = metrics::BdevCollector::start(*mgr_, kBdevStatsPeriodUs);
     metrics_->add_source(bdev_stats_->source());
+    metrics_->add_source(metrics::bdev_nvme_source(*mgr_));
   }
   t0_ = rig_->clock().now();
   rec_ = std::make_unique<Recorder>(sc_.end_ns(), o_.buckets);
@@ -623,26 +624,7 @@ void Engine::collect_metrics(metrics::Builder& b) const {
     std::vector<prometheus::MetricFamily> device;
     emu::device::append_device_metrics(in, device);
     for (const auto& f : device) b.family(f);
-    auto n = [](uint64_t v) { return static_cast<double>(v); };
-    if (auto cs = bdev::nvme_controller_stats(*mgr_, sc_.devices[i].name)) {
-      const Labels cl = {{"controller", sc_.devices[i].name}};
-      b.counter("pollux_bdev_nvme_resets_total", "Controller resets bdev_nvme completed", cl,
-                n(cs.value().resets));
-      b.counter("pollux_bdev_nvme_reset_failures_total", "Controller resets that failed", cl,
-                n(cs.value().reset_failures));
-      b.counter("pollux_bdev_nvme_retries_total", "Commands resubmitted after a retriable status",
-                cl, n(cs.value().retries));
-      b.counter("pollux_bdev_nvme_removed_failures_total", "I/O failed because the device left",
-                cl, n(cs.value().removed_failures));
-    }
   }
-  if (hotplug_) {
-    const bdev::NvmeHotplugStats h = bdev::nvme_hotplug_stats(*mgr_);
-    b.counter("pollux_bdev_nvme_hotplug_attaches_total", "Devices the hot-plug poller attached",
-              {}, static_cast<double>(h.attaches));
-  }
-  b.gauge("pollux_bdev_nvme_controllers", "Attached NVMe controllers", {},
-          static_cast<double>(bdev::nvme_controller_names(*mgr_).size()));
   const Labels sl = {{"scenario", sc_.name}};
   b.counter("pollux_scenario_ios_total", "I/Os the workloads completed", sl,
             static_cast<double>(rec_->ios()));

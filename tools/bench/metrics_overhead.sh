@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # What --metrics costs pollux-bdevperf: runs each workload with metrics off and on (a scraper
-# reading the endpoint every second, as Prometheus would), alternating, and prints IOPS.
+# reading the endpoint every second, as Prometheus would), alternating, and
+# prints IOPS. On a 2-core machine the run-to-run spread is several percent: use many runs.
 #   tools/bench/metrics_overhead.sh [runs=3] [seconds=5]
 # Workloads: a null bdev (the bdev layer alone: metrics add the collector's poller) and the
 # functional emulator's NVMe namespaces over vfio-user (adds per-qpair latency tracking:
-# a clock read per submission and per completion batch). Pin: bdevperf on core 0, the
+# a clock read per doorbell and per completion batch). Pin: bdevperf on core 0, the
 # emulator on core 1.
 set -euo pipefail
 runs=${1:-3} secs=${2:-5}
@@ -14,7 +15,8 @@ B=bazel-bin/driver/bdev/perf/pollux-bdevperf
 E=bazel-bin/emulator/device/pollux-emu
 tmp=$(mktemp -d)
 emu_pid=
-cleanup() { [ -n "$emu_pid" ] && kill "$emu_pid" 2>/dev/null; rm -rf "$tmp"; }
+scraper_pid=
+cleanup() { kill $emu_pid $scraper_pid 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
 sock=$tmp/emu.sock
 sed "s|/tmp/emu.sock|$sock|" driver/bdev/examples/nvme_emu.json >"$tmp/nvme.json"
@@ -26,9 +28,10 @@ iops() {  # args...: one bdevperf run; prints total IOPS
   if [[ " $* " == *" --metrics "* ]]; then
     local ep=""
     for _ in $(seq 100); do ep=$(grep -o 'http://[^ ]*/metrics' "$out" || true); [ -n "$ep" ] && break; sleep 0.05; done
-    while kill -0 "$pid" 2>/dev/null; do curl -s -o /dev/null "$ep" || true; sleep 1; done
+    echo "$ep" >"$tmp/target"  # the scraper (started once, below) reads it from now on
   fi
   wait "$pid"
+  rm -f "$tmp/target"
   python3 -c 'import json,sys; print(round(json.loads(sys.stdin.read().splitlines()[-1])["total"]["iops"]))' <"$out"
 }
 
@@ -46,6 +49,21 @@ mo, mn = statistics.median(off), statistics.median(on)
 print(f"| {label} | {' / '.join(f'{x/1e6:.2f} M' for x in off)} | {' / '.join(f'{x/1e6:.2f} M' for x in on)} | {100*(mn-mo)/mo:+.1f}% |")
 PY
 }
+
+# One scraper for the whole script, on bdevperf's core so that what scrapes cost is charged
+# to the run (a Prometheus server would run elsewhere); started once, so no interpreter
+# start-up lands inside a run. It scrapes $tmp/target every second while that file exists.
+taskset -c 0 python3 -c '
+import sys, time, urllib.request
+target = sys.argv[1]
+while True:
+    try:
+        with open(target) as f:
+            urllib.request.urlopen(f.read().strip(), timeout=5).read()
+    except OSError:
+        pass
+    time.sleep(1)' "$tmp/target" &
+scraper_pid=$!
 
 echo "| workload | metrics off (IOPS) | metrics on, scraped every 1 s | median change |"
 echo "|---|---|---|---|"

@@ -112,10 +112,11 @@ class NvmeCtrlr {
   }
   void count_removed() { removed_failures_.fetch_add(1, std::memory_order_relaxed); }
   NvmeControllerStats stats() const {
-    return {retries_.load(std::memory_order_relaxed),
-            removed_failures_.load(std::memory_order_relaxed),
-            channels_.load(std::memory_order_relaxed), resets_.load(std::memory_order_relaxed),
-            reset_failures_.load(std::memory_order_relaxed)};
+    auto get = [](const std::atomic<uint64_t>& v) { return v.load(std::memory_order_relaxed); };
+    const nvme::ControllerStats& d = ctrlr_->stats();
+    return {get(retries_),         get(removed_failures_), get(channels_),
+            get(resets_),          get(reset_failures_),   get(d.io_timeouts),
+            get(d.aborts_sent),    get(d.reset_aborted_ios), get(d.async_events)};
   }
   bool detaching() const {
     std::lock_guard lock(mu_);

@@ -73,6 +73,11 @@ struct NvmeControllerStats {
   uint64_t channels = 0;          // live channels (= I/O queue pairs)
   uint64_t resets = 0;            // controller resets completed by the module
   uint64_t reset_failures = 0;    // controller resets that failed
+  // From the driver's controller (nvme::ControllerStats):
+  uint64_t io_timeouts = 0;        // I/O commands that outlived their queue pair's timeout
+  uint64_t aborts_sent = 0;        // Abort commands sent for timed-out commands
+  uint64_t reset_aborted_ios = 0;  // I/Os the device held, ended retriable by resets
+  uint64_t async_events = 0;       // Asynchronous Event Request completions
 };
 
 // Attaches an already initialised controller. Must run on a framework thread: the admin

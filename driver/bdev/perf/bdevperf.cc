@@ -352,6 +352,7 @@ void set_up(void* arg) {
   if (run.exporter) {
     run.bdev_stats = metrics::BdevCollector::start(*run.mgr, kBdevStatsPeriodUs);
     run.exporter->add_source(run.bdev_stats->source());
+    run.exporter->add_source(metrics::bdev_nvme_source(*run.mgr));
   }
   const std::size_t ncores = run.fw->reactor_count();
   auto pool = env::DmaBufferPool::create(env::MemoryRegistry::global(), c.io_size,

@@ -15,6 +15,8 @@ PACKAGES=(
   libspdlog-dev libisal-dev liburing-dev
   # observability: the real Prometheus server the metrics test scrapes with
   prometheus
+  # hardware-in-the-loop: a QEMU guest with an emulated IOMMU and QEMU's NVMe controller
+  qemu-system-x86 busybox-static
 )
 
 missing=()
@@ -24,8 +26,20 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
+# The HIL tests' guest (a Debian kernel fetched with apt-get download, busybox): cached, so
+# this is quick once built. Runs after the packages are in (it needs busybox-static).
+guest() {
+  local cache=${POLLUX_GUEST_CACHE:-/var/cache/pollux-guest}
+  if [ -w "$(dirname "$cache")" ] || [ -w "$cache" ]; then
+    echo "setup: HIL guest in $("$(dirname "$0")/guest/build.sh" "$cache")"
+  else
+    echo "setup: cannot write $cache (not root?): the HIL tests will say so" >&2
+  fi
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#PACKAGES[@]} packages already installed"
+  guest
   exit 0
 fi
 
@@ -40,3 +54,4 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q >/dev/null
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 echo "setup: installed ${missing[*]}"
+guest

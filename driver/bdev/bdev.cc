@@ -75,6 +75,14 @@ Bdev* Manager::find(const std::string& name) {
   return nullptr;
 }
 
+std::vector<std::string> Manager::bdev_names() {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  for (auto& b : bdevs_)
+    if (!b->removing_) out.push_back(b->name());
+  return out;
+}
+
 std::vector<Bdev*> Manager::bdevs() {
   std::lock_guard lock(mu_);
   std::vector<Bdev*> out;

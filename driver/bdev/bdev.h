@@ -276,6 +276,8 @@ class Manager {
   int unregister_bdev(const std::string& name, event::MsgFn done = nullptr, void* ctx = nullptr);
   Bdev* find(const std::string& name_or_alias);
   std::vector<Bdev*> bdevs();
+  // The same, by name: safe to keep while another thread removes bdevs.
+  std::vector<std::string> bdev_names();
   void add_virtual_module(VirtualModule* m);  // examines existing bdevs too
 
   // Descriptors. -ENODEV (unknown or being removed), -EPERM (write on a claimed bdev).

@@ -38,9 +38,9 @@ class OwnerCounter {
 
 namespace pollux::env {
 
-// A histogram of one owner thread's values (latencies in clock ticks) in power-of-two
-// buckets — bucket i holds values below 2^i and at least 2^(i-1) — readable from any thread.
-// Recording is three OwnerCounter increments; no locked instruction.
+// A histogram of one owner thread's values (latencies in ns) in power-of-two buckets —
+// bucket i holds values below 2^i and at least 2^(i-1) — readable from any thread. Recording
+// is two OwnerCounter increments; no locked instruction. The count is the buckets' sum.
 class OwnerHistogram {
  public:
   static constexpr int kBuckets = 48;  // the last one also holds everything larger
@@ -53,22 +53,19 @@ class OwnerHistogram {
 
   void record(uint64_t v) {  // owner thread only
     ++buckets_[bucket_of(v)];
-    ++count_;
     sum_ += v;
   }
   // Not concurrently with record() on `to` (e.g. under the lock that retires a queue pair).
   void add_to(OwnerHistogram& to) const {
     for (int i = 0; i < kBuckets; ++i) to.buckets_[i] += buckets_[i].load();
-    to.count_ += count_.load();
     to.sum_ += sum_.load();
   }
   uint64_t bucket(int i) const { return buckets_[i].load(); }
-  uint64_t count() const { return count_.load(); }
   uint64_t sum() const { return sum_.load(); }
 
  private:
   OwnerCounter buckets_[kBuckets];
-  OwnerCounter count_, sum_;
+  OwnerCounter sum_;
 };
 
 }  // namespace pollux::env

@@ -38,17 +38,19 @@ void BdevCollector::stop(event::MsgFn done, void* ctx) {
 event::PollStatus BdevCollector::gather(void* arg) {
   auto* self = static_cast<BdevCollector*>(arg);
   int started = 0;
-  for (bdev::Bdev* b : self->mgr_.bdevs()) {
+  // By name: a watched bdev cannot be replaced by a namesake while we hold its descriptor,
+  // and the descriptor (not a pointer from a listing) says which bdev we hold.
+  for (const std::string& name : self->mgr_.bdev_names()) {
     auto known = std::find_if(self->watches_.begin(), self->watches_.end(),
-                              [b](const auto& w) { return w->bdev == b; });
+                              [&name](const auto& w) { return w->name == name; });
     if (known != self->watches_.end()) continue;
     auto w = std::make_unique<Watch>();
     w->owner = self;
-    w->bdev = b;
-    w->name = b->name();
-    auto desc = self->mgr_.open(w->name, false, on_event, w.get());
+    w->name = name;
+    auto desc = self->mgr_.open(name, false, on_event, w.get());
     if (!desc) continue;  // being removed
     w->desc = *desc;
+    w->bdev = &w->desc->bdev();
     self->watches_.push_back(std::move(w));
   }
   // Walks may start a release (a bdev that left): iterate over a copy.
@@ -95,8 +97,12 @@ void BdevCollector::release(Watch& w) {
 
 Source BdevCollector::source() {
   return [this](Builder& b) {
-    std::lock_guard lock(mu_);
-    for (const auto& [name, p] : published_) {
+    std::map<std::string, Published> published;
+    {
+      std::lock_guard lock(mu_);  // only the copy: the app thread's walk_done waits for it
+      published = published_;
+    }
+    for (const auto& [name, p] : published) {
       const bdev::IoStats& s = p.stats;
       for (std::size_t t = 0; t < bdev::kIoTypes; ++t) {
         const auto type = static_cast<bdev::IoType>(t);

@@ -37,9 +37,8 @@ class Builder {
   void histogram(std::string_view name, std::string_view help, const Labels& labels,
                  const env::LatencyHistogram& h, double unit_seconds,
                  const std::vector<double>& bounds_seconds);
-  // A histogram in seconds from an env::OwnerHistogram of ticks lasting `unit_seconds`: its
-  // power-of-two bounds from 100 ns to 100 s (they depend on the clock's tick; what matters is
-  // that they are the same for every series of a family within a process).
+  // A histogram in seconds from an env::OwnerHistogram of values in `unit_seconds` (1e-9 for
+  // the queue pairs' ns): its power-of-two bounds from 100 ns to 100 s.
   void histogram(std::string_view name, std::string_view help, const Labels& labels,
                  const env::OwnerHistogram& h, double unit_seconds);
   // A whole family, as collected elsewhere (its samples are appended).

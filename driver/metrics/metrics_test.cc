@@ -156,7 +156,7 @@ TEST_F(QpairMetrics, CountersPerQpairAndRetiredIntoTheController) {
 }
 
 TEST_F(QpairMetrics, LatencyHistogramInPowerOfTwoBucketsWhenTracked) {
-  QpairRegistry reg(1e-9);  // the harness clock ticks in ns
+  QpairRegistry reg;
   Exporter e;
   e.add_source(reg.source());
   nvme::QpairOptions o;

@@ -84,7 +84,7 @@ Source QpairRegistry::source() {
                   static_cast<double>((s.*f.member).load()));
       }
       b.histogram("pollux_nvme_qpair_latency_seconds", kLatencyHelp, l, s.latency,
-                  seconds_per_tick_);
+                  1e-9);
       add_errors_by_type(b, "pollux_nvme_qpair_errors_by_type_total", l, s);
       const uint64_t sub = s.submitted.load(), cpl = s.completed.load();
       b.gauge("pollux_nvme_qpair_outstanding",
@@ -101,7 +101,7 @@ Source QpairRegistry::source() {
       add_errors_by_type(b, "pollux_nvme_controller_io_errors_by_type_total", l, s);
       b.histogram("pollux_nvme_controller_io_latency_seconds",
                   std::string(kLatencyHelp) + " (all I/O queue pairs, past and present)", l,
-                  s.latency, seconds_per_tick_);
+                  s.latency, 1e-9);
     }
   };
 }

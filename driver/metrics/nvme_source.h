@@ -15,8 +15,6 @@ namespace pollux::metrics {
 
 class QpairRegistry {
  public:
-  // Latencies are in the queue pairs' clock ticks; this is how long one lasts.
-  explicit QpairRegistry(double seconds_per_tick = 1e-9) : seconds_per_tick_(seconds_per_tick) {}
   void add(const nvme::Qpair* qp, std::string controller);
   // Before the queue pair is freed: a scrape running now finishes first. Its counts move to
   // the controller's retired totals, so the controller-level counters never go backwards.
@@ -33,7 +31,6 @@ class QpairRegistry {
     std::string controller;
     nvme::QpairStats stats;
   };
-  double seconds_per_tick_;
   std::mutex mu_;
   std::vector<Entry> live_;
   std::vector<Retired> retired_;  // one per controller

@@ -1,5 +1,6 @@
 #include "driver/nvme/connect.h"
 
+#include "driver/env/vfio_pci.h"
 #include "driver/env/vfio_user_client.h"
 
 namespace pollux::nvme {
@@ -13,8 +14,11 @@ Result<std::unique_ptr<Controller>> connect(const TransportId& trid, ControllerO
       if (!dev) return dev.error();
       return Controller::attach(std::move(dev).value(), options);
     }
-    case TransportType::kPcie:
-      return make_error(ENOTSUP, "trtype:pcie needs the vfio-pci backend, which is not built yet");
+    case TransportType::kPcie: {
+      auto dev = env::VfioPciDevice::open(trid.traddr, registry);
+      if (!dev) return dev.error();
+      return Controller::attach(std::move(dev).value(), options);
+    }
     case TransportType::kTcp:
     case TransportType::kRdma:
       return make_error(ENOTSUP, std::string("trtype:") + to_string(trid.trtype) +

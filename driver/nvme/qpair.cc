@@ -87,6 +87,8 @@ Result<std::unique_ptr<Qpair>> Qpair::create(const QpairContext& ctx, uint16_t q
   qp->sq_doorbell_ = static_cast<volatile uint32_t*>(ctx.device->bar_map(0, sq_db, 4));
   qp->cq_doorbell_ = static_cast<volatile uint32_t*>(ctx.device->bar_map(0, cq_db, 4));
   if (options.timeout_us) qp->timeout_ticks_ = ctx.clock->us_to_ticks(options.timeout_us);
+  qp->ns_per_tick_q32_ = static_cast<uint64_t>((static_cast<unsigned __int128>(1'000'000'000) << 32) /
+                                               ctx.clock->ticks_per_second());
   return qp;
 }
 
@@ -392,7 +394,7 @@ int Qpair::process_completions(uint32_t max) {
   if (resetting_) return 0;  // the controller is being reset: its queues don't exist
   uint32_t reaped = 0;
   if (inj_head_ != nullptr) [[unlikely]] reaped = deliver_injected(max);
-  uint64_t now = 0;  // one clock read per batch, when latency is tracked
+  uint64_t now = 0;  // read at the first completion of the batch, when latency is tracked
   while (max == 0 || reaped < max) {
     sn::CompletionEntry* slot = &cq_[cq_head_];
     const uint16_t status = __atomic_load_n(&slot->status, __ATOMIC_ACQUIRE);
@@ -422,8 +424,10 @@ int Qpair::process_completions(uint32_t max) {
     --outstanding_;
     ++stats_.completed;
     if (options_.track_latency) {
-      if (now == 0) now = ctx_.clock->now();
-      stats_.latency.record(now - r->submit_tick);
+      // A request stamped after `now` was read (an unbatched doorbell rung by a callback of
+      // this batch) needs a fresh reading.
+      if (now < r->submit_tick) now = ctx_.clock->now();
+      stats_.latency.record(ticks_to_ns(now - r->submit_tick));
     }
     if (r->injected) [[unlikely]] cpl.status = static_cast<uint16_t>((cpl.status & 1) | r->inject_status);
     if ((cpl.status & 0xfffe) != 0) [[unlikely]] count_error(cpl.status);
@@ -485,6 +489,7 @@ void Qpair::end_request(Request* r, uint16_t status) {
 // not ended here (no loop with a callback that always retries).
 uint32_t Qpair::end_outstanding(uint16_t status) {
   uint32_t n = 0;
+  unstamped_ = 0;
   Request* lists[2] = {out_head_, late_head_};
   out_head_ = out_tail_ = late_head_ = late_tail_ = nullptr;
   for (Request* list : lists) {

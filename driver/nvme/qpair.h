@@ -53,7 +53,7 @@ struct QpairStats {
   env::OwnerCounter doorbells = 0;        // SQ tail doorbell writes
   env::OwnerCounter injected = 0;         // commands hit by an error injection rule
   env::OwnerCounter failed_on_removal = 0;  // requests ended because the device was removed
-  env::OwnerHistogram latency;  // submission to completion, in clock ticks (track_latency)
+  env::OwnerHistogram latency;  // doorbell to completion, in ns (track_latency)
 };
 
 // A software error injection rule (SPDK's spdk_nvme_qpair_add_cmd_error_injection, plus LBA
@@ -211,6 +211,10 @@ class Qpair {
   // Latency tracking without timeouts: requests placed since the last doorbell, stamped when
   // it rings (one clock read per batch; the device cannot start them earlier).
   uint32_t unstamped_ = 0;
+  uint64_t ns_per_tick_q32_ = uint64_t{1} << 32;  // latency histograms count nanoseconds
+  uint64_t ticks_to_ns(uint64_t ticks) const {
+    return static_cast<uint64_t>((static_cast<unsigned __int128>(ticks) * ns_per_tick_q32_) >> 32);
+  }
   bool resetting_ = false;  // between reset_rings() and resume(): the queues don't exist
 
   std::unique_ptr<Request[]> requests_;

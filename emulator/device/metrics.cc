@@ -67,7 +67,8 @@ void append_device_metrics(const DeviceMetricsInput& in,
           LabelList dl = cl;
           dl.push_back({"die", std::to_string(d)});
           counter("pollux_emu_die_busy_seconds_total",
-                  "Simulated time the die was booked for tR/tPROG/tBERS (rate: utilisation)",
+                  "Simulated time booked on the die for tR/tPROG/tBERS (rate: utilisation; "
+                  "bookings ahead of time, e.g. GC, count when booked)",
                   seconds(nand->die_busy_time(ch, d)), dl);
         }
       }

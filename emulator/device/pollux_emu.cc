@@ -141,6 +141,7 @@ int main(int argc, char** argv) {
     metrics->publish(std::move(f));
   };
   auto last_publish = std::chrono::steady_clock::now();
+  if (metrics) publish_metrics();  // a scrape before the first period sees the device too
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   std::signal(SIGPIPE, SIG_IGN);

@@ -665,23 +665,35 @@ void Engine::publish_metrics(bool now) {
 
 void Engine::sample_pollers(size_t next_bucket) {
   const size_t buckets = rec_->buckets().size();
+  // Pollers of one name on one thread (every bdev channel has a "bdev_retry") are one series,
+  // as in the metrics: sum them first.
+  std::map<std::string, std::pair<uint64_t, uint64_t>> now;  // name -> (runs, busy runs)
   for (const event::Thread* th : rig_->framework().threads()) {
     for (const event::PollerSample& p : th->poller_samples()) {
-      PollerTrack& pt = pollers_[th->name() + "/" + p.name];
-      if (pt.series.busy_share.empty()) {
-        pt.series.name = th->name() + "/" + p.name;
-        pt.series.busy_share.assign(buckets, 0);
-      }
-      const uint64_t runs = p.runs - std::min(p.runs, pt.runs);
-      const uint64_t busy = p.busy_runs - std::min(p.busy_runs, pt.busy_runs);
-      if (runs > 0 && poller_bucket_ < buckets) {
-        pt.series.busy_share[poller_bucket_] = double(busy) / double(runs);
-      }
-      pt.series.runs += runs;
-      pt.series.busy_runs += busy;
-      pt.runs = p.runs;
-      pt.busy_runs = p.busy_runs;
+      auto& [runs, busy] = now[th->name() + "/" + p.name];
+      runs += p.runs;
+      busy += p.busy_runs;
     }
+  }
+  for (const auto& [name, counts] : now) {
+    PollerTrack& pt = pollers_[name];
+    if (pt.series.busy_share.empty()) {
+      pt.series.name = name;
+      pt.series.busy_share.assign(buckets, 0);
+    }
+    // Fewer than last time: pollers of this name went and came back (a re-attach); count
+    // from zero.
+    const bool restarted = counts.first < pt.runs;
+    const uint64_t runs = restarted ? counts.first : counts.first - pt.runs;
+    const uint64_t busy =
+        restarted ? counts.second : counts.second - std::min(counts.second, pt.busy_runs);
+    if (runs > 0 && poller_bucket_ < buckets) {
+      pt.series.busy_share[poller_bucket_] = double(busy) / double(runs);
+    }
+    pt.series.runs += runs;
+    pt.series.busy_runs += busy;
+    pt.runs = counts.first;
+    pt.busy_runs = counts.second;
   }
   poller_bucket_ = next_bucket;
 }

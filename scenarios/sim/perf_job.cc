@@ -22,6 +22,7 @@ PerfJob::PerfJob(nvme::Controller& ctrl, uint32_t nsid, const JobOptions& o,
   io_blocks_ = o.io_bytes / ns_->block_size;
   nvme::QpairOptions qo;
   qo.queue_size = std::min<uint32_t>(ctrl.max_queue_entries(), std::max(64u, o.queue_depth + 1));
+  qo.track_latency = o.track_latency;
   auto qp = ctrl.alloc_io_qpair(qo);
   if (!qp) {
     *error = "alloc_io_qpair: " + qp.error().message;

@@ -30,6 +30,7 @@ struct JobOptions {
   uint64_t duration_ns = 0;     // stop submitting after start + warmup + duration
   uint64_t max_ios = 0;         // or after this many submissions (0: no limit)
   uint64_t series_window_ns = 0;  // > 0: also count completions per window of this length
+  bool track_latency = false;     // the queue pair's latency histogram (metrics)
 };
 
 struct JobResult {

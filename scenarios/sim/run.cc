@@ -23,7 +23,9 @@ RunReport run_perf(const RunSpec& spec) {
   std::vector<std::unique_ptr<PerfJob>> jobs;
   for (uint32_t i = 0; i < rig->device_count(); ++i) {
     std::string err;
-    auto job = std::make_unique<PerfJob>(rig->controller(i), 1, spec.job, rig->sim().rng(),
+    JobOptions jo = spec.job;
+    jo.track_latency = spec.metrics != nullptr;
+    auto job = std::make_unique<PerfJob>(rig->controller(i), 1, jo, rig->sim().rng(),
                                          rig->clock(), rig->registry(), &err);
     if (!job->ok()) {
       rep.error = "device " + std::to_string(i) + ": " + err;
@@ -32,7 +34,7 @@ RunReport run_perf(const RunSpec& spec) {
     rig->lockstep().watch(job->qpair());
     jobs.push_back(std::move(job));
   }
-  metrics::QpairRegistry qpairs;  // the rig's clock ticks in ns
+  metrics::QpairRegistry qpairs;
   std::unique_ptr<metrics::Exporter> sources;
   if (spec.metrics) {
     sources = std::make_unique<metrics::Exporter>();

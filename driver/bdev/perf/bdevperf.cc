@@ -450,7 +450,7 @@ int main(int argc, char** argv) {
     }
     exporter = std::move(e).value();
     exporter->add_source(metrics::event_source(**fw));
-    run.qpairs = std::make_unique<metrics::QpairRegistry>(1.0 / (*fw)->clock().ticks_per_second());
+    run.qpairs = std::make_unique<metrics::QpairRegistry>();
     exporter->add_source(run.qpairs->source());
     run.exporter = exporter.get();
     fmt::print("pollux-bdevperf: metrics on http://{}:{}/metrics\n",
@@ -467,6 +467,8 @@ int main(int argc, char** argv) {
   // Bdevs are created on the app thread: NVMe controllers attach there and keep their admin
   // poller on it.
   const int rc = (*fw)->run(set_up, &run);
+  // The defaults' observer points at run.qpairs, which goes before the manager's module state.
+  if (run.qpairs) bdev::nvme_set_default_options(**mgr, {});
   if (run.jobs.empty()) return rc ? rc : 1;
 
   const env::Clock& clock = (*fw)->clock();

@@ -227,10 +227,10 @@ PollStatus watch_core(void* arg) {
   for (auto& j : core.jobs) all_draining &= j->draining;
   if (!all_draining) return PollStatus::kIdle;
   // Everything completed: give the queues back and report.
-  for (std::size_t i = 0; i < core.qpairs.size(); ++i)
+  for (std::size_t i = 0; i < core.qpairs.size(); ++i) {
+    if (g_run->qpair_metrics) g_run->qpair_metrics->remove(core.qpairs[i].get());  // before free
     g_run->ctrls[i]->free_io_qpair(std::move(core.qpairs[i]));
-  if (g_run->qpair_metrics)
-    for (auto& qp : core.qpairs) g_run->qpair_metrics->remove(qp.get());
+  }
   core.qpairs.clear();
   finish_core(core);
   return PollStatus::kBusy;
@@ -376,7 +376,7 @@ int main(int argc, char** argv) {
   }
   run.fw = fw->get();
   // Queue pairs register on their threads; the scrape reads their owner-written counters.
-  metrics::QpairRegistry qpair_metrics(1.0 / (*fw)->clock().ticks_per_second());
+  metrics::QpairRegistry qpair_metrics;
   std::unique_ptr<metrics::Exporter> exporter;
   if (!metrics_addr.empty()) {
     auto e = metrics::Exporter::start(metrics_addr);

@@ -1,0 +1,349 @@
+#include "driver/env/vfio_pci.h"
+
+#include <fcntl.h>
+#include <linux/pci_regs.h>
+#include <linux/vfio.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <regex>
+
+namespace pollux::env {
+namespace {
+
+std::string errno_text(int e) { return std::strerror(e); }
+
+// The region-info capability chain (sparse mmap areas), read with a second, larger ioctl.
+std::vector<std::pair<uint64_t, uint64_t>> sparse_areas(int device_fd, uint32_t index) {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  vfio_region_info probe{};
+  probe.argsz = sizeof probe;
+  probe.index = index;
+  if (ioctl(device_fd, VFIO_DEVICE_GET_REGION_INFO, &probe) != 0) return out;
+  if (!(probe.flags & VFIO_REGION_INFO_FLAG_CAPS) || probe.argsz <= sizeof probe) return out;
+  std::vector<uint8_t> buf(probe.argsz);
+  auto* info = reinterpret_cast<vfio_region_info*>(buf.data());
+  info->argsz = probe.argsz;
+  info->index = index;
+  if (ioctl(device_fd, VFIO_DEVICE_GET_REGION_INFO, info) != 0 || info->cap_offset == 0) return out;
+  for (uint32_t off = info->cap_offset; off != 0 && off + sizeof(vfio_info_cap_header) <= buf.size();) {
+    const auto* hdr = reinterpret_cast<const vfio_info_cap_header*>(buf.data() + off);
+    if (hdr->id == VFIO_REGION_INFO_CAP_SPARSE_MMAP) {
+      const auto* sp = reinterpret_cast<const vfio_region_info_cap_sparse_mmap*>(hdr);
+      for (uint32_t i = 0; i < sp->nr_areas; ++i) out.emplace_back(sp->areas[i].offset, sp->areas[i].size);
+    }
+    if (hdr->next <= off) break;  // the chain only moves forward
+    off = hdr->next;
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::string> normalise_bdf(const std::string& text) {
+  static const std::regex kBdf(
+      "(?:([0-9a-fA-F]{1,4}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\\.([0-7])");
+  std::smatch m;
+  if (std::regex_match(text, m, kBdf)) {
+    const unsigned domain = m[1].matched ? std::stoul(m[1], nullptr, 16) : 0;
+    const unsigned bus = std::stoul(m[2], nullptr, 16), dev = std::stoul(m[3], nullptr, 16);
+    if (dev <= 0x1f) {
+      char out[16];
+      std::snprintf(out, sizeof out, "%04x:%02x:%02x.%s", domain, bus, dev, m[4].str().c_str());
+      return std::string(out);
+    }
+  }
+  return make_error(EINVAL, "'" + text + "' is not a PCI address (expected e.g. 0000:01:00.0)");
+}
+
+Result<int> iommu_group_of(const std::string& bdf, const std::string& sysfs_root) {
+  const std::string dev = sysfs_root + "/" + bdf;
+  if (access(dev.c_str(), F_OK) != 0) return make_error(ENODEV, "no PCI device " + bdf);
+  char target[PATH_MAX];
+  const ssize_t n = readlink((dev + "/iommu_group").c_str(), target, sizeof target - 1);
+  if (n <= 0) {
+    return make_error(ENODEV, bdf + " has no IOMMU group: the IOMMU is off (boot with "
+                                    "intel_iommu=on or amd_iommu=on) or absent");
+  }
+  target[n] = 0;
+  const char* slash = std::strrchr(target, '/');
+  const char* num = slash ? slash + 1 : target;
+  if (*num == 0 || !std::all_of(num, num + std::strlen(num), [](char c) { return std::isdigit(c); }))
+    return make_error(EINVAL, bdf + ": unexpected iommu_group link " + target);
+  return std::atoi(num);
+}
+
+Result<std::unique_ptr<VfioPciDevice>> VfioPciDevice::open(const std::string& address,
+                                                           MemoryRegistry& registry,
+                                                           const VfioPciOptions& options) {
+  std::string text = address;
+  if (auto p = text.find("traddr:"); p != std::string::npos) {
+    text = text.substr(p + 7);
+    text = text.substr(0, text.find(' '));
+  } else if (text.rfind("pcie:", 0) == 0) {
+    text = text.substr(5);
+  }
+  auto bdf = normalise_bdf(text);
+  if (!bdf) return bdf.error();
+  std::unique_ptr<VfioPciDevice> d(new VfioPciDevice(*bdf, registry));
+  std::string why;
+  if (const int rc = d->set_up(options, &why); rc != 0) return make_error(rc, *bdf + ": " + why);
+  return d;
+}
+
+int VfioPciDevice::set_up(const VfioPciOptions& o, std::string* why) {
+  auto group = iommu_group_of(bdf_, o.sysfs_root);
+  if (!group) {
+    *why = group.error().message;
+    return group.error().code;
+  }
+  container_fd_ = ::open((o.vfio_root + "/vfio").c_str(), O_RDWR | O_CLOEXEC);
+  if (container_fd_ < 0) {
+    const int e = errno;
+    *why = o.vfio_root + "/vfio: " + errno_text(e) + " (is the vfio module loaded? run as root)";
+    return -e;
+  }
+  if (ioctl(container_fd_, VFIO_GET_API_VERSION) != VFIO_API_VERSION) {
+    *why = "unknown VFIO API version";
+    return -EINVAL;
+  }
+  const bool v2 = ioctl(container_fd_, VFIO_CHECK_EXTENSION, VFIO_TYPE1v2_IOMMU) == 1;
+  if (!v2 && ioctl(container_fd_, VFIO_CHECK_EXTENSION, VFIO_TYPE1_IOMMU) != 1) {
+    *why = "the kernel offers no type-1 IOMMU for VFIO";
+    return -ENOTSUP;
+  }
+  const std::string group_path = o.vfio_root + "/" + std::to_string(*group);
+  group_fd_ = ::open(group_path.c_str(), O_RDWR | O_CLOEXEC);
+  if (group_fd_ < 0) {
+    const int e = errno;
+    *why = group_path + ": " + errno_text(e) +
+           (e == ENOENT ? " (bind the device to vfio-pci: pollux-setup bind " + bdf_ + ")"
+            : e == EBUSY ? " (another process holds the group)" : "");
+    return -e;
+  }
+  vfio_group_status status{};
+  status.argsz = sizeof status;
+  if (ioctl(group_fd_, VFIO_GROUP_GET_STATUS, &status) != 0 ||
+      !(status.flags & VFIO_GROUP_FLAGS_VIABLE)) {
+    *why = "IOMMU group " + std::to_string(*group) +
+           " is not viable: every device in it must be bound to vfio-pci (see "
+           "/sys/kernel/iommu_groups/" + std::to_string(*group) + "/devices)";
+    return -EPERM;
+  }
+  if (ioctl(group_fd_, VFIO_GROUP_SET_CONTAINER, &container_fd_) != 0 ||
+      ioctl(container_fd_, VFIO_SET_IOMMU, v2 ? VFIO_TYPE1v2_IOMMU : VFIO_TYPE1_IOMMU) != 0) {
+    const int e = errno;
+    *why = "attaching the group to a type-1 IOMMU container: " + errno_text(e);
+    return -e;
+  }
+  device_fd_ = ioctl(group_fd_, VFIO_GROUP_GET_DEVICE_FD, bdf_.c_str());
+  if (device_fd_ < 0) {
+    const int e = errno;
+    *why = "VFIO_GROUP_GET_DEVICE_FD: " + errno_text(e);
+    return -e;
+  }
+  vfio_device_info info{};
+  info.argsz = sizeof info;
+  if (ioctl(device_fd_, VFIO_DEVICE_GET_INFO, &info) != 0 || !(info.flags & VFIO_DEVICE_FLAGS_PCI)) {
+    *why = "not a vfio-pci device";
+    return -ENODEV;
+  }
+  can_reset_ = info.flags & VFIO_DEVICE_FLAGS_RESET;
+  vfio_region_info cfg{};
+  cfg.argsz = sizeof cfg;
+  cfg.index = VFIO_PCI_CONFIG_REGION_INDEX;
+  if (ioctl(device_fd_, VFIO_DEVICE_GET_REGION_INFO, &cfg) != 0) {
+    *why = "config region: " + errno_text(errno);
+    return -EIO;
+  }
+  config_offset_ = cfg.offset;
+  for (int bar = 0; bar < 6; ++bar) {
+    vfio_region_info r{};
+    r.argsz = sizeof r;
+    r.index = VFIO_PCI_BAR0_REGION_INDEX + static_cast<uint32_t>(bar);
+    if (ioctl(device_fd_, VFIO_DEVICE_GET_REGION_INFO, &r) != 0) continue;
+    bars_[bar].size = r.size;
+    bars_[bar].offset = r.offset;
+    if (bar == 0 && (r.flags & VFIO_REGION_INFO_FLAG_MMAP)) {
+      if (const int rc = map_bar(0, why); rc != 0) return rc;
+    }
+  }
+  if (bars_[0].size == 0) {
+    *why = "BAR0 is empty";
+    return -ENODEV;
+  }
+  // Bus master on (DMA), memory space on; INTx off: the driver polls.
+  uint16_t cmd = 0;
+  if (config_read(PCI_COMMAND, &cmd, 2) != 0) {
+    *why = "reading the command register failed";
+    return -EIO;
+  }
+  cmd |= PCI_COMMAND_MASTER | PCI_COMMAND_MEMORY | PCI_COMMAND_INTX_DISABLE;
+  if (config_write(PCI_COMMAND, &cmd, 2) != 0) {
+    *why = "enabling bus mastering failed";
+    return -EIO;
+  }
+  // The kernel's request to give the device back (hot-unplug): an eventfd we poll.
+  vfio_irq_info irq{};
+  irq.argsz = sizeof irq;
+  irq.index = VFIO_PCI_REQ_IRQ_INDEX;
+  if (ioctl(device_fd_, VFIO_DEVICE_GET_IRQ_INFO, &irq) == 0 && irq.count > 0) {
+    req_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    alignas(vfio_irq_set) uint8_t buf[sizeof(vfio_irq_set) + sizeof(int32_t)];
+    auto* set = reinterpret_cast<vfio_irq_set*>(buf);
+    set->argsz = sizeof buf;
+    set->flags = VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_TRIGGER;
+    set->index = VFIO_PCI_REQ_IRQ_INDEX;
+    set->start = 0;
+    set->count = 1;
+    std::memcpy(set->data, &req_fd_, sizeof(int32_t));
+    if (req_fd_ < 0 || ioctl(device_fd_, VFIO_DEVICE_SET_IRQS, set) != 0) {
+      if (req_fd_ >= 0) ::close(req_fd_);
+      req_fd_ = -1;  // removal is then seen only as all-ones reads
+    }
+  }
+  registry_.add_listener(this);  // maps every region now, and later ones as they come
+  listening_ = true;
+  std::lock_guard lock(dma_mu_);
+  if (dma_errors_ != 0) {
+    *why = "VFIO_IOMMU_MAP_DMA failed for " + std::to_string(dma_errors_) +
+           " region(s) (IOVA beyond the IOMMU's address width? locked-memory limit?)";
+    return -ENOMEM;
+  }
+  return 0;
+}
+
+int VfioPciDevice::map_bar(int index, std::string* why) {
+  Bar& b = bars_[index];
+  auto map = [&](uint64_t off, uint64_t size) {
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, device_fd_,
+                   static_cast<off_t>(b.offset + off));
+    if (p == MAP_FAILED) return false;
+    b.maps.push_back({off, size, p});
+    return true;
+  };
+  if (map(0, b.size)) return 0;
+  // The kernel keeps parts (the MSI-X table) out of reach: map the areas it allows.
+  for (const auto& [off, size] : sparse_areas(device_fd_, VFIO_PCI_BAR0_REGION_INDEX + index)) {
+    if (size != 0 && !map(off, size)) {
+      *why = "mmap of BAR" + std::to_string(index) + ": " + errno_text(errno);
+      return -EIO;
+    }
+  }
+  return 0;  // nothing mappable: every access goes through pread/pwrite
+}
+
+VfioPciDevice::~VfioPciDevice() {
+  if (listening_) registry_.remove_listener(this);  // closing the container drops the maps
+  for (Bar& b : bars_)
+    for (const auto& m : b.maps) munmap(m.addr, m.size);
+  if (req_fd_ >= 0) ::close(req_fd_);
+  if (device_fd_ >= 0) ::close(device_fd_);  // lets a pending hot-unplug finish
+  if (group_fd_ >= 0) ::close(group_fd_);
+  if (container_fd_ >= 0) ::close(container_fd_);
+}
+
+void* VfioPciDevice::mapped(int bar, uint64_t offset, std::size_t len) const {
+  if (bar < 0 || bar > 5) return nullptr;
+  for (const auto& m : bars_[bar].maps) {
+    if (offset >= m.offset && len <= m.size && offset - m.offset <= m.size - len)
+      return static_cast<uint8_t*>(m.addr) + (offset - m.offset);
+  }
+  return nullptr;
+}
+
+int VfioPciDevice::config_read(uint32_t offset, void* buf, std::size_t len) {
+  const ssize_t n = pread(device_fd_, buf, len, static_cast<off_t>(config_offset_ + offset));
+  return n == static_cast<ssize_t>(len) ? 0 : -EIO;
+}
+
+int VfioPciDevice::config_write(uint32_t offset, const void* buf, std::size_t len) {
+  const ssize_t n = pwrite(device_fd_, buf, len, static_cast<off_t>(config_offset_ + offset));
+  return n == static_cast<ssize_t>(len) ? 0 : -EIO;
+}
+
+int VfioPciDevice::bar_read(int bar, uint64_t offset, void* buf, std::size_t len) {
+  if (removed()) return -ENODEV;
+  if (bar < 0 || bar > 5 || offset + len > bars_[bar].size) return -EINVAL;
+  if (void* p = mapped(bar, offset, len); p != nullptr && (len == 4 || len == 8)) {
+    if (len == 4) *static_cast<uint32_t*>(buf) = *static_cast<volatile uint32_t*>(p);
+    else *static_cast<uint64_t*>(buf) = *static_cast<volatile uint64_t*>(p);
+    return 0;
+  }
+  const ssize_t n = pread(device_fd_, buf, len, static_cast<off_t>(bars_[bar].offset + offset));
+  return n == static_cast<ssize_t>(len) ? 0 : -EIO;
+}
+
+int VfioPciDevice::bar_write(int bar, uint64_t offset, const void* buf, std::size_t len) {
+  if (removed()) return -ENODEV;
+  if (bar < 0 || bar > 5 || offset + len > bars_[bar].size) return -EINVAL;
+  if (void* p = mapped(bar, offset, len); p != nullptr && (len == 4 || len == 8)) {
+    if (len == 4) *static_cast<volatile uint32_t*>(p) = *static_cast<const uint32_t*>(buf);
+    else *static_cast<volatile uint64_t*>(p) = *static_cast<const uint64_t*>(buf);
+    return 0;
+  }
+  const ssize_t n = pwrite(device_fd_, buf, len, static_cast<off_t>(bars_[bar].offset + offset));
+  return n == static_cast<ssize_t>(len) ? 0 : -EIO;
+}
+
+volatile void* VfioPciDevice::bar_map(int bar, uint64_t offset, std::size_t len) {
+  return mapped(bar, offset, len);
+}
+
+int VfioPciDevice::reset() {
+  if (!can_reset_) return -ENOTSUP;
+  if (ioctl(device_fd_, VFIO_DEVICE_RESET) != 0) return -errno;
+  // A function-level reset clears the command register: DMA would be off.
+  uint16_t cmd = 0;
+  if (config_read(PCI_COMMAND, &cmd, 2) != 0) return -EIO;
+  cmd |= PCI_COMMAND_MASTER | PCI_COMMAND_MEMORY | PCI_COMMAND_INTX_DISABLE;
+  return config_write(PCI_COMMAND, &cmd, 2);
+}
+
+bool VfioPciDevice::probe_removed() {
+  if (removed()) return true;
+  uint64_t v = 0;
+  if (req_fd_ >= 0 && read(req_fd_, &v, sizeof v) == sizeof v) mark_removed();
+  return removed();
+}
+
+uint64_t VfioPciDevice::dma_mappings() const {
+  std::lock_guard lock(dma_mu_);
+  return dma_maps_.size();
+}
+
+void VfioPciDevice::on_region_added(const MemoryRegion& region) {
+  vfio_iommu_type1_dma_map map{};
+  map.argsz = sizeof map;
+  map.flags = VFIO_DMA_MAP_FLAG_READ | VFIO_DMA_MAP_FLAG_WRITE;
+  map.vaddr = reinterpret_cast<uint64_t>(region.vaddr);
+  map.iova = region.iova;
+  map.size = region.length;
+  std::lock_guard lock(dma_mu_);
+  if (ioctl(container_fd_, VFIO_IOMMU_MAP_DMA, &map) != 0) {
+    ++dma_errors_;  // the device cannot reach this region: reported at set-up, or I/O fails
+    return;
+  }
+  dma_maps_.emplace_back(region.iova, region.length);
+}
+
+void VfioPciDevice::on_region_removed(const MemoryRegion& region) {
+  std::lock_guard lock(dma_mu_);
+  auto it = std::find(dma_maps_.begin(), dma_maps_.end(), std::make_pair(region.iova, uint64_t{region.length}));
+  if (it == dma_maps_.end()) return;
+  vfio_iommu_type1_dma_unmap unmap{};
+  unmap.argsz = sizeof unmap;
+  unmap.iova = region.iova;
+  unmap.size = region.length;
+  ioctl(container_fd_, VFIO_IOMMU_UNMAP_DMA, &unmap);
+  dma_maps_.erase(it);
+}
+
+}  // namespace pollux::env

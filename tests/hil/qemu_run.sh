@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Boots the HIL guest (tools/guest) in QEMU with TCG: q35, an emulated Intel IOMMU (so the
+# guest has real VFIO groups), QEMU's NVMe controller with two namespaces on a PCIe root
+# port (hot-pluggable), a QMP socket. Runs GUEST_SCRIPT in the guest with BINARY... packed in
+# (by tools/guest/pack.sh, PACK) and passes when the guest reports exit status 0.
+#   qemu_run.sh PACK GUEST_SCRIPT BINARY...   (the guest cache: POLLUX_GUEST_CACHE or
+#                                              /var/cache/pollux-guest, built by tools/setup.sh)
+set -euo pipefail
+pack=$1 script=$2
+shift 2
+cache=${POLLUX_GUEST_CACHE:-/var/cache/pollux-guest}
+[ -f "$cache/STAMP" ] && [ -f "$cache/vmlinuz" ] ||
+  { echo "no guest in $cache: run tools/setup.sh (it runs tools/guest/build.sh)"; exit 1; }
+command -v qemu-system-x86_64 >/dev/null || { echo "qemu-system-x86_64 missing: run tools/setup.sh"; exit 1; }
+tmp=${TEST_TMPDIR:-$(mktemp -d)}
+sock_dir=$(mktemp -d /tmp/pollux-hil.XXXXXX)  # UNIX socket paths must stay short
+trap 'rm -rf "$sock_dir"' EXIT
+"$pack" "$cache" "$tmp/initrd.cpio" "$script" "$@"
+truncate -s 64M "$tmp/ns1.img"
+truncate -s 32M "$tmp/ns2.img"
+log=$tmp/console.log
+# -no-reboot: the guest's poweroff ends QEMU. TCG only: this machine's KVM cannot boot it.
+timeout "${HIL_TIMEOUT:-600}" qemu-system-x86_64 \
+  -accel tcg -cpu max -smp 2 -m 1024 -nographic -no-reboot -nodefaults -serial stdio \
+  -machine q35,kernel-irqchip=split \
+  -device intel-iommu,intremap=on,caching-mode=on,aw-bits=48 \
+  -device pcie-root-port,id=rp1,chassis=1,slot=1 \
+  -device nvme,id=nvme0,serial=POLLUXHIL0001,bus=rp1 \
+  -drive file="$tmp/ns1.img",if=none,id=ns1,format=raw \
+  -device nvme-ns,drive=ns1,bus=nvme0,nsid=1 \
+  -drive file="$tmp/ns2.img",if=none,id=ns2,format=raw \
+  -device nvme-ns,drive=ns2,bus=nvme0,nsid=2,logical_block_size=4096,physical_block_size=4096 \
+  -qmp unix:"$sock_dir/qmp.sock",server=on,wait=off \
+  -kernel "$cache/vmlinuz" -initrd "$tmp/initrd.cpio" \
+  -append "console=ttyS0 intel_iommu=on panic=-1 quiet" >"$log" 2>&1 || true
+# The guest's own lines (the console also holds firmware escape sequences).
+grep -aE "^(hil|pollux|Attached|Device|pcie|Total|latency|driver|verify|init)|POLLUX-HIL-EXIT|rror|FAIL" "$log" || true
+grep -q "POLLUX-HIL-EXIT 0" "$log" || { echo "--- console"; tail -60 "$log"; echo "FAIL"; exit 1; }
+echo PASS

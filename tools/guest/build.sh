@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Builds the cached part of the QEMU guest the hardware-in-the-loop tests boot: a Debian
+# kernel (fetched with `apt-get download`, never installed), the modules the tests need
+# (NVMe, VFIO) and a busybox-static userland with the /init in this folder. Idempotent: an
+# existing cache for the same kernel and the same inputs is kept.
+#   tools/guest/build.sh [CACHE_DIR]      (default /var/cache/pollux-guest; prints its path)
+# The tests add Pollux's binaries (with their shared libraries: Debian ships no static
+# prometheus-cpp or fmt archives) and a run script with tools/guest/pack.sh.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${1:-${POLLUX_GUEST_CACHE:-/var/cache/pollux-guest}}
+mkdir -p "$cache"
+
+pkg=$(apt-cache search --names-only '^linux-image-[0-9.]+-[0-9]+-amd64-unsigned$' | sort -V |
+      tail -1 | cut -d' ' -f1)
+[ -n "$pkg" ] || { echo "build.sh: no linux-image-*-amd64-unsigned package in apt's lists" >&2; exit 1; }
+stamp="$pkg $(cat "$here/init" "$here/modules.txt" "$0" | sha256sum | cut -c1-16)"
+if [ -f "$cache/STAMP" ] && [ "$(cat "$cache/STAMP")" = "$stamp" ]; then
+  echo "$cache"
+  exit 0
+fi
+command -v busybox >/dev/null && busybox --help 2>&1 | head -1 | grep -q BusyBox ||
+  { echo "build.sh: busybox-static is not installed (tools/setup.sh installs it)" >&2; exit 1; }
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+(cd "$work" && chmod 777 . && apt-get download "$pkg" >/dev/null)
+dpkg-deb -x "$work"/"$pkg"_*.deb "$work/pkg"
+kver=$(ls "$work/pkg/lib/modules")
+rm -rf "$cache/root" "$cache/vmlinuz"
+cp "$work/pkg/boot/vmlinuz-$kver" "$cache/vmlinuz"
+
+root=$cache/root
+mkdir -p "$root"/{bin,sbin,dev,proc,sys,tmp,run,lib/modules/"$kver",hil}
+cp "$(command -v busybox)" "$root/bin/busybox"
+ln -s busybox "$root/bin/sh"
+cp "$here/init" "$root/init"
+chmod +x "$root/init"
+# The modules the tests load, with what they depend on (from each module's own depends=).
+mods=$work/pkg/lib/modules/$kver
+declare -A seen=()
+add_module() {
+  local name=$1 path deps
+  [ -n "${seen[$name]:-}" ] && return
+  seen[$name]=1
+  path=$(find "$mods" -name "$name.ko*" -o -name "${name//_/-}.ko*" | head -1)
+  [ -n "$path" ] || return 0  # built in
+  # The .modinfo section's "depends=a,b" string (no modinfo: it wants this kernel's depmod).
+  deps=$( (tr '\0' '\n' <"$path" | grep -a -m1 '^depends=' || true) | cut -d= -f2 | tr ',' ' ')
+  for d in $deps; do add_module "$d"; done
+  cp "$path" "$root/lib/modules/$kver/"
+  basename "$path" >>"$root/lib/modules/$kver/load-order"
+}
+while read -r m; do [ -n "$m" ] && [ "${m:0:1}" != "#" ] && add_module "$m"; done <"$here/modules.txt"
+echo "$stamp" >"$cache/STAMP"
+echo "$cache"

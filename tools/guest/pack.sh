@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Packs an initramfs for one test: the cached guest (build.sh) plus the given binaries with
+# the shared libraries they need, and a run script.
+#   tools/guest/pack.sh CACHE_DIR OUT.cpio RUN_SCRIPT BINARY...
+set -euo pipefail
+cache=$1 out=$2 run=$3
+shift 3
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+cp -a "$cache/root/." "$stage/"
+mkdir -p "$stage/hil/bin" "$stage/hil/lib" "$stage/lib64"
+cp "$run" "$stage/hil/run.sh"
+chmod +x "$stage/hil/run.sh"
+for b in "$@"; do
+  cp "$b" "$stage/hil/bin/"
+  # Shared libraries and the loader, where ldd finds them on this (the build) machine.
+  ldd "$b" | awk '/=> \//{print $3} /^\t\/lib64/{print $1}' | while read -r lib; do
+    case "$lib" in
+      */ld-linux-x86-64.so.2) cp -L "$lib" "$stage/lib64/" ;;
+      *) cp -L "$lib" "$stage/hil/lib/" ;;
+    esac
+  done
+done
+(cd "$stage" && find . | busybox cpio -o -H newc 2>/dev/null) >"$out"

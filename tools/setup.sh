@@ -31,7 +31,9 @@ done
 guest() {
   local cache=${POLLUX_GUEST_CACHE:-/var/cache/pollux-guest}
   if [ -w "$(dirname "$cache")" ] || [ -w "$cache" ]; then
-    echo "setup: HIL guest in $("$(dirname "$0")/guest/build.sh" "$cache")"
+    local built
+    built=$("$(dirname "$0")/guest/build.sh" "$cache") || { echo "setup: the HIL guest failed to build" >&2; exit 1; }
+    echo "setup: HIL guest in $built"
   else
     echo "setup: cannot write $cache (not root?): the HIL tests will say so" >&2
   fi

@@ -34,6 +34,6 @@ timeout "${HIL_TIMEOUT:-600}" qemu-system-x86_64 \
   -kernel "$cache/vmlinuz" -initrd "$tmp/initrd.cpio" \
   -append "console=ttyS0 intel_iommu=on panic=-1 quiet" >"$log" 2>&1 || true
 # The guest's own lines (the console also holds firmware escape sequences).
-grep -aE "^(hil|pollux|Attached|Device|pcie|Total|latency|driver|verify|init)|POLLUX-HIL-EXIT|rror|FAIL" "$log" || true
+grep -aE "^(hil|pollux|Attached|Device|pcie|Total|latency|driver|verify|init|BDF|[0-9a-f]{4}:|IOMMU|vfio|hugepages|reset)|POLLUX-HIL-EXIT|rror|FAIL" "$log" || true
 grep -q "POLLUX-HIL-EXIT 0" "$log" || { echo "--- console"; tail -60 "$log"; echo "FAIL"; exit 1; }
 echo PASS

@@ -19,7 +19,7 @@ if [ -f "$cache/STAMP" ] && [ "$(cat "$cache/STAMP")" = "$stamp" ]; then
   echo "$cache"
   exit 0
 fi
-command -v busybox >/dev/null && busybox --help 2>&1 | head -1 | grep -q BusyBox ||
+command -v busybox >/dev/null && busybox true 2>/dev/null ||
   { echo "build.sh: busybox-static is not installed (tools/setup.sh installs it)" >&2; exit 1; }
 
 work=$(mktemp -d)

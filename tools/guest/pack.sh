@@ -13,8 +13,9 @@ cp "$run" "$stage/hil/run.sh"
 chmod +x "$stage/hil/run.sh"
 for b in "$@"; do
   cp "$b" "$stage/hil/bin/"
-  # Shared libraries and the loader, where ldd finds them on this (the build) machine.
-  ldd "$b" | awk '/=> \//{print $3} /^\t\/lib64/{print $1}' | while read -r lib; do
+  # Shared libraries and the loader, where ldd finds them on this (the build) machine (none
+  # for a script).
+  (ldd "$b" 2>/dev/null || true) | awk '/=> \//{print $3} /^\t\/lib64/{print $1}' | while read -r lib; do
     case "$lib" in
       */ld-linux-x86-64.so.2) cp -L "$lib" "$stage/lib64/" ;;
       *) cp -L "$lib" "$stage/hil/lib/" ;;

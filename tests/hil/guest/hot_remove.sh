@@ -1,0 +1,56 @@
+#!/bin/sh
+# In the guest: surprise removal of QEMU's NVMe controller (QMP device_del from the host)
+# while pollux-perf runs verified I/O on it through vfio-pci. The kernel asks for the device
+# back (the request eventfd): the driver must notice, fail what is outstanding, let go
+# (pollux-perf ends by itself: nothing hangs) so the unplug completes. Then a controller is
+# plugged into the same slot (device_add): it is bound again and verified I/O works.
+set -e
+find_nvme() {
+  for d in /sys/bus/pci/devices/*; do
+    [ "$(cat "$d/class" 2>/dev/null)" = "0x010802" ] && { basename "$d"; return 0; }
+  done
+  return 0
+}
+bdf=$(find_nvme)
+[ -n "$bdf" ] || { echo "hil: no NVMe controller"; exit 1; }
+pollux-setup bind "$bdf"
+pollux-setup hugepages 32
+pollux-perf -r "trtype:pcie traddr:$bdf" -q 8 -o 4096 -w randrw -M 50 --verify -t 60 -c 0x1 \
+  >/tmp/perf1.log 2>&1 &
+perf=$!
+sleep 3
+kill -0 $perf 2>/dev/null || { cat /tmp/perf1.log; echo "hil: pollux-perf ended before the removal"; exit 1; }
+echo "hil: remove-now"
+i=0
+while kill -0 $perf 2>/dev/null; do
+  i=$((i + 1))
+  [ $i -le 300 ] || { echo "hil: pollux-perf still running 30 s after the removal: it hangs"; exit 1; }
+  sleep 0.1
+done
+rc=0
+wait $perf || rc=$?
+grep -E "^(Attached|Total|verify)|device gone|errors" /tmp/perf1.log || true
+echo "hil: pollux-perf ended $((i / 10)).$((i % 10)) s after the removal request, exit status $rc"
+[ "$rc" -ne 0 ] || { echo "hil: pollux-perf reported success for I/O on a removed device"; exit 1; }
+grep -q "verify: .* 0 failures" /tmp/perf1.log || { cat /tmp/perf1.log; echo "hil: verify failures"; exit 1; }
+i=0
+while [ -e "/sys/bus/pci/devices/$bdf" ]; do
+  i=$((i + 1))
+  [ $i -le 200 ] || { echo "hil: $bdf still present 20 s after pollux-perf let go"; exit 1; }
+  sleep 0.1
+done
+echo "hil: $bdf is gone"
+echo "hil: insert-now"
+i=0
+while [ -z "$(find_nvme)" ]; do
+  i=$((i + 1))
+  [ $i -le 300 ] || { echo "hil: no controller 30 s after device_add"; exit 1; }
+  sleep 0.1
+done
+bdf=$(find_nvme)
+echo "hil: $bdf is back"
+pollux-setup bind "$bdf"
+pollux-perf -r "trtype:pcie traddr:$bdf" -q 8 -o 4096 -w randrw -M 50 --verify -t 1 -c 0x1 \
+  >/tmp/perf2.log 2>&1 || { cat /tmp/perf2.log; echo "hil: I/O after re-insertion failed"; exit 1; }
+grep -E "^verify" /tmp/perf2.log
+echo "hil: PASS"

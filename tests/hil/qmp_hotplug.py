@@ -1,0 +1,76 @@
+"""The host side of the hot-plug HIL test: follows the guest's console and, when the guest
+asks, pulls QEMU's NVMe controller out of its PCIe slot (QMP device_del) and plugs a new one
+in (device_add, same slot, same backing store).
+Usage: qmp_hotplug.py CONSOLE_LOG QMP_SOCKET DEVICE_ARGS_JSON
+"""
+import json
+import socket
+import sys
+import time
+
+
+def wait_for(log, marker, deadline_s=300):
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        try:
+            with open(log, "rb") as f:
+                if marker.encode() in f.read():
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.1)
+    return False
+
+
+class Qmp:
+    def __init__(self, path):
+        for _ in range(300):
+            try:
+                self.s = socket.socket(socket.AF_UNIX)
+                self.s.connect(path)
+                break
+            except OSError:
+                time.sleep(0.1)
+        self.f = self.s.makefile("rwb")
+        self.read()  # greeting
+        self.cmd("qmp_capabilities")
+
+    def read(self):
+        return json.loads(self.f.readline())
+
+    def cmd(self, name, **args):
+        self.f.write(json.dumps({"execute": name, "arguments": args}).encode() + b"\n")
+        self.f.flush()
+        while True:
+            r = self.read()
+            if "return" in r or "error" in r:
+                if "error" in r:
+                    print(f"qmp: {name}: {r['error']}", flush=True)
+                return r
+            print(f"qmp event: {r.get('event')} {r.get('data', {})}", flush=True)
+
+
+def main():
+    log, sock, device = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    q = Qmp(sock)
+    if not wait_for(log, "hil: remove-now"):
+        sys.exit("qmp: the guest never asked for the removal")
+    t0 = time.monotonic()
+    q.cmd("device_del", id=device["id"])
+    print(f"qmp: device_del {device['id']}", flush=True)
+    if not wait_for(log, "hil: insert-now"):
+        sys.exit("qmp: the guest never asked for the re-insertion")
+    # The slot must be empty before a device can go back in: QEMU finishes the unplug once
+    # the guest has released the device.
+    for _ in range(200):
+        r = q.cmd("qom-list", path="/machine/peripheral")
+        if not any(p["name"] == device["id"] for p in r.get("return", [])):
+            break
+        time.sleep(0.1)
+    print(f"qmp: unplug done after {time.monotonic() - t0:.2f} s", flush=True)
+    r = q.cmd("device_add", **device)
+    print(f"qmp: device_add {device['id']}: {'ok' if 'return' in r else r}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

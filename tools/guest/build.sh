@@ -11,8 +11,15 @@ here=$(cd "$(dirname "$0")" && pwd)
 cache=${1:-${POLLUX_GUEST_CACHE:-/var/cache/pollux-guest}}
 mkdir -p "$cache"
 
-pkg=$(apt-cache search --names-only '^linux-image-[0-9.]+-[0-9]+-amd64-unsigned$' | sort -V |
-      tail -1 | cut -d' ' -f1)
+newest_kernel() {
+  apt-cache search --names-only '^linux-image-[0-9.]+-[0-9]+-amd64-unsigned$' | sort -V |
+    tail -1 | cut -d' ' -f1
+}
+pkg=$(newest_kernel)
+if [ -z "$pkg" ]; then  # apt's lists may never have been fetched on this machine
+  apt-get update -q >/dev/null 2>&1 || true
+  pkg=$(newest_kernel)
+fi
 [ -n "$pkg" ] || { echo "build.sh: no linux-image-*-amd64-unsigned package in apt's lists" >&2; exit 1; }
 stamp="$pkg $(cat "$here/init" "$here/modules.txt" "$0" | sha256sum | cut -c1-16)"
 if [ -f "$cache/STAMP" ] && [ "$(cat "$cache/STAMP")" = "$stamp" ]; then

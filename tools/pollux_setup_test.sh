@@ -32,6 +32,9 @@ dev 0000:02:00.0 0x010802 nvme 4 nvme1 nvme1n1
 dev 0000:02:00.1 0x020000 e1000e 4                  # a NIC in the same group
 dev 0000:03:00.0 0x010802 nvme 5 nvme2 nvme2n1      # mounted (see mounts)
 dev 0000:04:00.0 0x010802 none -                    # no IOMMU
+dev 0000:05:00.0 0x010802 nvme 6 nvme3 nvme3c3n1     # a multipath path device
+dev 0000:06:00.0 0x010802 nvme 7 nvme4 nvme4n1       # two drives in one group
+dev 0000:06:00.1 0x010802 nvme 7 nvme5 nvme5n1
 export POLLUX_SYSFS=$S POLLUX_PROC=$P
 fail() { echo "FAIL: $*"; exit 1; }
 
@@ -55,6 +58,13 @@ refuse() {  # expected-message args...
 refuse "shares IOMMU group 4 with 0000:02:00.1" bind 0000:02:00.0
 refuse "/dev/nvme2n1 is in use (mounted)" bind 03:00.0
 refuse "has no IOMMU group" bind 0000:04:00.0
+refuse "multipath path" bind 0000:05:00.0
+refuse "shares IOMMU group 7 with 0000:06:00.1" bind 0000:06:00.0
+"$setup" bind 0000:06:00.0 0000:06:00.1 | grep -c "bound to vfio-pci" | grep -q 2 || fail "a group bound together"
+echo "/dev/nvme0n1p2 /boot ext4 rw 0 0" >>"$P/mounts"
+mkdir -p "$S/bus/pci/devices/0000:01:00.0/nvme/nvme0/nvme0n1/nvme0n1p2"
+out=$("$setup" bind all 2>&1)
+echo "$out" | grep -q "skipped 0000:04:00.0" || fail "bind all: skips what it cannot bind: $out"
 refuse "no PCI device 0000:09:00.0" bind 0000:09:00.0
 refuse "is not a PCI address" bind nvme0
 refuse "unknown command" frobnicate

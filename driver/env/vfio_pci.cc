@@ -13,7 +13,6 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
-#include <regex>
 
 namespace pollux::env {
 namespace {
@@ -45,22 +44,73 @@ std::vector<std::pair<uint64_t, uint64_t>> sparse_areas(int device_fd, uint32_t 
   return out;
 }
 
+// The IOVA ranges the container's IOMMU can map (the type-1 info's IOVA-range capability);
+// empty if the kernel does not say.
+std::vector<std::pair<uint64_t, uint64_t>> iova_ranges(int container_fd) {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  vfio_iommu_type1_info probe{};
+  probe.argsz = sizeof probe;
+  if (ioctl(container_fd, VFIO_IOMMU_GET_INFO, &probe) != 0 || probe.argsz <= sizeof probe) return out;
+  std::vector<uint8_t> buf(probe.argsz);
+  auto* info = reinterpret_cast<vfio_iommu_type1_info*>(buf.data());
+  info->argsz = probe.argsz;
+  if (ioctl(container_fd, VFIO_IOMMU_GET_INFO, info) != 0 || !(info->flags & VFIO_IOMMU_INFO_CAPS))
+    return out;
+  for (uint32_t off = info->cap_offset; off != 0 && off + sizeof(vfio_info_cap_header) <= buf.size();) {
+    const auto* hdr = reinterpret_cast<const vfio_info_cap_header*>(buf.data() + off);
+    if (hdr->id == VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE &&
+        off + sizeof(vfio_iommu_type1_info_cap_iova_range) <= buf.size()) {
+      const auto* cap = reinterpret_cast<const vfio_iommu_type1_info_cap_iova_range*>(hdr);
+      for (uint32_t i = 0; i < cap->nr_iovas; ++i) {
+        if (off + sizeof *cap + (i + 1) * sizeof(vfio_iova_range) > buf.size()) break;
+        out.emplace_back(cap->iova_ranges[i].start, cap->iova_ranges[i].end);
+      }
+    }
+    if (hdr->next <= off) break;
+    off = hdr->next;
+  }
+  return out;
+}
+
+// The address width of the device's IOMMU when it is Intel VT-d (MGAW, from the capability
+// register in sysfs), or 0 if unknown. The kernel's IOVA ranges do not always reflect it (Linux
+// 6.1 reports the domain's 48-bit aperture on a 39-bit unit and the device then faults).
+int intel_iommu_address_bits(const std::string& device_dir) {
+  FILE* f = std::fopen((device_dir + "/iommu/intel-iommu/cap").c_str(), "r");
+  if (f == nullptr) return 0;
+  unsigned long long cap = 0;
+  const int n = std::fscanf(f, "%llx", &cap);
+  std::fclose(f);
+  return n == 1 ? static_cast<int>((cap >> 16) & 0x3f) + 1 : 0;
+}
+
 }  // namespace
 
 Result<std::string> normalise_bdf(const std::string& text) {
-  static const std::regex kBdf(
-      "(?:([0-9a-fA-F]{1,4}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\\.([0-7])");
-  std::smatch m;
-  if (std::regex_match(text, m, kBdf)) {
-    const unsigned domain = m[1].matched ? std::stoul(m[1], nullptr, 16) : 0;
-    const unsigned bus = std::stoul(m[2], nullptr, 16), dev = std::stoul(m[3], nullptr, 16);
-    if (dev <= 0x1f) {
-      char out[16];
-      std::snprintf(out, sizeof out, "%04x:%02x:%02x.%s", domain, bus, dev, m[4].str().c_str());
-      return std::string(out);
-    }
+  // [domain:]bus:device.function, hex; at most 4/2/2 digits, device <= 0x1f, function <= 7.
+  auto hex = [](const std::string& f, std::size_t max_digits, unsigned* v) {
+    if (f.empty() || f.size() > max_digits ||
+        !std::all_of(f.begin(), f.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); }))
+      return false;
+    *v = static_cast<unsigned>(std::stoul(f, nullptr, 16));
+    return true;
+  };
+  const auto dot = text.rfind('.');
+  const auto c2 = text.rfind(':', dot);
+  const auto c1 = c2 == std::string::npos || c2 == 0 ? std::string::npos : text.rfind(':', c2 - 1);
+  unsigned domain = 0, bus = 0, dev = 0, fn = 0;
+  const bool ok = dot != std::string::npos && c2 != std::string::npos && c2 < dot &&
+                  (c1 == std::string::npos || hex(text.substr(0, c1), 4, &domain)) &&
+                  hex(text.substr(c1 == std::string::npos ? 0 : c1 + 1,
+                                  c2 - (c1 == std::string::npos ? 0 : c1 + 1)), 2, &bus) &&
+                  hex(text.substr(c2 + 1, dot - c2 - 1), 2, &dev) &&
+                  hex(text.substr(dot + 1), 1, &fn) && dev <= 0x1f && fn <= 7;
+  if (!ok) {
+    return make_error(EINVAL, "'" + text + "' is not a PCI address (expected e.g. 0000:01:00.0)");
   }
-  return make_error(EINVAL, "'" + text + "' is not a PCI address (expected e.g. 0000:01:00.0)");
+  char out[16];
+  std::snprintf(out, sizeof out, "%04x:%02x:%02x.%x", domain, bus, dev, fn);
+  return std::string(out);
 }
 
 Result<int> iommu_group_of(const std::string& bdf, const std::string& sysfs_root) {
@@ -143,6 +193,14 @@ int VfioPciDevice::set_up(const VfioPciOptions& o, std::string* why) {
     *why = "attaching the group to a type-1 IOMMU container: " + errno_text(e);
     return -e;
   }
+  iova_ranges_ = iova_ranges(container_fd_);
+  // IOVA = virtual address: a user-space address has up to 47 bits.
+  if (const int bits = intel_iommu_address_bits(o.sysfs_root + "/" + bdf_); bits != 0 && bits < 48) {
+    *why = "the IOMMU maps " + std::to_string(bits) +
+           "-bit addresses, beyond which Pollux's buffers lie: Pollux needs 48-bit IOVAs "
+           "(IOVA = virtual address)";
+    return -ENOTSUP;
+  }
   device_fd_ = ioctl(group_fd_, VFIO_GROUP_GET_DEVICE_FD, bdf_.c_str());
   if (device_fd_ < 0) {
     const int e = errno;
@@ -212,9 +270,8 @@ int VfioPciDevice::set_up(const VfioPciOptions& o, std::string* why) {
   registry_.add_listener(this);  // maps every region now, and later ones as they come
   listening_ = true;
   std::lock_guard lock(dma_mu_);
-  if (dma_errors_ != 0) {
-    *why = "VFIO_IOMMU_MAP_DMA failed for " + std::to_string(dma_errors_) +
-           " region(s) (IOVA beyond the IOMMU's address width? locked-memory limit?)";
+  if (!dma_error_.empty()) {
+    *why = dma_error_;
     return -ENOMEM;
   }
   return 0;
@@ -271,10 +328,14 @@ int VfioPciDevice::config_write(uint32_t offset, const void* buf, std::size_t le
 
 int VfioPciDevice::bar_read(int bar, uint64_t offset, void* buf, std::size_t len) {
   if (removed()) return -ENODEV;
-  if (bar < 0 || bar > 5 || offset + len > bars_[bar].size) return -EINVAL;
+  if (bar < 0 || bar > 5 || len > bars_[bar].size || offset > bars_[bar].size - len) return -EINVAL;
   if (void* p = mapped(bar, offset, len); p != nullptr && (len == 4 || len == 8)) {
-    if (len == 4) *static_cast<uint32_t*>(buf) = *static_cast<volatile uint32_t*>(p);
-    else *static_cast<uint64_t*>(buf) = *static_cast<volatile uint64_t*>(p);
+    // 8-byte registers (CAP, ASQ, ACQ) as two 4-byte accesses, low half first: some
+    // controllers mishandle 64-bit MMIO (Linux's lo_hi_readq does the same).
+    auto* r = static_cast<volatile uint32_t*>(p);
+    auto* out = static_cast<uint32_t*>(buf);
+    out[0] = r[0];
+    if (len == 8) out[1] = r[1];
     return 0;
   }
   const ssize_t n = pread(device_fd_, buf, len, static_cast<off_t>(bars_[bar].offset + offset));
@@ -283,10 +344,12 @@ int VfioPciDevice::bar_read(int bar, uint64_t offset, void* buf, std::size_t len
 
 int VfioPciDevice::bar_write(int bar, uint64_t offset, const void* buf, std::size_t len) {
   if (removed()) return -ENODEV;
-  if (bar < 0 || bar > 5 || offset + len > bars_[bar].size) return -EINVAL;
+  if (bar < 0 || bar > 5 || len > bars_[bar].size || offset > bars_[bar].size - len) return -EINVAL;
   if (void* p = mapped(bar, offset, len); p != nullptr && (len == 4 || len == 8)) {
-    if (len == 4) *static_cast<volatile uint32_t*>(p) = *static_cast<const uint32_t*>(buf);
-    else *static_cast<volatile uint64_t*>(p) = *static_cast<const uint64_t*>(buf);
+    auto* r = static_cast<volatile uint32_t*>(p);
+    const auto* in = static_cast<const uint32_t*>(buf);
+    r[0] = in[0];
+    if (len == 8) r[1] = in[1];
     return 0;
   }
   const ssize_t n = pwrite(device_fd_, buf, len, static_cast<off_t>(bars_[bar].offset + offset));
@@ -327,8 +390,29 @@ void VfioPciDevice::on_region_added(const MemoryRegion& region) {
   map.iova = region.iova;
   map.size = region.length;
   std::lock_guard lock(dma_mu_);
-  if (ioctl(container_fd_, VFIO_IOMMU_MAP_DMA, &map) != 0) {
-    ++dma_errors_;  // the device cannot reach this region: reported at set-up, or I/O fails
+  // IOVA = virtual address: the IOMMU must reach it (48-bit address width).
+  const bool reachable =
+      iova_ranges_.empty() ||
+      std::any_of(iova_ranges_.begin(), iova_ranges_.end(), [&](const auto& r) {
+        return map.iova >= r.first && map.size > 0 && map.iova + map.size - 1 <= r.second;
+      });
+  if (!reachable || ioctl(container_fd_, VFIO_IOMMU_MAP_DMA, &map) != 0) {
+    // The device cannot reach this region: reported at set-up (a region added later fails
+    // the I/O that uses it).
+    if (dma_error_.empty()) {
+      char text[200];
+      const auto iova = static_cast<unsigned long long>(map.iova);
+      const auto size = static_cast<unsigned long long>(map.size);
+      if (reachable) {
+        std::snprintf(text, sizeof text, "VFIO_IOMMU_MAP_DMA of %#llx+%#llx: %s (locked-memory "
+                      "limit? ulimit -l)", iova, size, std::strerror(errno));
+      } else {
+        std::snprintf(text, sizeof text, "IOVA %#llx+%#llx is beyond what the IOMMU maps (up to "
+                      "%#llx): Pollux needs 48-bit IOVAs (IOVA = virtual address)", iova, size,
+                      static_cast<unsigned long long>(iova_ranges_.back().second));
+      }
+      dma_error_ = text;
+    }
     return;
   }
   dma_maps_.emplace_back(region.iova, region.length);

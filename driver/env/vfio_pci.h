@@ -87,7 +87,8 @@ class VfioPciDevice final : public PciDevice, private RegionListener {
   bool can_reset_ = false;
   mutable std::mutex dma_mu_;
   std::vector<std::pair<uint64_t, uint64_t>> dma_maps_;  // (iova, size)
-  int dma_errors_ = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> iova_ranges_;  // what the IOMMU maps: [start, end]
+  std::string dma_error_;                                  // the first mapping that failed
 };
 
 }  // namespace pollux::env

@@ -10,7 +10,8 @@
 
 namespace pollux::nvme {
 
-// vfio-user: connects to the socket at traddr. pcie: needs the vfio backend (not yet built).
+// vfio-user: connects to the socket at traddr. pcie: opens the PCI function at traddr through
+// vfio-pci (driver/env/vfio_pci.h; the device must be bound to vfio-pci: tools/pollux-setup).
 Result<std::unique_ptr<Controller>> connect(const TransportId& trid,
                                             ControllerOptions options = {});
 

@@ -41,7 +41,7 @@ fi
 timeout "${HIL_TIMEOUT:-600}" qemu-system-x86_64 \
   -accel tcg -cpu max -smp 2 -m 1024 -nographic -no-reboot -nodefaults -serial stdio \
   -machine q35,kernel-irqchip=split \
-  -device intel-iommu,intremap=on,caching-mode=on,aw-bits=48 \
+  -device intel-iommu,intremap=on,caching-mode=on,aw-bits="${HIL_AW_BITS:-48}" \
   -device pcie-root-port,id=rp1,chassis=1,slot=1 \
   "${nvme[@]}" \
   -qmp unix:"$sock_dir/qmp.sock",server=on,wait=off \

@@ -25,12 +25,16 @@ def wait_for(log, marker, deadline_s=300):
 class Qmp:
     def __init__(self, path):
         for _ in range(300):
+            s = socket.socket(socket.AF_UNIX)
             try:
-                self.s = socket.socket(socket.AF_UNIX)
-                self.s.connect(path)
+                s.connect(path)
+                self.s = s
                 break
             except OSError:
+                s.close()
                 time.sleep(0.1)
+        else:
+            sys.exit(f"qmp: cannot connect to {path}")
         self.f = self.s.makefile("rwb")
         self.read()  # greeting
         self.cmd("qmp_capabilities")
@@ -65,9 +69,11 @@ def main():
     for _ in range(200):
         r = q.cmd("qom-list", path="/machine/peripheral")
         if not any(p["name"] == device["id"] for p in r.get("return", [])):
+            print(f"qmp: unplug done after {time.monotonic() - t0:.2f} s", flush=True)
             break
         time.sleep(0.1)
-    print(f"qmp: unplug done after {time.monotonic() - t0:.2f} s", flush=True)
+    else:
+        sys.exit("qmp: the device is still plugged in 20 s after device_del")
     r = q.cmd("device_add", **device)
     print(f"qmp: device_add {device['id']}: {'ok' if 'return' in r else r}", flush=True)
 

@@ -364,6 +364,7 @@ int main(int argc, char** argv) {
     fmt::print("Attached {}: {:.40s} serial {:.20s}, {} namespace(s), MDTS {} KiB\n",
                (*ctrl)->device().address(), id.mn, id.sn, (*ctrl)->namespace_ids().size(),
                (*ctrl)->max_transfer_bytes() / 1024);
+    std::fflush(stdout);  // a script watching the output learns the device is attached
     run.ctrls.push_back(std::move(ctrl).value());
   }
 

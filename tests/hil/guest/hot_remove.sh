@@ -18,7 +18,13 @@ pollux-setup hugepages 32
 pollux-perf -r "trtype:pcie traddr:$bdf" -q 8 -o 4096 -w randrw -M 50 --verify -t 60 -c 0x1 \
   >/tmp/perf1.log 2>&1 &
 perf=$!
-sleep 3
+i=0
+until grep -q "^Attached" /tmp/perf1.log; do  # attached: I/O starts right after
+  i=$((i + 1))
+  [ $i -le 300 ] && kill -0 $perf 2>/dev/null || { cat /tmp/perf1.log; echo "hil: pollux-perf did not attach"; exit 1; }
+  sleep 0.1
+done
+sleep 1
 kill -0 $perf 2>/dev/null || { cat /tmp/perf1.log; echo "hil: pollux-perf ended before the removal"; exit 1; }
 echo "hil: remove-now"
 i=0

@@ -14,7 +14,7 @@ JSON
 echo "hil: pollux-bdevperf -w reset on $HIL_TRTYPE $HIL_TRADDR"
 pollux-bdevperf --json "$dir/nvme.json" -q 8 -o 16384 -w reset --reset-period 0.3 -t 2 -m 0x1 \
   --summary "$dir/summary.json"
-! grep -q '"verify_failures": [1-9]' "$dir/summary.json"
+if grep -q '"verify_failures": [1-9]' "$dir/summary.json"; then echo "hil: verify failures"; exit 1; fi
 resets=$(sed -n 's/.*"resets": \([0-9]*\).*/\1/p' "$dir/summary.json" | head -1)
 [ "${resets:-0}" -gt 0 ] || { echo "hil: no reset happened"; exit 1; }
 echo "hil: $resets resets, 0 verify failures"

@@ -16,7 +16,7 @@ PACKAGES=(
   # observability: the real Prometheus server the metrics test scrapes with
   prometheus
   # hardware-in-the-loop: a QEMU guest with an emulated IOMMU and QEMU's NVMe controller
-  qemu-system-x86 busybox-static
+  qemu-system-x86 busybox-static nvme-cli
 )
 
 missing=()

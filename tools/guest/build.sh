@@ -46,6 +46,7 @@ chmod +x "$root/init"
 # The modules the tests load, with what they depend on (from each module's own depends=).
 mods=$work/pkg/lib/modules/$kver
 declare -A seen=()
+order=load-order
 add_module() {
   local name=$1 path deps
   [ -n "${seen[$name]:-}" ] && return
@@ -56,8 +57,11 @@ add_module() {
   deps=$( (tr '\0' '\n' <"$path" | grep -a -m1 '^depends=' || true) | cut -d= -f2 | tr ',' ' ')
   for d in $deps; do add_module "$d"; done
   cp "$path" "$root/lib/modules/$kver/"
-  basename "$path" >>"$root/lib/modules/$kver/load-order"
+  basename "$path" >>"$root/lib/modules/$kver/$order"
 }
-while read -r m; do [ -n "$m" ] && [ "${m:0:1}" != "#" ] && add_module "$m"; done <"$here/modules.txt"
+while read -r m; do
+  [ -z "$m" ] || [ "${m:0:1}" = "#" ] && continue
+  case $m in later\ *) order=later-order; add_module "${m#later }" ;; *) order=load-order; add_module "$m" ;; esac
+done <"$here/modules.txt"
 echo "$stamp" >"$cache/STAMP"
 echo "$cache"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs an initramfs for one test: the cached guest (build.sh) plus the given binaries with
 # the shared libraries they need, and a run script.
-#   tools/guest/pack.sh CACHE_DIR OUT.cpio RUN_SCRIPT BINARY...
+#   tools/guest/pack.sh CACHE_DIR OUT.cpio RUN_SCRIPT BINARY...   (a bare name: from PATH)
 set -euo pipefail
 cache=$1 out=$2 run=$3
 shift 3
@@ -12,6 +12,8 @@ mkdir -p "$stage/hil/bin" "$stage/hil/lib" "$stage/lib64"
 cp "$run" "$stage/hil/run.sh"
 chmod +x "$stage/hil/run.sh"
 for b in "$@"; do
+  # A bare name is a host tool (nvme-cli's nvme): found on PATH.
+  [ -f "$b" ] || b=$(command -v "$b") || { echo "pack.sh: a binary to pack is not on PATH" >&2; exit 1; }
   cp "$b" "$stage/hil/bin/"
   # Shared libraries and the loader, where ldd finds them on this (the build) machine (none
   # for a script).

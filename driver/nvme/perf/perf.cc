@@ -40,6 +40,7 @@ struct Config {
   uint64_t io_limit = 0;  // stop each job after this many I/Os (for instruction counts)
   std::string core_mask = "0x1";
   bool verify = false;
+  uint64_t pattern = 0;  // --pattern G: writes carry generation G, reads must find it
   bool sgl = false;
   uint32_t nsid = 0;  // 0: every namespace
   uint64_t seed = 1;
@@ -130,9 +131,9 @@ void submit_task(Task& t) {
     t.is_read = c.verify ? false
                          : (c.read_pct == 100 ||
                             (c.read_pct > 0 && static_cast<int>(j.rng() % 100) < c.read_pct));
-    if (c.verify) {
-      t.generation = j.rng() | 1;
-      env::fill_pattern(t.buf, t.lba, j.nlb, j.ns->block_size, t.generation);
+    if (c.verify || c.pattern) {
+      t.generation = c.pattern ? c.pattern : j.rng() | 1;
+      if (!t.is_read) env::fill_pattern(t.buf, t.lba, j.nlb, j.ns->block_size, t.generation);
     }
   } else {
     t.is_read = true;
@@ -164,7 +165,7 @@ void on_complete(void* ctx, const sn::CompletionEntry& cpl) {
   } else {
     ++j.ios;
     j.bytes += std::size_t{j.nlb} * j.ns->block_size;
-    if (t.verify_read) {
+    if (t.verify_read || (j.cfg->pattern && t.is_read)) {
       ++j.verified;
       std::string why;
       if (!env::check_pattern(t.buf, t.lba, j.nlb, j.ns->block_size, t.generation, &why)) {
@@ -335,6 +336,10 @@ int main(int argc, char** argv) {
   app.add_option("-n,--nsid", c.nsid, "only this namespace (default: all)");
   app.add_option("--seed", c.seed, "random seed");
   app.add_flag("--verify", c.verify, "write patterns, read them back and check them");
+  app.add_option("--pattern", c.pattern,
+                 "writes carry this generation in every block, reads check for it (data written "
+                 "by an earlier run: e.g. -w write then, later, -w read)")
+      ->excludes("--verify");
   app.add_flag("--sgl", c.sgl, "describe data with SGLs when the controller supports them");
   app.add_option("--json", c.json_path, "write a JSON summary to this file ('-' for stdout)");
   std::string metrics_addr;
@@ -478,7 +483,7 @@ int main(int argc, char** argv) {
   const double ns_per_io = tios ? clock.ticks_to_ns(driver_ticks) / static_cast<double>(tios) : 0;
   fmt::print("driver CPU per I/O: {:.1f} ns (submit + completion paths, callbacks excluded)\n",
              ns_per_io);
-  if (c.verify) fmt::print("verify: {} reads checked, {} failures\n", tchecked, tverify);
+  if (c.verify || c.pattern) fmt::print("verify: {} reads checked, {} failures\n", tchecked, tverify);
   js["total"] = {{"iops", tios / secs}, {"mib_per_s", tbytes / secs / (1 << 20)},
                  {"errors", terr}, {"verify_failures", tverify},
                  {"driver_ns_per_io", ns_per_io},

@@ -3,7 +3,9 @@
 # while pollux-perf runs verified I/O on it through vfio-pci. The kernel asks for the device
 # back (the request eventfd): the driver must notice, fail what is outstanding, let go
 # (pollux-perf ends by itself: nothing hangs) so the unplug completes. Then a controller is
-# plugged into the same slot (device_add): it is bound again and verified I/O works.
+# plugged into the same slot (device_add, same backing store): it is bound again and every
+# block still holds what was written before the removal (--pattern: each block carries its
+# LBA and the run's generation).
 set -e
 find_nvme() {
   for d in /sys/bus/pci/devices/*; do
@@ -15,8 +17,13 @@ bdf=$(find_nvme)
 [ -n "$bdf" ] || { echo "hil: no NVMe controller"; exit 1; }
 pollux-setup bind "$bdf"
 pollux-setup hugepages 32
-pollux-perf -r "trtype:pcie traddr:$bdf" -q 8 -o 4096 -w randrw -M 50 --verify -t 60 -c 0x1 \
-  >/tmp/perf1.log 2>&1 &
+gen=24301  # the generation every block gets
+blocks64k=1024  # 64 KiB I/Os in the 64 MiB namespace (qemu_run.sh: ns1.img)
+pollux-perf -r "trtype:pcie traddr:$bdf" -q 8 -o 65536 -w write --pattern $gen \
+  --io-count "$blocks64k" -t 60 -c 0x1 >/tmp/fill.log 2>&1 || { cat /tmp/fill.log; exit 1; }
+echo "hil: namespace filled with generation $gen"
+pollux-perf -r "trtype:pcie traddr:$bdf" -q 8 -o 4096 -w randrw -M 50 --pattern $gen -t 60 \
+  -c 0x1 >/tmp/perf1.log 2>&1 &
 perf=$!
 i=0
 until grep -q "^Attached" /tmp/perf1.log; do  # attached: I/O starts right after
@@ -56,7 +63,9 @@ done
 bdf=$(find_nvme)
 echo "hil: $bdf is back"
 pollux-setup bind "$bdf"
-pollux-perf -r "trtype:pcie traddr:$bdf" -q 8 -o 4096 -w randrw -M 50 --verify -t 1 -c 0x1 \
-  >/tmp/perf2.log 2>&1 || { cat /tmp/perf2.log; echo "hil: I/O after re-insertion failed"; exit 1; }
+# Every block, sequentially: what was written before (and during) the removal is there.
+pollux-perf -r "trtype:pcie traddr:$bdf" -q 8 -o 65536 -w read --pattern $gen \
+  --io-count "$blocks64k" -t 60 -c 0x1 >/tmp/perf2.log 2>&1 ||
+  { cat /tmp/perf2.log; echo "hil: data lost or I/O failed after re-insertion"; exit 1; }
 grep -E "^verify" /tmp/perf2.log
 echo "hil: PASS"

@@ -2,6 +2,8 @@
 // bases), the registration hook, and bad configs naming entry, method and field.
 #include "driver/bdev/config.h"
 
+#include "driver/bdev/modules/config_methods.h"
+#include "driver/bdev/modules/nvme.h"
 #include "driver/bdev/modules/vbdev_test_util.h"
 
 namespace pollux::bdev {
@@ -152,6 +154,26 @@ TEST_F(ConfigTest, MissingModuleIsReported) {
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.error().message,
             "subsystems[0].config[0] (bdev_split_create): the split module is not loaded");
+}
+
+TEST_F(ConfigTest, HotplugSlotsAreCheckedBeforeAnythingStarts) {
+  ConfigMethods m = global_config_methods();
+  register_nvme_config_methods(m);
+  auto bad = [&](const std::string& params) {
+    Status st = apply(R"({"subsystems":[{"subsystem":"bdev","config":[
+        {"method":"bdev_nvme_set_hotplug","params":)" + params + "}]}]}", m);
+    EXPECT_FALSE(st.ok()) << params;
+    return st.ok() ? "" : st.error().message;
+  };
+  EXPECT_NE(bad(R"({"slots": []})").find("a non-empty array"), std::string::npos);
+  EXPECT_NE(bad(R"({"period_us": 0, "slots": [{"name": "N", "trtype": "pcie", "traddr": "0000:01:00.0"}]})")
+                .find("period_us"), std::string::npos);
+  EXPECT_NE(bad(R"({"slots": [{"name": "N", "trtype": "pcie", "traddr": "zz"}]})")
+                .find("slots[0]"), std::string::npos);
+  EXPECT_NE(bad(R"({"slots": [{"name": "N", "trtype": "tcp", "traddr": "10.0.0.1"}]})")
+                .find("pcie or vfio-user"), std::string::npos);
+  EXPECT_NE(bad(R"({"slots": [{"name": "N", "trtype": "pcie"}]})").find("traddr"), std::string::npos);
+  EXPECT_EQ(nvme_hotplug_stats(*mgr).polls, 0u) << "nothing started";
 }
 
 }  // namespace

@@ -130,6 +130,15 @@ Result<int> iommu_group_of(const std::string& bdf, const std::string& sysfs_root
   return std::atoi(num);
 }
 
+bool vfio_pci_bound(const std::string& bdf, const std::string& sysfs_root) {
+  char target[PATH_MAX];
+  const ssize_t n = readlink((sysfs_root + "/" + bdf + "/driver").c_str(), target, sizeof target - 1);
+  if (n <= 0) return false;
+  target[n] = 0;
+  const char* slash = std::strrchr(target, '/');
+  return std::strcmp(slash ? slash + 1 : target, "vfio-pci") == 0;
+}
+
 Result<std::unique_ptr<VfioPciDevice>> VfioPciDevice::open(const std::string& address,
                                                            MemoryRegistry& registry,
                                                            const VfioPciOptions& options) {

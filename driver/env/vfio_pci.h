@@ -41,6 +41,9 @@ Result<std::string> normalise_bdf(const std::string& text);
 // why there is none (no such device; no IOMMU: boot with intel_iommu=on / amd_iommu=on).
 Result<int> iommu_group_of(const std::string& bdf, const std::string& sysfs_root);
 
+// True if the PCI function exists and vfio-pci is its driver (a hot-plug poller's "present").
+bool vfio_pci_bound(const std::string& bdf, const std::string& sysfs_root = "/sys/bus/pci/devices");
+
 class VfioPciDevice final : public PciDevice, private RegionListener {
  public:
   // `address`: "0000:01:00.0", "pcie:0000:01:00.0" or "trtype:pcie traddr:0000:01:00.0".

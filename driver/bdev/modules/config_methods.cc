@@ -22,6 +22,39 @@ void register_nvme_config_methods(ConfigMethods& methods) {
                     if (!r) return p.error("attach " + *name + ": " + r.error().message);
                     return ok_status();
                   });
+  // {"period_us": 100000, "slots": [{"name", "trtype", "traddr"}, ...]}: the hot-plug poller
+  // (on the configuring thread) attaches each slot's controller whenever its device is
+  // present and it is not attached (again after a removal), with the default options.
+  methods.replace("bdev_nvme_set_hotplug",
+                  [](ConfigContext& ctx, const ConfigParams& p) -> Status {
+                    if (auto st = p.allow_only({"period_us", "slots"}); !st) return st.error();
+                    auto period = p.u64_or("period_us", 100'000);
+                    if (!period) return period.error();
+                    if (*period == 0) return p.error("period_us", "must be > 0");
+                    const auto& list = p.json().value("slots", nlohmann::json::array());
+                    if (!list.is_array() || list.empty())
+                      return p.error("slots", "a non-empty array of {name, trtype, traddr}");
+                    std::vector<NvmeHotplugSlot> slots;
+                    for (std::size_t i = 0; i < list.size(); ++i) {
+                      const ConfigParams s(list[i], p.where() + ".slots[" + std::to_string(i) + "]");
+                      if (!list[i].is_object()) return s.error("expected {name, trtype, traddr}");
+                      if (auto st = s.allow_only({"name", "trtype", "traddr"}); !st) return st.error();
+                      auto name = s.string("name");
+                      if (!name) return name.error();
+                      auto trtype = s.string("trtype");
+                      if (!trtype) return trtype.error();
+                      auto traddr = s.string("traddr");
+                      if (!traddr) return traddr.error();
+                      auto slot = nvme_hotplug_slot(*name, *trtype, *traddr);
+                      if (!slot) return s.error(slot.error().message);
+                      slots.push_back(std::move(slot).value());
+                    }
+                    const int rc = nvme_hotplug_start(ctx.mgr, std::move(slots), *period,
+                                                      nvme_default_options(ctx.mgr));
+                    if (rc == -EEXIST) return p.error("the hot-plug poller is already running");
+                    if (rc != 0) return p.error("cannot start the hot-plug poller");
+                    return ok_status();
+                  });
 }
 
 void register_uring_config_methods(ConfigMethods& methods) {

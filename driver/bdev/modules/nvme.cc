@@ -1,5 +1,7 @@
 #include "driver/bdev/modules/nvme.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -7,6 +9,7 @@
 #include <mutex>
 
 #include "driver/env/dma_memory.h"
+#include "driver/env/vfio_pci.h"
 #include "driver/nvme/connect.h"
 #include "driver/nvme/status.h"
 
@@ -787,17 +790,19 @@ void nvme_set_default_options(Manager& mgr, const NvmeBdevOptions& options) {
   g_defaults[&mgr] = options;
 }
 
+NvmeBdevOptions nvme_default_options(Manager& mgr) {
+  std::lock_guard lock(g_mu);
+  auto d = g_defaults.find(&mgr);
+  return d != g_defaults.end() ? d->second : NvmeBdevOptions{};
+}
+
 Result<std::vector<std::string>> nvme_attach_controller_by_address(Manager& mgr,
                                                                    const std::string& name,
                                                                    const std::string& trtype,
                                                                    const std::string& traddr) {
   auto trid = nvme::parse_transport_id("trtype:" + trtype + " traddr:" + traddr);
   if (!trid) return make_error(trid.error().code, "bdev_nvme_attach_controller: " + trid.error().message);
-  NvmeBdevOptions o;
-  {
-    std::lock_guard lock(g_mu);
-    if (auto d = g_defaults.find(&mgr); d != g_defaults.end()) o = d->second;
-  }
+  NvmeBdevOptions o = nvme_default_options(mgr);
   o.name = name;
   return nvme_attach_controller(mgr, *trid, o);
 }
@@ -895,6 +900,25 @@ int nvme_hotplug_start(Manager& mgr, std::vector<NvmeHotplugSlot> slots, uint64_
   h->poller = t->register_poller(hotplug_poll, h.get(), period_us, "bdev_nvme_hotplug");
   g_hotplugs.push_back(std::move(h));
   return 0;
+}
+
+Result<NvmeHotplugSlot> nvme_hotplug_slot(const std::string& name, const std::string& trtype,
+                                          const std::string& traddr) {
+  auto trid = nvme::parse_transport_id("trtype:" + trtype + " traddr:" + traddr);
+  if (!trid) return trid.error();
+  NvmeHotplugSlot slot;
+  slot.name = name;
+  if (trid->trtype == nvme::TransportType::kPcie) {
+    auto bdf = env::normalise_bdf(traddr);
+    if (!bdf) return bdf.error();
+    slot.present = [bdf = *bdf] { return env::vfio_pci_bound(bdf); };
+  } else if (trid->trtype == nvme::TransportType::kVfioUser) {
+    slot.present = [path = traddr] { return access(path.c_str(), F_OK) == 0; };
+  } else {
+    return make_error(ENOTSUP, "hot-plug slots are pcie or vfio-user addresses");
+  }
+  slot.connect = [t = *trid]() { return nvme::connect(t); };
+  return slot;
 }
 
 void nvme_hotplug_stop(Manager& mgr) {

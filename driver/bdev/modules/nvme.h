@@ -97,6 +97,7 @@ Result<std::vector<std::string>> nvme_attach_controller(Manager& mgr,
 // qpair.track_latency here before applying a JSON configuration. The name is ignored; the
 // setting lasts until set again (a new manager at the same address would inherit it).
 void nvme_set_default_options(Manager& mgr, const NvmeBdevOptions& options);
+NvmeBdevOptions nvme_default_options(Manager& mgr);
 
 // The body of the JSON-RPC/config method "bdev_nvme_attach_controller" {name, trtype,
 // traddr}: builds the transport ID ("trtype:<trtype> traddr:<traddr>") and attaches with
@@ -140,6 +141,10 @@ struct NvmeHotplugStats {
 };
 int nvme_hotplug_start(Manager& mgr, std::vector<NvmeHotplugSlot> slots, uint64_t period_us,
                        const NvmeBdevOptions& base);
+// A slot for a transport address: pcie (present while the PCI function is bound to vfio-pci)
+// or vfio-user (present while the socket exists); connect() is nvme::connect.
+Result<NvmeHotplugSlot> nvme_hotplug_slot(const std::string& name, const std::string& trtype,
+                                          const std::string& traddr);
 void nvme_hotplug_stop(Manager& mgr);  // the thread that started it; idempotent
 // Counters of the running hot-plug poller (zeros once stopped). Any thread.
 NvmeHotplugStats nvme_hotplug_stats(Manager& mgr);

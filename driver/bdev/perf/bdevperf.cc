@@ -85,6 +85,10 @@ struct Job {
   bool reset_outstanding = false;
   env::LatencyHistogram latency;
   uint64_t ios = 0, bytes = 0, errors = 0, verify_failures = 0, resets = 0;
+  // Hot removal: the bdev went away (kRemove); the job stops submitting, lets go once its
+  // I/O has ended, and opens the bdev again when a bdev of that name is back (hot-plug).
+  bool removed = false;
+  uint64_t reopens = 0, ios_at_reopen = 0;
   std::string first_error;
   Thread* thread = nullptr;
 };
@@ -156,7 +160,11 @@ void submit(Task& t) {
   if (rc != 0) {
     ++j.errors;
     if (j.first_error.empty()) j.first_error = fmt::format("submit: {}", std::strerror(-rc));
-    j.draining = true;
+    if (!j.removed) j.draining = true;  // a bdev being removed: wait for it to come back
+    if (t.busy) {  // resubmitted from its completion: the task idles now
+      t.busy = false;
+      --j.busy;
+    }
     return;
   }
   if (!t.busy) {
@@ -184,13 +192,41 @@ void on_done(bdev::BdevIo& io, bool ok, void* arg) {
       }
     }
   }
-  if (j.draining) {
+  if (j.draining || j.removed) {
     t.busy = false;
     --j.busy;
     return;
   }
   t.verify_read = t.type == bdev::IoType::kWrite && ok && j.cfg->verify;
   submit(t);
+}
+
+void on_bdev_event(bdev::DescEvent e, bdev::Bdev&, void* arg) {
+  if (e == bdev::DescEvent::kRemove) static_cast<Job*>(arg)->removed = true;
+}
+
+// The job's bdev left: once its I/O has ended, give back the channel and the descriptor (the
+// removal waits for them); later, open a bdev of the same name again and carry on.
+void follow_removal(Job& j) {
+  if (j.desc != nullptr && j.busy == 0) {
+    j.mgr->put_io_channel(j.ch);
+    j.mgr->close(j.desc);
+    j.desc = nullptr;
+    j.ch = nullptr;
+  }
+  if (j.desc != nullptr || j.draining) return;
+  const bool writes = j.cfg->kind != Workload::kRead && j.cfg->kind != Workload::kRandRead;
+  auto d = j.mgr->open(j.name, writes, on_bdev_event, &j);
+  if (!d) return;  // not back yet
+  j.desc = *d;
+  j.ch = j.mgr->get_io_channel(j.desc);
+  j.removed = false;
+  ++j.reopens;
+  j.ios_at_reopen = j.ios;
+  for (Task& t : j.tasks) {
+    t.verify_read = false;  // what it wrote before may not have reached the media
+    submit(t);
+  }
 }
 
 // After the last job: detach NVMe controllers (their bdevs, qpairs, admin pollers), then stop.
@@ -206,6 +242,7 @@ void teardown(void*) {
 }
 
 void detach_all(void*) {
+  bdev::nvme_hotplug_stop(*g_run->mgr);  // else it would attach what we detach
   auto names = bdev::nvme_controller_names(*g_run->mgr);
   g_run->detaching = static_cast<int>(names.size()) + 1;
   auto one_done = [](void*) {
@@ -218,8 +255,10 @@ void detach_all(void*) {
 
 void finish_job(Job& j) {
   j.ended = j.clock->now();
-  j.mgr->put_io_channel(j.ch);
-  j.mgr->close(j.desc);
+  if (j.desc != nullptr) {
+    j.mgr->put_io_channel(j.ch);
+    j.mgr->close(j.desc);
+  }
   if (g_run->jobs_left.fetch_sub(1) == 1) {
     event::Thread* app = g_run->fw->thread_at(0);  // the app thread: where controllers attached
     if (app->send_msg(teardown, nullptr) != 0) g_run->fw->stop(g_run->rc);
@@ -232,7 +271,9 @@ PollStatus watch(void* arg) {
   const uint64_t now = j.clock->now();
   if (now >= j.started + static_cast<uint64_t>(j.cfg->seconds * j.clock->ticks_per_second()))
     j.draining = true;
-  if (j.cfg->kind == Workload::kReset && !j.draining && !j.reset_outstanding && now >= j.next_reset) {
+  if (j.removed) follow_removal(j);
+  if (j.cfg->kind == Workload::kReset && j.desc != nullptr && !j.removed && !j.draining &&
+      !j.reset_outstanding && now >= j.next_reset) {
     j.reset_outstanding = true;
     j.mgr->reset(j.desc, j.ch,
                  [](bdev::BdevIo&, bool ok, void* a) {
@@ -257,7 +298,7 @@ void start_job(void* arg) {
   Thread* self = Thread::current();
   j.core = g_run->fw->reactor(static_cast<std::size_t>(self->reactor_index())).core();
   const bool writes = j.cfg->kind != Workload::kRead && j.cfg->kind != Workload::kRandRead;
-  auto d = j.mgr->open(j.name, writes);
+  auto d = j.mgr->open(j.name, writes, on_bdev_event, &j);
   if (!d) {
     fmt::print(stderr, "pollux-bdevperf: {}\n", d.error().message);
     j.first_error = d.error().message;
@@ -387,6 +428,8 @@ void set_up(void* arg) {
   }
   run.jobs_left = static_cast<int>(run.jobs.size());
   for (auto& j : run.jobs) j->thread->send_msg(start_job, j.get());
+  fmt::print("pollux-bdevperf: running {} job(s)\n", run.jobs.size());
+  std::fflush(stdout);  // a script waiting for the I/O to start reads this
 }
 
 double us(const env::Clock& c, double ticks) { return ticks * 1e6 / c.ticks_per_second(); }
@@ -488,11 +531,13 @@ int main(int argc, char** argv) {
                j->core, iops, mib, us(clock, j->latency.mean()), us(clock, j->latency.min()),
                us(clock, j->latency.max()));
     if (!j->first_error.empty())
-      fmt::print("  {} errors, {} verify failures, {} resets; first: {}\n", j->errors,
-                 j->verify_failures, j->resets, j->first_error);
+      fmt::print("  {} errors, {} verify failures, {} resets, {} reopens; first: {}\n", j->errors,
+                 j->verify_failures, j->resets, j->reopens, j->first_error);
     js["jobs"].push_back({{"bdev", j->name}, {"core", j->core}, {"iops", iops}, {"mib_per_s", mib},
                           {"ios", j->ios}, {"errors", j->errors},
                           {"verify_failures", j->verify_failures}, {"resets", j->resets},
+                          {"reopens", j->reopens},
+                          {"ios_since_reopen", j->reopens ? j->ios - j->ios_at_reopen : 0},
                           {"latency_us", {{"avg", us(clock, j->latency.mean())},
                                           {"min", us(clock, j->latency.min())},
                                           {"max", us(clock, j->latency.max())}}}});

@@ -31,10 +31,15 @@ command -v busybox >/dev/null && busybox true 2>/dev/null ||
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-(cd "$work" && chmod 777 . && apt-get download "$pkg" >/dev/null)
+# Stale lists may name a kernel the mirror has dropped: fetch them again once and retry.
+(cd "$work" && chmod 777 . && apt-get download "$pkg" >/dev/null 2>&1) ||
+  { apt-get update -q >/dev/null 2>&1 || true; pkg=$(newest_kernel)
+    (cd "$work" && apt-get download "$pkg" >/dev/null) ||
+      { echo "build.sh: apt-get download $pkg failed" >&2; exit 1; }
+    stamp="$pkg ${stamp#* }"; }
 dpkg-deb -x "$work"/"$pkg"_*.deb "$work/pkg"
 kver=$(ls "$work/pkg/lib/modules")
-rm -rf "$cache/root" "$cache/vmlinuz"
+rm -rf "$cache/STAMP" "$cache/root" "$cache/vmlinuz"  # STAMP last written: a cut build is redone
 cp "$work/pkg/boot/vmlinuz-$kver" "$cache/vmlinuz"
 
 root=$cache/root

@@ -39,6 +39,12 @@ class PciDevice {
   // Looks actively for removal (may make a syscall); for control paths such as the admin
   // poller. Returns removed() afterwards.
   virtual bool probe_removed() { return removed(); }
+  // The platform asks for the device back while it still works (vfio-pci's request eventfd,
+  // seen by probe_removed()): the device may still DMA into and out of the buffers of the
+  // commands it holds. The driver stops it first, then calls finish_removal(); only then is
+  // the device removed() and its commands ended.
+  bool removal_requested() const { return removal_requested_.load(std::memory_order_acquire); }
+  void finish_removal() { mark_removed(); }
 
   // "vfio-user:/path/to.sock", "pcie:0000:01:00.0", ...
   virtual std::string address() const = 0;
@@ -57,9 +63,12 @@ class PciDevice {
  protected:
   // Backends call this when they learn the device is gone.
   void mark_removed() { removed_.store(true, std::memory_order_release); }
+  // ... or that it is wanted back while still working (see removal_requested()).
+  void request_removal() { removal_requested_.store(true, std::memory_order_release); }
 
  private:
   std::atomic<bool> removed_{false};
+  std::atomic<bool> removal_requested_{false};
 };
 
 }  // namespace pollux::env

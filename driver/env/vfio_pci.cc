@@ -382,7 +382,8 @@ int VfioPciDevice::reset() {
 bool VfioPciDevice::probe_removed() {
   if (removed()) return true;
   uint64_t v = 0;
-  if (req_fd_ >= 0 && read(req_fd_, &v, sizeof v) == sizeof v) mark_removed();
+  // The kernel wants the device back; it still works (and may DMA) until the driver stops it.
+  if (req_fd_ >= 0 && read(req_fd_, &v, sizeof v) == sizeof v) request_removal();
   return removed();
 }
 

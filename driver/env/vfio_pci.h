@@ -10,9 +10,10 @@
 // has instead).
 //
 // Removal: the kernel asks for the device back (PCIe hot-unplug, unbind) by signalling the
-// request eventfd (VFIO_PCI_REQ_IRQ_INDEX); probe_removed() reads it and marks the device
-// removed, so the driver fails what is outstanding and lets go (closing the device fd is what
-// lets the kernel finish the removal).
+// request eventfd (VFIO_PCI_REQ_IRQ_INDEX); probe_removed() reads it and sets
+// removal_requested(): the device still works, so the driver disables it (no more DMA), then
+// finish_removal() makes it removed(), the driver fails what is outstanding and lets go
+// (closing the device fd is what lets the kernel finish the removal).
 #pragma once
 
 #include <cstddef>
@@ -58,7 +59,7 @@ class VfioPciDevice final : public PciDevice, private RegionListener {
   int bar_write(int bar, uint64_t offset, const void* buf, std::size_t len) override;
   volatile void* bar_map(int bar, uint64_t offset, std::size_t len) override;
   int reset() override;
-  bool probe_removed() override;  // reads the request eventfd (non-blocking)
+  bool probe_removed() override;  // reads the request eventfd (non-blocking): removal_requested()
   std::string address() const override { return "pcie:" + bdf_; }
 
   uint64_t dma_mappings() const;  // regions mapped in the IOMMU now

@@ -308,5 +308,73 @@ TEST_F(DriverOnEmulator, AsyncEventOnNamespaceChange) {
   EXPECT_EQ((dw0 >> 16) & 0xff, sn::log::kChangedNamespaceList);
 }
 
+// A PciDevice forwarding to another that the platform can ask for back, as vfio-pci's
+// request eventfd does: the device still works when asked.
+class Requestable final : public env::PciDevice {
+ public:
+  explicit Requestable(std::unique_ptr<env::PciDevice> in) : in_(std::move(in)) {}
+  int config_read(uint32_t o, void* b, std::size_t l) override { return in_->config_read(o, b, l); }
+  int config_write(uint32_t o, const void* b, std::size_t l) override {
+    return in_->config_write(o, b, l);
+  }
+  int bar_read(int bar, uint64_t o, void* b, std::size_t l) override {
+    return removed() ? -ENODEV : in_->bar_read(bar, o, b, l);
+  }
+  int bar_write(int bar, uint64_t o, const void* b, std::size_t l) override {
+    return removed() ? -ENODEV : in_->bar_write(bar, o, b, l);
+  }
+  volatile void* bar_map(int bar, uint64_t o, std::size_t l) override { return in_->bar_map(bar, o, l); }
+  int reset() override { return in_->reset(); }
+  std::string address() const override { return "requestable:" + in_->address(); }
+  void ask_back() { request_removal(); }
+
+ private:
+  std::unique_ptr<env::PciDevice> in_;
+};
+
+// Asked for the device back while a command is inside it: the driver disables the controller
+// (the device stops every command: it can no longer touch their buffers) before the removal
+// ends the command with an error.
+TEST(DriverRemovalRequest, DisablesTheControllerBeforeEndingItsCommands) {
+  env::MemoryRegistry registry;
+  auto dev = emu::device::InProcessNvmeDevice::create(two_namespaces());
+  ASSERT_TRUE(dev.ok()) << dev.error();
+  auto device = std::move(dev).value();
+  auto pci = env::VfioUserDevice::attach(device.get(), registry);
+  ASSERT_TRUE(pci.ok()) << pci.error().message;
+  auto owned = std::make_unique<Requestable>(std::move(pci).value());
+  Requestable* req = owned.get();
+  nvme::ControllerOptions o;
+  o.registry = &registry;
+  auto ctrl = nvme::Controller::attach(std::move(owned), o);
+  ASSERT_TRUE(ctrl.ok()) << ctrl.error().message;
+  auto qp = (*ctrl)->alloc_io_qpair({});
+  ASSERT_TRUE(qp.ok());
+  auto mem = env::DmaRegion::create(registry, 1 << 20);
+  ASSERT_TRUE(mem.ok());
+  emu::nvme::FaultRule hold;
+  hold.action = emu::nvme::FaultAction::kNeverComplete;
+  hold.opcode = sn::nvm::kRead;
+  hold.count = 1;
+  ASSERT_TRUE(device->with_device([&](auto& d) { return d.controller().faults().add(hold).ok(); }));
+  Waiter w;
+  ASSERT_EQ((*qp)->read(*(*ctrl)->ns(1), (*mem)->data(), 0, 8, Waiter::cb, &w), 0);
+  for (int i = 0; i < 1000; ++i) ASSERT_GE((*qp)->process_completions(), 0);
+  ASSERT_TRUE(device->with_device([](auto& d) { return d.controller().ready(); }));
+  ASSERT_EQ(w.done, 0) << "the device holds the read";
+
+  req->ask_back();
+  EXPECT_FALSE(req->removed()) << "asked, not yet gone: the driver decides when";
+  EXPECT_EQ((*ctrl)->process_admin_completions(), -ENODEV);
+  EXPECT_TRUE(req->removed());
+  EXPECT_FALSE(device->with_device([](auto& d) { return d.controller().ready(); }))
+      << "disabled before the removal went on";
+  EXPECT_EQ((*qp)->process_completions(), -ENODEV);
+  EXPECT_EQ(w.done, 1) << "the held read ends, with an error";
+  EXPECT_TRUE(nvme::cpl_is_error(w.cpl));
+  (*ctrl)->free_io_qpair(std::move(qp).value());
+  ctrl->reset();
+}
+
 }  // namespace
 }  // namespace pollux

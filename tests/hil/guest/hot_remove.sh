@@ -22,7 +22,7 @@ blocks64k=1024  # 64 KiB I/Os in the 64 MiB namespace (qemu_run.sh: ns1.img)
 pollux-perf -r "trtype:pcie traddr:$bdf" -q 8 -o 65536 -w write --pattern $gen \
   --io-count "$blocks64k" -t 60 -c 0x1 >/tmp/fill.log 2>&1 || { cat /tmp/fill.log; exit 1; }
 echo "hil: namespace filled with generation $gen"
-pollux-perf -r "trtype:pcie traddr:$bdf" -q 8 -o 4096 -w randrw -M 50 --pattern $gen -t 60 \
+pollux-perf -r "trtype:pcie traddr:$bdf" -q 32 -o 4096 -w randrw -M 50 --pattern $gen -t 60 \
   -c 0x1 >/tmp/perf1.log 2>&1 &
 perf=$!
 i=0

@@ -43,6 +43,7 @@ echo "$out"
 echo "$out" | grep -q "^0000:01:00.0 *1b36:0010 *nvme *3 *nvme0n1$" || fail "list: 01:00.0"
 echo "$out" | grep -q "^0000:03:00.0 .*nvme2n1 (mounted)$" || fail "list: the mounted drive"
 echo "$out" | grep -q "0000:02:00.1" && fail "list: a NIC is not an NVMe controller"
+[ "$("$setup" bdfs | head -2 | tr '\n' ' ')" = "0000:01:00.0 0000:02:00.0 " ] || fail "bdfs"
 
 "$setup" bind 0000:01:00.0
 [ "$(cat "$S/bus/pci/devices/0000:01:00.0/driver_override")" = vfio-pci ] || fail "bind: driver_override"

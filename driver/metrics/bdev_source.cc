@@ -50,7 +50,6 @@ event::PollStatus BdevCollector::gather(void* arg) {
     auto desc = self->mgr_.open(name, false, on_event, w.get());
     if (!desc) continue;  // being removed
     w->desc = *desc;
-    w->bdev = &w->desc->bdev();
     self->watches_.push_back(std::move(w));
   }
   // Walks may start a release (a bdev that left): iterate over a copy.
@@ -60,7 +59,7 @@ event::PollStatus BdevCollector::gather(void* arg) {
   for (Watch* w : ready) {
     w->walking = true;
     ++started;
-    self->mgr_.get_stats(*w->bdev, walk_done, w);
+    self->mgr_.get_stats(w->desc->bdev(), walk_done, w);
   }
   return started > 0 ? event::PollStatus::kBusy : event::PollStatus::kIdle;
 }
@@ -70,7 +69,7 @@ void BdevCollector::walk_done(const bdev::IoStats& stats, void* ctx) {
   BdevCollector* self = w->owner;
   {
     std::lock_guard lock(self->mu_);
-    self->published_[w->name] = {stats, w->bdev->qos_limits()};
+    self->published_[w->name] = {stats, w->desc->bdev().qos_limits()};
   }
   w->walking = false;
   if (w->close_after_walk) self->release(*w);

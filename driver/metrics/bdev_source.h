@@ -34,7 +34,6 @@ class BdevCollector {
  private:
   struct Watch {
     BdevCollector* owner = nullptr;
-    bdev::Bdev* bdev = nullptr;
     std::string name;
     bdev::Desc* desc = nullptr;
     bool walking = false;

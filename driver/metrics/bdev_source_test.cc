@@ -40,21 +40,25 @@ class BdevCollectorTest : public ::testing::Test {
     s.clock.advance_us(1500);
     s.settle();
   }
+  // A collector gathering every 1 ms on the app thread, served by `e`, its first walk done.
+  void start_collector() {
+    {
+      event::CurrentThreadScope on(t0);
+      c = BdevCollector::start(*mgr, 1000);
+    }
+    e.add_source(c->source());
+    s.settle();
+  }
   event::testing::StepFramework s{"0x1"};
   std::unique_ptr<bdev::Manager> mgr;
   event::Thread* t0 = nullptr;
   std::unique_ptr<env::DmaRegion> buf;
+  std::unique_ptr<BdevCollector> c;
+  Exporter e;  // after c: destroyed first, as its source reads c
 };
 
 TEST_F(BdevCollectorTest, ServesOpsBytesLatencyAndQosPerBdev) {
-  Exporter e;
-  std::unique_ptr<BdevCollector> c;
-  {
-    event::CurrentThreadScope on(t0);
-    c = BdevCollector::start(*mgr, 1000);
-  }
-  e.add_source(c->source());
-  s.settle();
+  start_collector();
   // Before any I/O: the bdev is there with zero reads.
   EXPECT_TRUE(has_line(e.render(), "pollux_bdev_ops_total{bdev=\"M0\",type=\"read\"} 0"))
       << e.render();
@@ -95,14 +99,7 @@ TEST_F(BdevCollectorTest, ServesOpsBytesLatencyAndQosPerBdev) {
 }
 
 TEST_F(BdevCollectorTest, LetsARemovedBdevGoAndPicksUpANewOne) {
-  Exporter e;
-  std::unique_ptr<BdevCollector> c;
-  {
-    event::CurrentThreadScope on(t0);
-    c = BdevCollector::start(*mgr, 1000);
-  }
-  e.add_source(c->source());
-  s.settle();
+  start_collector();
   ASSERT_NE(e.render().find("bdev=\"M0\""), std::string::npos);
 
   bool removed = false;

@@ -132,6 +132,7 @@ Result<std::unique_ptr<Exporter>> Exporter::start(const std::string& address) {
   e->exposer_->RegisterCollectable(e->collectable_);
   const std::vector<int> ports = e->exposer_->GetListeningPorts();
   e->port_ = ports.empty() ? 0 : ports.front();
+  e->host_ = address.substr(0, colon);
   return e;
 }
 

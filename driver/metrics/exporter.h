@@ -69,6 +69,8 @@ class Exporter {
   int add_source(Source source);
   void remove_source(int id);
   int port() const { return port_; }
+  // "http://host:port/metrics", the port being the one bound (what programs print).
+  std::string url() const { return "http://" + host_ + ":" + std::to_string(port_) + "/metrics"; }
   // The text exposition format of one collection (what a scrape returns).
   std::string render() const;
   std::vector<prometheus::MetricFamily> collect() const;
@@ -77,6 +79,7 @@ class Exporter {
   struct Collectable;
   std::shared_ptr<Collectable> collectable_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::string host_;
   int port_ = 0;
 };
 

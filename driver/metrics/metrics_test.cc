@@ -44,6 +44,7 @@ TEST(Exporter, ServesWhatTheSourcesBuildOverHttp) {
   auto e = Exporter::start("127.0.0.1:0");
   ASSERT_TRUE(e.ok()) << e.error().message;
   ASSERT_GT(e.value()->port(), 0);
+  EXPECT_EQ(e.value()->url(), "http://127.0.0.1:" + std::to_string(e.value()->port()) + "/metrics");
   int scrapes = 0;
   e.value()->add_source([&scrapes](Builder& b) {
     ++scrapes;

@@ -259,7 +259,7 @@ int Controller::admin_submit(const sn::SubmissionEntry& cmd, void* buf, uint32_t
 // let the removal proceed. Without this, ending the commands it holds would hand their buffers
 // back to the application while the device may still write them to the media (a HIL test saw
 // a later write's data land at an earlier write's LBA).
-bool Controller::quiesce_for_removal() {
+void Controller::quiesce_for_removal() {
   const uint32_t cc = device_->read32(0, sn::reg::kCc);
   if (cc != ~0u && (cc & sn::cc::kEn)) {
     device_->write32(0, sn::reg::kCc, cc & ~(sn::cc::kEn | 3u << 14));
@@ -267,12 +267,12 @@ bool Controller::quiesce_for_removal() {
     (void)wait_csts(sn::csts::kRdy, 0);  // stopped, gone, or out of time: it goes now anyway
   }
   device_->finish_removal();
-  return true;
 }
 
 int Controller::process_admin_completions() {
   // The control path looks for removal; an orderly one (the device still works) is quiesced.
-  if (device_->probe_removed() || (device_->removal_requested() && quiesce_for_removal())) {
+  if (!device_->probe_removed() && device_->removal_requested()) quiesce_for_removal();
+  if (device_->removed()) {
     std::lock_guard lock(admin_mu_);
     if (!admin_removal_handled_) {
       admin_removal_handled_ = true;

@@ -165,7 +165,7 @@ class Controller {
   // One step of initialisation; returns false when it must be called again.
   bool process_init();
   bool wait_csts(uint32_t mask, uint32_t value);
-  bool quiesce_for_removal();  // the admin poller, when the device is wanted back
+  void quiesce_for_removal();  // the admin poller, when the device is wanted back
   void wait_turn();
   void program_admin_queue();
   Result<sn::CompletionEntry> set_number_of_queues(uint32_t pairs);

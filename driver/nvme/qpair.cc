@@ -512,8 +512,7 @@ uint32_t Qpair::reset_rings(uint16_t status) {
   std::memset(static_cast<void*>(cq_), 0, std::size_t{size_} * sizeof(sn::CompletionEntry));
   sq_tail_ = sq_head_ = cq_head_ = 0;
   phase_ = 1;
-  doorbell_pending_ = false;
-  unstamped_ = 0;
+  doorbell_pending_ = false;  // (end_outstanding cleared unstamped_)
   return n;
 }
 

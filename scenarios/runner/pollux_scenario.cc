@@ -103,8 +103,7 @@ int main(int argc, char** argv) {
     exporter = std::move(e).value();
     exporter->add_source(snapshot.source());
     o.metrics = &snapshot;
-    std::printf("metrics: http://%s:%d/metrics\n",
-                metrics_addr.substr(0, metrics_addr.rfind(':')).c_str(), exporter->port());
+    std::printf("metrics: %s\n", exporter->url().c_str());
     std::fflush(stdout);
   }
   auto finish_and_linger = [&](const ps::RunResult& r) {

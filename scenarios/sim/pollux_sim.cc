@@ -114,8 +114,7 @@ int main(int argc, char** argv) {
     exporter = std::move(e).value();
     exporter->add_source(snapshot.source());
     spec.metrics = &snapshot;
-    std::fprintf(json ? stderr : stdout, "metrics: http://%s:%d/metrics\n",
-                 metrics_addr.substr(0, metrics_addr.rfind(':')).c_str(), exporter->port());
+    std::fprintf(json ? stderr : stdout, "metrics: %s\n", exporter->url().c_str());
     std::fflush(nullptr);
   }
   struct LingerGuard {

@@ -74,7 +74,13 @@ def main():
         time.sleep(0.1)
     else:
         sys.exit("qmp: the device is still plugged in 20 s after device_del")
-    r = q.cmd("device_add", **device)
+    # QEMU lets go of the backing node a little after the device is gone (cancelled I/O
+    # still holds it: "Permission conflict"); a physical slot would just be empty a bit longer.
+    for _ in range(50):
+        r = q.cmd("device_add", **device)
+        if "return" in r:
+            break
+        time.sleep(0.1)
     print(f"qmp: device_add {device['id']}: {'ok' if 'return' in r else r}", flush=True)
 
 

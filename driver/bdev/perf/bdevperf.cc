@@ -496,8 +496,7 @@ int main(int argc, char** argv) {
     run.qpairs = std::make_unique<metrics::QpairRegistry>();
     exporter->add_source(run.qpairs->source());
     run.exporter = exporter.get();
-    fmt::print("pollux-bdevperf: metrics on http://{}:{}/metrics\n",
-               c.metrics.substr(0, c.metrics.rfind(':')), exporter->port());
+    fmt::print("pollux-bdevperf: metrics on {}\n", exporter->url());
     std::fflush(stdout);  // a script waits for this line
   }
   run.cfg = c;

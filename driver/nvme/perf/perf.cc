@@ -394,8 +394,7 @@ int main(int argc, char** argv) {
     exporter->add_source(metrics::event_source(**fw));
     exporter->add_source(qpair_metrics.source());
     run.qpair_metrics = &qpair_metrics;
-    fmt::print("pollux-perf: metrics on http://{}:{}/metrics\n",
-               metrics_addr.substr(0, metrics_addr.rfind(':')), exporter->port());
+    fmt::print("pollux-perf: metrics on {}\n", exporter->url());
     std::fflush(stdout);
   }
   const std::size_t ncores = (*fw)->reactor_count();

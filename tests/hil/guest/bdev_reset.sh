@@ -2,10 +2,7 @@
 # In the guest: bdev_nvme on QEMU's NVMe controller through vfio-pci under verified I/O with
 # controller resets (workloads/bdev_reset.sh).
 set -e
-bdf=
-for d in /sys/bus/pci/devices/*; do
-  [ "$(cat "$d/class")" = "0x010802" ] && bdf=$(basename "$d") && break
-done
+bdf=$(pollux-setup bdfs | head -1)
 [ -n "$bdf" ] || { echo "hil: no NVMe controller in the guest"; exit 1; }
 pollux-setup bind "$bdf"
 pollux-setup hugepages 32

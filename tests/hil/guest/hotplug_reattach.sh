@@ -5,19 +5,13 @@
 # device_add puts one back: once it is bound to vfio-pci the poller attaches it, bdevperf
 # opens the bdev again and verified I/O carries on.
 set -e
-find_nvme() {
-  for d in /sys/bus/pci/devices/*; do
-    [ "$(cat "$d/class" 2>/dev/null)" = "0x010802" ] && { basename "$d"; return 0; }
-  done
-  return 0
-}
 ticks=0
 tick() {  # tick LIMIT MESSAGE: one more tenth of a second of waiting, or fail
   ticks=$((ticks + 1))
   [ $ticks -le "$1" ] || { echo "hil: $2"; cat /tmp/bdevperf.log; exit 1; }
   sleep 0.1
 }
-bdf=$(find_nvme)
+bdf=$(pollux-setup bdfs | head -1)
 pollux-setup bind "$bdf"
 pollux-setup hugepages 32
 cat >/tmp/nvme.json <<JSON
@@ -37,8 +31,8 @@ ticks=0
 while [ -e "/sys/bus/pci/devices/$bdf" ]; do tick 300 "$bdf still present 30 s after device_del: bdevperf did not let go"; done
 echo "hil: $bdf is gone; bdevperf still running: $(kill -0 $perf 2>/dev/null && echo yes || echo no)"
 echo "hil: insert-now"
-ticks=0; while [ -z "$(find_nvme)" ]; do tick 300 "no controller after device_add"; done
-bdf=$(find_nvme)
+ticks=0; while [ -z "$(pollux-setup bdfs)" ]; do tick 300 "no controller after device_add"; done
+bdf=$(pollux-setup bdfs | head -1)
 pollux-setup bind "$bdf"
 rc=0
 wait $perf || rc=$?

@@ -3,10 +3,7 @@
 # one): Pollux maps DMA memory at IOVA = virtual address (about 2^47), so attaching must be
 # refused with a message that says why, not fail later with IOMMU faults.
 set -e
-bdf=
-for d in /sys/bus/pci/devices/*; do
-  [ "$(cat "$d/class")" = "0x010802" ] && bdf=$(basename "$d") && break
-done
+bdf=$(pollux-setup bdfs | head -1)
 pollux-setup bind "$bdf"
 if pollux-perf -r "trtype:pcie traddr:$bdf" -q 1 -o 4096 -w randread -t 1 -c 0x1 >/tmp/perf.log 2>&1; then
   cat /tmp/perf.log; echo "hil: attached through a 39-bit IOMMU?"; exit 1

@@ -4,10 +4,7 @@
 # reset) and check the rollback: the kernel's nvme driver takes the controller, and nvme-cli's
 # Identify agrees with what Pollux's driver read (serial, MDTS, namespaces).
 set -e
-bdf=
-for d in /sys/bus/pci/devices/*; do
-  [ "$(cat "$d/class")" = "0x010802" ] && bdf=$(basename "$d") && break
-done
+bdf=$(pollux-setup bdfs | head -1)
 [ -n "$bdf" ] || { echo "hil: no NVMe controller in the guest"; exit 1; }
 group=$(basename "$(readlink "/sys/bus/pci/devices/$bdf/iommu_group")")
 echo "hil: NVMe controller $bdf, IOMMU group $group"

@@ -1,0 +1,28 @@
+"""hil_test: a test in the QEMU guest (qemu_run.sh boots it with a guest script and binaries)."""
+
+def hil_test(name, guest_script, binaries, host_tools = [], hotplug = False, env = {}):
+    """Boots the guest with guest_script as /hil/run.sh and binaries (labels) on its PATH.
+
+    host_tools: names of host programs packed too (found on PATH, e.g. nvme-cli's "nvme").
+    hotplug: one namespace on a -blockdev and qmp_hotplug.py on the host side.
+    """
+    args = ["--hotplug=$(location qmp_hotplug.py)"] if hotplug else []
+    args += ["$(location //tools/guest:pack.sh)", "$(location %s)" % guest_script]
+    args += ["$(location %s)" % b for b in binaries] + host_tools
+    data = [guest_script, "//tools/guest:pack.sh"] + binaries
+    if hotplug:
+        data.append("qmp_hotplug.py")
+    native.sh_test(
+        name = name,
+        size = "large",
+        srcs = ["qemu_run.sh"],
+        args = args,
+        data = data,
+        env = env,
+        # QEMU's TCG keeps both cores busy: alone, so it cannot starve a realtime test.
+        # External: the guest (tools/setup.sh's cache) and QEMU are inputs Bazel does not see.
+        tags = [
+            "exclusive",
+            "external",
+        ],
+    )

@@ -12,12 +12,14 @@
 #include "driver/nvme/controller.h"
 #include "driver/nvme/status.h"
 #include "emulator/device/nvme_device.h"
+#include "emulator/nvme/faults.h"
 
 namespace pollux {
 namespace {
 namespace sn = spec::nvme;
 
-// Forwards to the real device until unplug(); then the driver sees removed().
+// Forwards to the real device until unplug() (then the driver sees removed()) or ask_back()
+// (the platform wants it back: the driver stops it first).
 class Removable final : public env::PciDevice {
  public:
   explicit Removable(std::unique_ptr<env::PciDevice> inner) : inner_(std::move(inner)) {}
@@ -39,6 +41,8 @@ class Removable final : public env::PciDevice {
   int reset() override { return inner_->reset(); }
   std::string address() const override { return "removable:" + inner_->address(); }
   void unplug() { mark_removed(); }
+  // Wanted back while it still works (vfio-pci's request eventfd).
+  void ask_back() { request_removal(); }
 
  private:
   std::unique_ptr<env::PciDevice> inner_;
@@ -128,6 +132,52 @@ TEST(ControllerRemoval, AdminAndIoRequestsEndOnceWithDnr) {
   for (Cb& c : io) EXPECT_EQ(c.calls, 1);
   ctrl.reset();
   dev.reset();
+}
+
+// Asked for the device back while a command is inside it: the driver disables the controller
+// (the device stops every command: it can no longer touch their buffers) before the removal
+// ends the command with an error.
+TEST(ControllerRemoval, OnRequestTheControllerIsDisabledBeforeItsCommandsEnd) {
+  env::MemoryRegistry registry;
+  emu::nvme::ControllerConfig cfg;
+  cfg.namespaces = {{16ull << 20, 512, "memory"}};
+  auto dev = emu::device::InProcessNvmeDevice::create(cfg);
+  ASSERT_TRUE(dev.ok()) << dev.error();
+  auto device = std::move(dev).value();
+  auto pci = env::VfioUserDevice::attach(device.get(), registry);
+  ASSERT_TRUE(pci.ok()) << pci.error().message;
+  auto owned = std::make_unique<Removable>(std::move(pci).value());
+  Removable* req = owned.get();
+  nvme::ControllerOptions o;
+  o.registry = &registry;
+  auto ctrl = nvme::Controller::attach(std::move(owned), o);
+  ASSERT_TRUE(ctrl.ok()) << ctrl.error().message;
+  auto qp = (*ctrl)->alloc_io_qpair({});
+  ASSERT_TRUE(qp.ok());
+  auto mem = env::DmaRegion::create(registry, 1 << 20);
+  ASSERT_TRUE(mem.ok());
+  emu::nvme::FaultRule hold;
+  hold.action = emu::nvme::FaultAction::kNeverComplete;
+  hold.opcode = sn::nvm::kRead;
+  hold.count = 1;
+  ASSERT_TRUE(device->with_device([&](auto& d) { return d.controller().faults().add(hold).ok(); }));
+  Cb w;
+  ASSERT_EQ((*qp)->read(*(*ctrl)->ns(1), (*mem)->data(), 0, 8, Cb::cb, &w), 0);
+  for (int i = 0; i < 1000; ++i) ASSERT_GE((*qp)->process_completions(), 0);
+  ASSERT_TRUE(device->with_device([](auto& d) { return d.controller().ready(); }));
+  ASSERT_EQ(w.calls, 0) << "the device holds the read";
+
+  req->ask_back();
+  EXPECT_FALSE(req->removed()) << "asked, not yet gone: the driver decides when";
+  EXPECT_EQ((*ctrl)->process_admin_completions(), -ENODEV);
+  EXPECT_TRUE(req->removed());
+  EXPECT_FALSE(device->with_device([](auto& d) { return d.controller().ready(); }))
+      << "disabled before the removal went on";
+  EXPECT_EQ((*qp)->process_completions(), -ENODEV);
+  EXPECT_EQ(w.calls, 1) << "the held read ends, with an error";
+  EXPECT_NE(w.status, 0);
+  (*ctrl)->free_io_qpair(std::move(qp).value());
+  ctrl->reset();
 }
 
 }  // namespace

@@ -33,9 +33,10 @@ boot() {
   : >"$log"
   if [ -n "$qmp_script" ]; then
     device='{"driver": "nvme", "id": "nvme0", "serial": "POLLUXHIL0001", "bus": "rp1", "drive": "ns1"}'
-    nvme=(-blockdev driver=file,filename="$tmp/ns1.img",node-name=ns1
+    # locking=off: a second node may have to open the same file (qmp_hotplug.py).
+    nvme=(-blockdev driver=file,filename="$tmp/ns1.img",node-name=ns1,locking=off
           -device "nvme,id=nvme0,serial=POLLUXHIL0001,bus=rp1,drive=ns1")
-    python3 "$qmp_script" "$log" "$sock_dir/qmp.sock" "$device" >"$tmp/qmp.log" 2>&1 &
+    python3 "$qmp_script" "$log" "$sock_dir/qmp.sock" "$device" "$tmp/ns1.img" >"$tmp/qmp.log" 2>&1 &
     qmp_pid=$!
   fi
   # -no-reboot: the guest's poweroff ends QEMU. TCG only: this machine's KVM cannot boot it.

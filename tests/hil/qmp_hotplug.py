@@ -1,7 +1,7 @@
 """The host side of the hot-plug HIL test: follows the guest's console and, when the guest
 asks, pulls QEMU's NVMe controller out of its PCIe slot (QMP device_del) and plugs a new one
 in (device_add, same slot, same backing store).
-Usage: qmp_hotplug.py CONSOLE_LOG QMP_SOCKET DEVICE_ARGS_JSON
+Usage: qmp_hotplug.py CONSOLE_LOG QMP_SOCKET DEVICE_ARGS_JSON BACKING_FILE
 """
 import json
 import socket
@@ -55,7 +55,7 @@ class Qmp:
 
 
 def main():
-    log, sock, device = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    log, sock, device, backing = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
     q = Qmp(sock)
     if not wait_for(log, "hil: remove-now"):
         sys.exit("qmp: the guest never asked for the removal")
@@ -74,13 +74,20 @@ def main():
         time.sleep(0.1)
     else:
         sys.exit("qmp: the device is still plugged in 20 s after device_del")
-    # QEMU lets go of the backing node a little after the device is gone (cancelled I/O
-    # still holds it: "Permission conflict"); a physical slot would just be empty a bit longer.
-    for _ in range(50):
+    # QEMU 7.2 may keep the old device's hold on the backing node after the unplug (I/O the
+    # controller reset cancelled: "Permission conflict on node"), sometimes for good. The drive
+    # that goes back into the slot is the same file: if the node stays held for 1 s, open the
+    # file as a new node (the file driver has no cache of its own: both see the same data).
+    for _ in range(10):
         r = q.cmd("device_add", **device)
         if "return" in r:
             break
         time.sleep(0.1)
+    else:
+        q.cmd("blockdev-add", driver="file", filename=backing, **{"node-name": "ns1-again"},
+              locking="off")
+        r = q.cmd("device_add", **dict(device, drive="ns1-again"))
+        print("qmp: the old node stayed held: the file is back as node ns1-again", flush=True)
     print(f"qmp: device_add {device['id']}: {'ok' if 'return' in r else r}", flush=True)
 
 

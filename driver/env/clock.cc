@@ -71,6 +71,13 @@ bool VirtualClock::set(uint64_t ticks) {
   return false;
 }
 
+const MonotonicClock& MonotonicClock::instance() {
+  static const MonotonicClock clock;
+  return clock;
+}
+
+uint64_t MonotonicClock::now() const { return monotonic_ns(); }
+
 const Clock& system_clock() { return TscClock::instance(); }
 
 }  // namespace pollux::env

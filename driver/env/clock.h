@@ -44,6 +44,15 @@ class TscClock final : public Clock {
   uint64_t ticks_per_second_ = 1'000'000'000;
 };
 
+// CLOCK_MONOTONIC in nanoseconds (1 tick = 1 ns), for code that counts time in ns on a real
+// device (the scenario engine in a HIL guest, where the TSC may not be invariant).
+class MonotonicClock final : public Clock {
+ public:
+  static const MonotonicClock& instance();
+  uint64_t now() const override;
+  uint64_t ticks_per_second() const override { return 1'000'000'000; }
+};
+
 // A clock that moves only when told to. Thread-safe: a simulator sets it, reactors read it.
 class VirtualClock final : public Clock {
  public:

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <ctime>
+
 namespace pollux::env {
 namespace {
 
@@ -44,6 +46,18 @@ TEST(TscClock, IsMonotonicAndCalibrated) {
     prev = t;
   }
   std::printf("time source: %s, %.3f MHz\n", clock.source(), clock.ticks_per_second() / 1e6);
+}
+
+TEST(MonotonicClock, CountsNanosecondsOfClockMonotonic) {
+  const MonotonicClock& clock = MonotonicClock::instance();
+  EXPECT_EQ(clock.ticks_per_second(), 1'000'000'000u);
+  timespec ts{};
+  const uint64_t before = clock.now();
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  const uint64_t after = clock.now();
+  const uint64_t mono = static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + ts.tv_nsec;
+  EXPECT_LE(before, mono);
+  EXPECT_GE(after, mono);
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// pollux-scenario: runs fault-injection scenarios against the timed emulator in virtual time.
+// pollux-scenario: runs fault-injection scenarios against the timed emulator in virtual time,
+// or against QEMU's NVMe controller through vfio-pci in a HIL guest (scenarios/qemu).
 //
 //   pollux-scenario run FILE [--seed N] [--time virtual] [--report DIR]
 //   pollux-scenario chaos --seed N [--duration 20ms] [--faults 6] [--report DIR]

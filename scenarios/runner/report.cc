@@ -121,9 +121,14 @@ std::string result_table(const RunResult& r) {
   std::string s;
   s += fmt::format("scenario {}  seed {}  {}\n", r.scenario, r.seed, r.passed ? "PASSED" : "FAILED");
   if (!r.error.empty()) return s + "error: " + r.error + "\n";
-  s += fmt::format("{} time {} (planned {}), wall {:.2f} s, {} steps, trace {:016x} ({} records)\n",
-                   r.time, format_ns(r.simulated_ns), format_ns(r.planned_ns), r.wall_seconds, r.steps,
-                   r.trace_hash, r.trace_records);
+  // Only emulated devices keep an event trace.
+  const std::string trace = r.trace_records
+                                ? fmt::format(", trace {:016x} ({} records)", r.trace_hash,
+                                              r.trace_records)
+                                : std::string();
+  s += fmt::format("{} time {} (planned {}), wall {:.2f} s, {} steps{}\n", r.time,
+                   format_ns(r.simulated_ns), format_ns(r.planned_ns), r.wall_seconds, r.steps,
+                   trace);
   s += fmt::format("I/O {} completed, {} errors ({} outside fault windows); latency p50 {} us "
                    "p99 {} us max {} us; outside faults p99 {} us\n",
                    r.ios, r.errors, r.errors_outside_windows, us(r.latency.quantile(0.5)),
@@ -251,7 +256,7 @@ std::string report_html(const RunResult& r) {
   h += "<h1>" + html_escape(r.scenario) + " <span class='" + (r.passed ? "pass'>PASSED" : "fail'>FAILED") +
        "</span></h1>";
   h += "<p>seed " + std::to_string(r.seed) + " &middot; " + r.time + " time " + format_ns(r.simulated_ns) +
-       " &middot; trace " + fmt::format("{:016x}", r.trace_hash) + "</p>";
+       (r.trace_records ? " &middot; trace " + fmt::format("{:016x}", r.trace_hash) : "") + "</p>";
   if (!r.failures.empty()) {
     h += "<ul>";
     for (const std::string& f : r.failures) h += "<li class='fail'>" + html_escape(f) + "</li>";

@@ -11,14 +11,10 @@
 #include "driver/bdev/bdev.h"
 #include "driver/bdev/modules/nvme.h"
 #include "driver/metrics/bdev_source.h"
-#include "emulator/device/metrics.h"
 #include "driver/metrics/event_source.h"
 #include "driver/metrics/nvme_source.h"
-#include "emulator/nvme/fault_commands.h"
-#include "emulator/timing/profile.h"
-#include "emulator/timing/timed_ssd.h"
+#include "scenarios/runner/target.h"
 #include "scenarios/runner/workload.h"
-#include "scenarios/sim/rig.h"
 
 namespace pollux::scenarios {
 namespace {
@@ -27,7 +23,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr uint64_t kDefaultWindowNs = 10'000'000;
 constexpr uint32_t kSweepBlocks = 64;
-constexpr uint64_t kSettleNs = 20'000'000;
 constexpr uint64_t kBdevStatsPeriodUs = 1000;  // virtual time: runs last milliseconds
 
 struct Fault {
@@ -57,29 +52,30 @@ class Engine {
   void progress(uint64_t now, bool last);
   void settle();
   void sweep();
+  std::string zero_spans();
+  // One bdev I/O (submit(cb, arg) returns the submission's rc), run to its end: true if it
+  // succeeded.
+  bool run_io(const std::function<int(bdev::IoCompletionFn, void*)>& submit);
   void judge(RunResult& r);
   void teardown();
   void sample_pollers(size_t bucket);  // poller runs since the last sample, into `bucket`
   void collect_metrics(metrics::Builder& b) const;  // devices, controllers, the run itself
   void publish_metrics(bool now);
-  uint64_t now() const { return rig_->clock().now() - t0_; }
+  uint64_t now() const { return target_->clock().now() - t0_; }
   uint32_t device_index(const std::string& name) const;
   std::string fail_fault(Fault& f, const std::string& why);
 
   Scenario sc_;
   RunOptions o_;
   uint64_t seed_ = 1;
-  std::unique_ptr<sim::Rig> rig_;
+  std::unique_ptr<Target> target_;
   std::unique_ptr<bdev::Manager> mgr_;
   std::vector<std::unique_ptr<DeviceTrack>> tracks_;
   std::vector<std::unique_ptr<Workload>> workloads_;
   std::unique_ptr<Recorder> rec_;
   std::vector<Fault> faults_;
-  std::vector<bool> enabling_;  // per device, for state triggers
-  std::vector<uint64_t> gc_relocations_;  // per device: GC relocations seen at the last tick
-  std::vector<bool> collecting_;          // per device: the last tick saw GC relocate
+  std::vector<bool> pulled_;  // per device: hot-removed by the timeline, not inserted again
   bool gc_triggers_ = false;
-  std::vector<uint64_t> lost_to_power_;
   std::vector<Fault*> host_resets_;  // host actions waiting for the main loop
   std::vector<std::string> runtime_errors_;
   uint64_t t0_ = 0;
@@ -106,83 +102,55 @@ uint32_t Engine::device_index(const std::string& name) const {
 }
 
 std::string Engine::setup() {
-  std::vector<emu::timing::Profile> profiles;
-  for (const DeviceSpec& d : sc_.devices) {
-    auto p = emu::timing::load_profile(d.profile);
-    if (!p) return "device " + d.name + ": " + p.error();
-    auto f = emu::timing::parse_fidelity(d.fidelity);
-    if (!f) return "device " + d.name + ": " + f.error();
-    p.value().fidelity = f.value();
-    if (d.scale_blocks) {
-      if (auto s = emu::timing::scale_capacity(p.value(), d.scale_blocks, d.scale_pages); !s) {
-        return "device " + d.name + ": scale_blocks: " + s.error();
-      }
-    }
-    if (!d.precondition.empty()) {
-      using emu::timing::Precondition;
-      if (p.value().media != emu::timing::MediaKind::kNand) {
-        return "device " + d.name + ": precondition: profile " + d.profile + " has no NAND";
-      }
-      p.value().ftl.precondition = d.precondition == "steady"       ? Precondition::kSteady
-                                   : d.precondition == "sequential" ? Precondition::kSequential
-                                                                    : Precondition::kNone;
-    }
-    profiles.push_back(std::move(p).value());
-  }
-  sim::RigOptions ro;
-  ro.profiles = profiles;
-  ro.seed = seed_;
-  ro.attach_controllers = false;
   const HostSpec host = sc_.host;
-  ro.tune_controller = [host](nvme::ControllerOptions& co) {
+  TuneController tune = [host](nvme::ControllerOptions& co) {
     co.timeout_action = host.timeout_action == "none"    ? nvme::TimeoutAction::kNone
                         : host.timeout_action == "abort" ? nvme::TimeoutAction::kAbort
                                                          : nvme::TimeoutAction::kReset;
     co.max_reset_failures = host.max_reset_failures;
   };
   std::string err;
-  rig_ = sim::Rig::create(ro, &err);
-  if (!rig_) return err;
-  for (uint32_t i = 0; i < rig_->devices(); ++i) {
-    rig_->device(i).controller().faults().reseed(seed_ * 1000003 + i);
-  }
-  auto mgr = bdev::Manager::create(rig_->framework());
+  target_ = sc_.devices.front().type == DeviceType::kQemu
+                ? make_pcie_target(sc_, std::move(tune), &err)
+                : make_emulated_target(sc_, seed_, std::move(tune), &err);
+  if (!target_) return err;
+  auto mgr = bdev::Manager::create(target_->framework());
   if (!mgr) return mgr.error().message;
   mgr_ = std::move(mgr).value();
 
-  event::CurrentThreadScope scope(&rig_->thread());
-  sim::Lockstep* ls = &rig_->lockstep();
+  event::CurrentThreadScope scope(&target_->thread());
+  Target* target = target_.get();
   bdev::NvmeBdevOptions base;
   base.retry_count = host.retry_count;
   base.admin_poll_period_us = host.admin_poll_us;
-  base.registry = &rig_->registry();
+  base.registry = &target_->registry();
   base.qpair.timeout_us = host.io_timeout_us;
   base.qpair.track_latency = o_.metrics != nullptr;
   // Every queue pair is charged to host time; with metrics on, it is also registered (under
   // its controller's name, also for controllers the hot-plug poller attaches later).
   const bool watch_metrics = o_.metrics != nullptr;
-  base.qpair_observer = [ls, this, watch_metrics](const nvme::Qpair* qp, bool created,
-                                                  const std::string& controller) {
+  base.qpair_observer = [target, this, watch_metrics](const nvme::Qpair* qp, bool created,
+                                                      const std::string& controller) {
     if (created) {
-      ls->watch(qp);
+      target->watch(qp, true);
       if (watch_metrics) qpairs_.add(qp, controller);
     } else {
       if (watch_metrics) qpairs_.remove(qp);
-      ls->unwatch(qp);
+      target->watch(qp, false);
     }
   };
   if (o_.metrics) {
     metrics_ = std::make_unique<metrics::Exporter>();
-    metrics_->add_source(metrics::event_source(rig_->framework()));
+    metrics_->add_source(metrics::event_source(target_->framework()));
     metrics_->add_source(qpairs_.source());
     metrics_->add_source([this](metrics::Builder& b) { collect_metrics(b); });
   }
-  for (uint32_t i = 0; i < rig_->devices(); ++i) {
-    auto ctrl = rig_->connect(i, &err);
-    if (!ctrl) return err;
+  for (uint32_t i = 0; i < target_->devices(); ++i) {
+    auto ctrl = target_->connect(i);
+    if (!ctrl) return "device " + sc_.devices[i].name + ": " + ctrl.error().message;
     bdev::NvmeBdevOptions o = base;
     o.name = sc_.devices[i].name;
-    auto names = bdev::nvme_attach_controller(*mgr_, std::move(ctrl), o);
+    auto names = bdev::nvme_attach_controller(*mgr_, std::move(ctrl).value(), o);
     if (!names) return "attach " + o.name + ": " + names.error().message;
     bdev::Bdev* b = mgr_->find(o.name + "n1");
     if (b == nullptr) return "device " + o.name + " has no namespace 1";
@@ -191,8 +159,7 @@ std::string Engine::setup() {
     t->bdev = b->name();
     t->block_size = b->block_size();
     t->num_blocks = b->num_blocks();
-    const emu::timing::CacheProfile& cache = profiles[i].cache;
-    t->plp = cache.bytes == 0 || cache.power_loss_protection;
+    t->plp = target_->power_loss_protected(i);
     t->oracle = std::make_unique<oracle::Oracle>(t->block_size, t->num_blocks);
     // Per-block state only for the span the workloads use (a drive has ~1e9 blocks).
     uint64_t span = 0;
@@ -205,16 +172,10 @@ std::string Engine::setup() {
   }
   if (host.hotplug_poll_us > 0) {
     std::vector<bdev::NvmeHotplugSlot> slots;
-    for (uint32_t i = 0; i < rig_->devices(); ++i) {
-      sim::Rig* rig = rig_.get();
-      slots.push_back(bdev::NvmeHotplugSlot{
-          sc_.devices[i].name, [rig, i] { return rig->device(i).present(); },
-          [rig, i]() -> Result<std::unique_ptr<nvme::Controller>> {
-            std::string e;
-            auto c = rig->connect(i, &e);
-            if (!c) return make_error(ENODEV, e);
-            return c;
-          }});
+    for (uint32_t i = 0; i < target_->devices(); ++i) {
+      slots.push_back(bdev::NvmeHotplugSlot{sc_.devices[i].name,
+                                            [target, i] { return target->present(i); },
+                                            [target, i] { return target->connect(i); }});
     }
     if (int rc = bdev::nvme_hotplug_start(*mgr_, std::move(slots), host.hotplug_poll_us, base);
         rc != 0) {
@@ -230,7 +191,10 @@ std::string Engine::setup() {
     metrics_->add_source(bdev_stats_->source());
     metrics_->add_source(metrics::bdev_nvme_source(*mgr_));
   }
-  t0_ = rig_->clock().now();
+  if (!target_->starts_zeroed()) {
+    if (std::string e = zero_spans(); !e.empty()) return e;
+  }
+  t0_ = target_->clock().now();
   rec_ = std::make_unique<Recorder>(sc_.end_ns(), o_.buckets);
   for (size_t i = 0; i < sc_.workloads.size(); ++i) {
     const WorkloadSpec& w = sc_.workloads[i];
@@ -238,10 +202,10 @@ std::string Engine::setup() {
     for (auto& x : tracks_)
       if (x->bdev == w.bdev) t = x.get();
     if (t == nullptr) return "workload " + w.name + ": no bdev " + w.bdev;
-    auto wl = std::make_unique<Workload>(w, *mgr_, *t, *rec_, rig_->registry(), rig_->clock(),
-                                         seed_ * 7919 + i);
+    auto wl = std::make_unique<Workload>(w, *mgr_, *t, *rec_, target_->registry(),
+                                         target_->clock(), seed_ * 7919 + i);
     if (std::string e = wl->init(); !e.empty()) return e;
-    wl->start(rig_->thread(), t0_);
+    wl->start(target_->thread(), t0_);
     workloads_.push_back(std::move(wl));
   }
   for (const FaultSpec& f : sc_.faults) {
@@ -251,14 +215,11 @@ std::string Engine::setup() {
     x.out.spec.device = sc_.devices[x.out.device].name;  // the default, named in the report
     faults_.push_back(x);
   }
-  enabling_.assign(rig_->devices(), false);
-  gc_relocations_.assign(rig_->devices(), 0);
-  collecting_.assign(rig_->devices(), false);
+  pulled_.assign(target_->devices(), false);
   for (const Fault& f : faults_) {
     gc_triggers_ |= f.out.spec.trigger == TriggerKind::kOnState && f.out.spec.state == "gc";
   }
-  lost_to_power_.assign(rig_->devices(), 0);
-  rig_->lockstep().set_after_advance([this] { tick(); });
+  target_->set_after_advance([this] { tick(); });
   armed_ = true;
   return "";
 }
@@ -275,29 +236,15 @@ void Engine::tick() {
   if (!armed_) return;
   const uint64_t t = now();
   if (const size_t k = t / rec_->bucket_ns(); k > poller_bucket_) sample_pollers(k);
-  // State triggers fire when a device enters the state: the controller starts enabling
-  // (CC.EN 0 -> 1 until RDY), or garbage collection starts relocating (a step that relocated
-  // after one that did not: its NAND operations are booked and under way).
-  auto entered = [&](uint32_t d, const char* state) {
+  // State triggers fire when a device enters the state (the target says when).
+  target_->poll_states(gc_triggers_, [&](uint32_t d, const char* state) {
     for (Fault& f : faults_) {
       if (!f.out.fired && f.out.spec.trigger == TriggerKind::kOnState && f.out.device == d &&
           f.out.spec.state == state && ++f.state_seen == f.out.spec.occurrence) {
         fire(f, t);
       }
     }
-  };
-  for (uint32_t d = 0; d < enabling_.size(); ++d) {
-    const bool e = rig_->device(d).controller().enabling();
-    if (e && !enabling_[d]) entered(d, "controller_init");
-    enabling_[d] = e;
-    if (!gc_triggers_) continue;
-    const uint64_t r = rig_->sim().device(d).stats().ftl.gc_relocations;
-    // (A power cycle may start the counters again from zero.)
-    const bool collecting = r > gc_relocations_[d] || (r < gc_relocations_[d] && r != 0);
-    gc_relocations_[d] = r;
-    if (collecting && !collecting_[d]) entered(d, "gc");
-    collecting_[d] = collecting;
-  }
+  });
   for (Fault& f : faults_) {
     if (f.insert_pending && t >= f.insert_at) insert(f, t);
     if (f.out.fired) continue;
@@ -316,11 +263,11 @@ void Engine::fire(Fault& f, uint64_t t) {
   o.fired_ns = t;
   o.recovery_from_ns = t;
   const uint32_t d = o.device;
-  emu::nvme::Controller& ctrl = rig_->device(d).controller();
   uint64_t window = s.window_ns ? s.window_ns : kDefaultWindowNs;
   switch (s.kind) {
     case FaultKind::kHotRemove:
-      rig_->hot_remove(d);
+      if (std::string e = target_->hot_remove(d); !e.empty()) fail_fault(f, e);
+      pulled_[d] = true;
       f.window = rec_->open_window(d, t, kOpenWindow);
       f.window_open = true;
       if (s.delay_ns) {
@@ -330,10 +277,11 @@ void Engine::fire(Fault& f, uint64_t t) {
       o.detail = s.delay_ns ? "re-insertion after " + format_ns(s.delay_ns) : "stays out";
       return;
     case FaultKind::kHotInsert:
-      if (rig_->device(d).present()) {
+      if (!pulled_[d]) {
         o.detail = "already present";
       } else {
-        rig_->hot_insert(d);
+        if (std::string e = target_->hot_insert(d); !e.empty()) fail_fault(f, e);
+        pulled_[d] = false;
         // Close the window of the removal it ends.
         for (Fault& r : faults_) {
           if (r.window_open && r.out.device == d) {
@@ -344,46 +292,25 @@ void Engine::fire(Fault& f, uint64_t t) {
         }
       }
       break;
-    case FaultKind::kFatal: ctrl.inject_fatal_status(); break;
-    case FaultKind::kDisable: ctrl.inject_spontaneous_disable(); break;
-    case FaultKind::kPowerLoss: {
-      const auto lost = rig_->sim().device(d).power_loss();
-      lost_to_power_[d] += lost.size();
-      tracks_[d]->oracle->power_loss(tracks_[d]->plp);
-      for (auto& w : workloads_)
-        if (w->spec().bdev == tracks_[d]->bdev) w->on_power_loss();
-      o.detail = std::to_string(lost.size()) + " acknowledged writes lost from a volatile cache";
-      break;
-    }
-    case FaultKind::kReadyDelay:
-      rig_->sim().device(d).delay_next_ready(s.delay_ns * emu::timing::kNs);
-      o.detail = "next enable +" + format_ns(s.delay_ns);
-      break;
     case FaultKind::kHostReset: host_resets_.push_back(&f); break;
-    case FaultKind::kCommand: {
-      const std::string reply = emu::nvme::apply_fault_command(ctrl, s.command_json);
-      if (reply.find("\"ok\":true") == std::string::npos) fail_fault(f, reply);
-      o.detail = s.command_json;
-      break;
-    }
-    case FaultKind::kBadBlocks: {
+    default: {
       uint64_t range = 0;
       for (const WorkloadSpec& w : sc_.workloads)
         if (w.bdev == tracks_[d]->bdev) range = std::max(range, w.range_bytes);
       range = std::min(range / tracks_[d]->block_size, tracks_[d]->num_blocks);
-      std::mt19937_64 rng(seed_ ^ (0x9e3779b97f4a7c15ull * (t + 1)));
-      for (uint32_t i = 0; i < s.count && range > 0; ++i) {
-        ctrl.faults().add_bad_block(1, std::uniform_int_distribution<uint64_t>(0, range - 1)(rng));
+      const InjectResult r =
+          target_->inject(d, s, range, seed_ ^ (0x9e3779b97f4a7c15ull * (t + 1)));
+      if (!r.error.empty()) fail_fault(f, r.error);
+      o.detail = r.detail;
+      if (r.power_lost) {
+        tracks_[d]->oracle->power_loss(tracks_[d]->plp);
+        for (auto& w : workloads_)
+          if (w->spec().bdev == tracks_[d]->bdev) w->on_power_loss();
       }
-      o.detail = std::to_string(ctrl.faults().bad_blocks()) + " bad blocks on the device";
-      // Reads of a bad block fail until a write heals it: the rest of the run.
-      if (!s.window_ns) window = kOpenWindow - t;
+      // Errors may follow for the rest of the run (bad blocks fail reads until rewritten).
+      if (r.open_window && !s.window_ns) window = kOpenWindow - t;
       break;
     }
-    case FaultKind::kClear:
-      ctrl.faults().clear_rules();
-      ctrl.faults().clear_bad_blocks();
-      break;
   }
   f.window = rec_->open_window(d, t, window == kOpenWindow - t ? kOpenWindow : t + window);
 }
@@ -391,7 +318,8 @@ void Engine::fire(Fault& f, uint64_t t) {
 void Engine::insert(Fault& f, uint64_t t) {
   f.insert_pending = false;
   const uint32_t d = f.out.device;
-  rig_->hot_insert(d);
+  if (std::string e = target_->hot_insert(d); !e.empty()) fail_fault(f, e);
+  pulled_[d] = false;
   rec_->close_window(f.window, t + (f.out.spec.window_ns ? f.out.spec.window_ns : kDefaultWindowNs));
   f.window_open = false;
   f.out.recovery_from_ns = t;
@@ -402,7 +330,7 @@ void Engine::host_actions() {
   if (host_resets_.empty()) return;
   std::vector<Fault*> due;
   due.swap(host_resets_);
-  event::CurrentThreadScope scope(&rig_->thread());
+  event::CurrentThreadScope scope(&target_->thread());
   for (Fault* f : due) {
     const std::string& name = sc_.devices[f->out.device].name;
     const int rc = bdev::nvme_reset_controller(*mgr_, name, nullptr, nullptr);
@@ -447,37 +375,68 @@ void Engine::progress(uint64_t t, bool last) {
 // Lets the hot-plug poller bring back devices that are present again before the sweep.
 void Engine::settle() {
   if (!hotplug_) return;
-  const uint64_t until = now() + kSettleNs;
+  const uint64_t until = now() + target_->settle_ns();
   auto missing = [&] {
     for (const Fault& f : faults_)
       if (f.insert_pending) return true;
     const auto names = bdev::nvme_controller_names(*mgr_);
-    for (uint32_t i = 0; i < rig_->devices(); ++i) {
-      if (!rig_->device(i).present()) continue;
+    for (uint32_t i = 0; i < target_->devices(); ++i) {
+      if (target_->coming_back(i)) return true;
+      if (!target_->present(i)) continue;
       if (std::find(names.begin(), names.end(), sc_.devices[i].name) == names.end()) return true;
       if (mgr_->find(tracks_[i]->bdev) == nullptr) return true;
     }
     return false;
   };
-  while (missing() && now() < until) rig_->lockstep().step();
+  while (missing() && now() < until) target_->step();
+}
+
+bool Engine::run_io(const std::function<int(bdev::IoCompletionFn, void*)>& submit) {
+  struct Done {
+    bool done = false, ok = false;
+    static void cb(bdev::BdevIo&, bool success, void* arg) {
+      auto* d = static_cast<Done*>(arg);
+      d->done = true;
+      d->ok = success;
+    }
+  } d;
+  const int rc = submit(Done::cb, &d);
+  for (uint64_t g = 0; rc == 0 && !d.done && g < 10'000'000; ++g) target_->step();
+  return rc == 0 && d.done && d.ok;
+}
+
+// A real device holds what earlier runs left: the span the workloads use is zeroed first, so
+// the oracle's "never written" (zeroes) holds and a misdirected write is still caught.
+std::string Engine::zero_spans() {
+  constexpr uint64_t kChunkBlocks = 256;
+  for (auto& tp : tracks_) {
+    DeviceTrack& t = *tp;
+    auto desc = mgr_->open(t.bdev, true);
+    if (!desc) return "zeroing " + t.bdev + ": " + desc.error().message;
+    event::IoChannel* ch = mgr_->get_io_channel(desc.value());
+    std::string err;
+    for (uint64_t lba = 0; lba < t.written.size() && err.empty(); lba += kChunkBlocks) {
+      const uint64_t n = std::min<uint64_t>(kChunkBlocks, t.written.size() - lba);
+      const bool ok = run_io([&](bdev::IoCompletionFn cb, void* arg) {
+        return mgr_->write_zeroes(desc.value(), ch, lba, n, cb, arg);
+      });
+      if (!ok) err = "zeroing " + t.bdev + ": Write Zeroes of LBA " + std::to_string(lba) + " failed";
+    }
+    mgr_->put_io_channel(ch);
+    mgr_->close(desc.value());
+    if (!err.empty()) return err;
+  }
+  return "";
 }
 
 // Reads back every block ever written, through the bdev layer, and checks it.
 void Engine::sweep() {
-  auto mem = env::DmaRegion::create(rig_->registry(), size_t{kSweepBlocks} * 4096);
+  auto mem = env::DmaRegion::create(target_->registry(), size_t{kSweepBlocks} * 4096);
   if (!mem) {
     runtime_errors_.push_back("sweep: " + mem.error().message);
     return;
   }
-  struct Read {
-    bool done = false, ok = false;
-    static void cb(bdev::BdevIo&, bool success, void* arg) {
-      auto* r = static_cast<Read*>(arg);
-      r->done = true;
-      r->ok = success;
-    }
-  };
-  event::CurrentThreadScope scope(&rig_->thread());
+  event::CurrentThreadScope scope(&target_->thread());
   for (auto& tp : tracks_) {
     DeviceTrack& t = *tp;
     auto desc = mgr_->open(t.bdev, false);
@@ -493,10 +452,10 @@ void Engine::sweep() {
       }
       uint32_t n = 1;
       while (n < max && lba + n < span && t.written[lba + n]) ++n;
-      Read r;
-      int rc = mgr_->read(desc.value(), ch, mem.value()->data(), lba, n, Read::cb, &r);
-      for (uint64_t g = 0; rc == 0 && !r.done && g < 10'000'000; ++g) rig_->lockstep().step();
-      if (rc == 0 && r.done && r.ok) {
+      const bool ok = run_io([&](bdev::IoCompletionFn cb, void* arg) {
+        return mgr_->read(desc.value(), ch, mem.value()->data(), lba, n, cb, arg);
+      });
+      if (ok) {
         t.note(t.oracle->check_read(lba, n, mem.value()->data()));
         t.swept_blocks += n;
       } else {
@@ -510,11 +469,11 @@ void Engine::sweep() {
 }
 
 void Engine::teardown() {
-  if (!rig_) return;
-  metrics_.reset();  // its sources read the rig
+  if (!target_) return;
+  metrics_.reset();  // its sources read the target
   armed_ = false;
   {
-    event::CurrentThreadScope scope(&rig_->thread());
+    event::CurrentThreadScope scope(&target_->thread());
     if (bdev_stats_) bdev_stats_->stop();
     for (auto& w : workloads_) w->stop();
     if (mgr_) {
@@ -525,13 +484,13 @@ void Engine::teardown() {
     }
   }
   for (int g = 0; mgr_ && g < 1'000'000 && !bdev::nvme_controller_names(*mgr_).empty(); ++g) {
-    rig_->lockstep().step();
+    target_->step();
   }
   workloads_.clear();
   mgr_.reset();
   bdev_stats_.reset();
-  rig_->lockstep().set_after_advance(nullptr);
-  rig_.reset();
+  target_->set_after_advance(nullptr);
+  target_.reset();
 }
 
 RunResult Engine::run() {
@@ -546,16 +505,18 @@ RunResult Engine::run() {
     r.error = e;
     return r;
   }
-  sim::Lockstep& ls = rig_->lockstep();
   r.time = o_.time.empty() ? sc_.time : o_.time;
-  // Set-up (controller initialisation) ran in virtual time; the workloads run in the mode
-  // asked for.
-  if (r.time == "realtime") ls.set_realtime(true);
+  // Set-up (controller initialisation) ran in the target's own time (emulated: virtual); the
+  // workloads run in the mode asked for.
+  if (std::string e = target_->set_realtime(r.time == "realtime"); !e.empty()) {
+    r.error = e;
+    return r;
+  }
   // A run may overrun its plan while I/O drains after recovery; a stall beyond this is a hang.
   const uint64_t grace = std::max<uint64_t>(100'000'000, 50 * sc_.host.io_timeout_us * 1000);
   bool hung = false;
   for (;;) {
-    ls.step();
+    target_->step();
     host_actions();
     const uint64_t t = now();
     track_recovery(t);
@@ -579,11 +540,8 @@ RunResult Engine::run() {
         who += " " + w->spec().name + ":" + std::to_string(w->stats().outstanding);
       }
     }
-    for (uint32_t i = 0; i < rig_->devices(); ++i) {
-      const emu::nvme::Controller& c = rig_->device(i).controller();
-      who += " " + sc_.devices[i].name + (c.ready() ? " ready" : " not-ready") +
-             (c.fatal() ? " fatal" : "") + (rig_->device(i).present() ? "" : " removed") +
-             " in-flight " + std::to_string(rig_->sim().device(i).stats().in_flight);
+    for (uint32_t i = 0; i < target_->devices(); ++i) {
+      who += " " + sc_.devices[i].name + target_->describe(i);
     }
     r.failures.push_back("the run did not finish: " + std::to_string(stuck) +
                          " I/Os still outstanding " + format_ns(now() - sc_.end_ns()) +
@@ -595,9 +553,9 @@ RunResult Engine::run() {
   r.simulated_ns = now();
   sweep();
   judge(r);
-  r.trace_hash = rig_->sim().trace().hash();
-  r.trace_records = rig_->sim().trace().records();
-  r.steps = ls.steps();
+  r.trace_hash = target_->trace_hash();
+  r.trace_records = target_->trace_records();
+  r.steps = target_->steps();
   r.wall_seconds = std::chrono::duration<double>(Clock::now() - wall0_).count();
   expectations_judged_ = true;
   passed_ = r.passed;
@@ -610,21 +568,7 @@ RunResult Engine::run() {
 
 void Engine::collect_metrics(metrics::Builder& b) const {
   using metrics::Labels;
-  b.gauge("pollux_emu_simulated_seconds", "Simulated time of the run (virtual or paced)", {},
-          static_cast<double>(now()) * 1e-9);
-  for (uint32_t i = 0; i < rig_->devices(); ++i) {
-    emu::device::DeviceMetricsInput in;
-    in.name = sc_.devices[i].name;
-    in.profile = sc_.devices[i].profile;
-    in.controller = &rig_->device(i).controller();
-    in.timed = &rig_->sim().device(i);
-    in.now = rig_->sim().now();
-    in.present = rig_->device(i).present();
-    in.writes_lost_to_power = lost_to_power_[i];
-    std::vector<prometheus::MetricFamily> device;
-    emu::device::append_device_metrics(in, device);
-    for (const auto& f : device) b.family(f);
-  }
+  target_->collect_metrics(b, now());
   const Labels sl = {{"scenario", sc_.name}};
   b.counter("pollux_scenario_ios_total", "I/Os the workloads completed", sl,
             static_cast<double>(rec_->ios()));
@@ -668,7 +612,7 @@ void Engine::sample_pollers(size_t next_bucket) {
   // Pollers of one name on one thread (every bdev channel has a "bdev_retry") are one series,
   // as in the metrics: sum them first.
   std::map<std::string, std::pair<uint64_t, uint64_t>> now;  // name -> (runs, busy runs)
-  for (const event::Thread* th : rig_->framework().threads()) {
+  for (const event::Thread* th : target_->framework().threads()) {
     for (const event::PollerSample& p : th->poller_samples()) {
       auto& [runs, busy] = now[th->name() + "/" + p.name];
       runs += p.runs;
@@ -712,9 +656,9 @@ void Engine::judge(RunResult& r) {
   std::stable_sort(r.pollers.begin(), r.pollers.end(),
                    [](const PollerSeries& a, const PollerSeries& b) { return a.busy_runs > b.busy_runs; });
   for (const std::string& s : runtime_errors_) r.failures.push_back(s);
-  const auto names = bdev::nvme_controller_names(*mgr_);
+  for (const std::string& s : target_->errors()) r.failures.push_back(s);
   r.devices_at_end = 0;
-  for (uint32_t i = 0; i < rig_->devices(); ++i) {
+  for (uint32_t i = 0; i < target_->devices(); ++i) {
     DeviceOutcome d;
     d.name = sc_.devices[i].name;
     d.profile = sc_.devices[i].profile;
@@ -727,13 +671,7 @@ void Engine::judge(RunResult& r) {
       d.retries = s.value().retries;
       d.removed_failures = s.value().removed_failures;
     }
-    const emu::nvme::Controller& c = rig_->device(i).controller();
-    d.device_resets = c.counters().resets;
-    const emu::timing::TimedSsdStats ts = rig_->sim().device(i).stats();
-    d.gc_relocations = ts.ftl.gc_relocations;
-    d.nand_erases = ts.ftl.erases;
-    d.fault_hits = c.fault_hits();
-    d.writes_lost_to_power = lost_to_power_[i];
+    target_->outcome(i, &d);
     d.swept_blocks = tracks_[i]->swept_blocks;
     d.sweep_read_errors = tracks_[i]->sweep_read_errors;
     d.violations = tracks_[i]->violations;
@@ -742,7 +680,6 @@ void Engine::judge(RunResult& r) {
       if (r.violations.size() < 20) r.violations.push_back(v);
     r.devices.push_back(d);
   }
-  (void)names;
   uint64_t ok_ios = 0;
   for (auto& w : workloads_) {
     const WorkloadStats& s = w->stats();

@@ -1,7 +1,8 @@
-// Runs a scenario in virtual time: builds the topology (timed devices, the unchanged driver
-// and bdev_nvme with its hot-plug poller, one step-mode reactor), runs the verified
-// workloads, fires the fault timeline at its instants, sweeps every written block through
-// the oracle at the end, and judges the expectations.
+// Runs a scenario: builds the topology on its target (timed emulated devices in virtual time,
+// or QEMU's controller through vfio-pci in real time: target.h), the unchanged driver and
+// bdev_nvme with its hot-plug poller on one step-mode reactor, runs the verified workloads,
+// fires the fault timeline at its instants, sweeps every written block through the oracle at
+// the end, and judges the expectations.
 #pragma once
 
 #include <cstdint>

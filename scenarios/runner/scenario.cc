@@ -41,6 +41,24 @@ Status parse_device(const YAML::Node& n, size_t i, DeviceSpec* d) {
   Section s(n, prefix);
   d->name = "nvme" + std::to_string(i);
   POLLUX_TRY(s.string("name", &d->name));
+  std::string type = "emulated";
+  POLLUX_TRY(s.string("type", &type));
+  if (type == "qemu") {
+    d->type = DeviceType::kQemu;
+    d->profile = "qemu";  // what reports show in the profile column
+    d->qemu_id = d->name;
+    POLLUX_TRY(s.string("traddr", &d->traddr));
+    POLLUX_TRY(s.string("qemu_id", &d->qemu_id));
+    POLLUX_TRY(s.string("monitor", &d->monitor));
+    if (d->traddr.empty() || d->qemu_id.empty() || d->monitor.empty()) {
+      return err(prefix + ": traddr, qemu_id and monitor must not be empty" + where(n));
+    }
+    // What describes an emulated drive has no meaning here: refused by unknown_keys().
+    return s.unknown_keys();
+  }
+  if (type != "emulated") {
+    return err(prefix + ".type: '" + type + "' (expected emulated or qemu)" + where(n["type"]));
+  }
   POLLUX_TRY(s.string("profile", &d->profile));
   POLLUX_TRY(s.string("fidelity", &d->fidelity));
   POLLUX_TRY(s.uint("scale_blocks", 1, 1u << 20, &d->scale_blocks));
@@ -375,11 +393,34 @@ Status validate(const Scenario& s) {
                  "' is no device's bdev (devices' bdevs are <name>n1)");
     }
   }
+  const bool qemu = s.devices.front().type == DeviceType::kQemu;
+  for (const DeviceSpec& d : s.devices) {
+    if ((d.type == DeviceType::kQemu) != qemu) {
+      return err("topology.devices: '" + d.name + "' and '" + s.devices.front().name +
+                 "' are of different types (one run drives emulated or qemu devices)");
+    }
+  }
+  if (qemu && s.time != "realtime") {
+    return err("time: qemu devices run in real time (time: realtime)");
+  }
   for (size_t i = 0; i < s.faults.size(); ++i) {
     const FaultSpec& f = s.faults[i];
+    const std::string at = "faults[" + std::to_string(i) + "]";
+    const std::string line = f.line ? " (line " + std::to_string(f.line) + ")" : "";
     if (!f.device.empty() && !names.count(f.device)) {
-      return err("faults[" + std::to_string(i) + "].device: no device '" + f.device + "'" +
-                 (f.line ? " (line " + std::to_string(f.line) + ")" : ""));
+      return err(at + ".device: no device '" + f.device + "'" + line);
+    }
+    // QEMU's controller takes no fault rules: hot-plug goes through its monitor, resets are
+    // the host's.
+    if (!qemu) continue;
+    if (f.kind != FaultKind::kHotRemove && f.kind != FaultKind::kHotInsert &&
+        f.kind != FaultKind::kHostReset) {
+      return err(at + ": '" + to_string(f.kind) + "' needs an emulated device (qemu devices " +
+                 "take hot_remove, hot_insert and host_reset)" + line);
+    }
+    if (f.trigger == TriggerKind::kOnState) {
+      return err(at + ".on: needs an emulated device (qemu devices: at or after_ios)" +
+                 line);
     }
   }
   return {};

@@ -14,8 +14,19 @@
 
 namespace pollux::scenarios {
 
+// emulated: Pollux's timed SSD emulator in the runner's process. qemu: QEMU's NVMe
+// controller seen through vfio-pci (the runner runs in the HIL guest, in real time).
+enum class DeviceType { kEmulated, kQemu };
+
 struct DeviceSpec {
   std::string name;            // controller name; its bdev is "<name>n1"
+  DeviceType type = DeviceType::kEmulated;
+  // qemu: the PCI function ("auto": the Nth NVMe function of the machine, N counting the
+  // topology's auto devices), QEMU's id of the device (device_del/device_add; default: name)
+  // and the character device on which QEMU's monitor agent takes hot-plug requests.
+  std::string traddr = "auto";
+  std::string qemu_id;
+  std::string monitor = "/dev/ttyS1";
   std::string profile = "p4800x";
   std::string fidelity = "timed";  // timed | rtl
   uint32_t scale_blocks = 0;   // NAND blocks per plane (a smaller drive of the same make); 0: as is

@@ -1,12 +1,13 @@
 """hil_test: a test in the QEMU guest (qemu_run.sh boots it with a guest script and binaries)."""
 
-def hil_test(name, guest_script, binaries, host_tools = [], hotplug = False, env = {}):
+def hil_test(name, guest_script, binaries, host_tools = [], hotplug = "", env = {}):
     """Boots the guest with guest_script as /hil/run.sh and binaries (labels) on its PATH.
 
     host_tools: names of host programs packed too (found on PATH, e.g. nvme-cli's "nvme").
-    hotplug: one namespace on a -blockdev and qmp_hotplug.py on the host side.
+    hotplug: one namespace on a -blockdev and qmp_hotplug.py on the host side, asked by
+      console markers ("console") or on the guest's /dev/ttyS1 ("agent").
     """
-    args = ["--hotplug=$(location qmp_hotplug.py)"] if hotplug else []
+    args = ["--hotplug=%s:$(location qmp_hotplug.py)" % hotplug] if hotplug else []
     args += ["$(location //tools/guest:pack.sh)", "$(location %s)" % guest_script]
     args += ["$(location %s)" % b for b in binaries] + host_tools
     data = [guest_script, "//tools/guest:pack.sh"] + binaries

@@ -3,13 +3,15 @@
 # guest has real VFIO groups), QEMU's NVMe controller with two namespaces on a PCIe root
 # port (hot-pluggable), a QMP socket. Runs GUEST_SCRIPT in the guest with BINARY... packed in
 # (by tools/guest/pack.sh, PACK) and passes when the guest reports exit status 0.
-#   qemu_run.sh [--hotplug=QMP_SCRIPT] PACK GUEST_SCRIPT BINARY...
+#   qemu_run.sh [--hotplug=MODE:QMP_SCRIPT] PACK GUEST_SCRIPT BINARY...
 # (the guest cache: POLLUX_GUEST_CACHE or /var/cache/pollux-guest, built by tools/setup.sh).
 # --hotplug: one namespace on a -blockdev (it survives the controller's unplug), and
-# QMP_SCRIPT (qmp_hotplug.py) pulls and re-plugs the controller when the guest asks.
+# QMP_SCRIPT (qmp_hotplug.py) pulls and re-plugs the controller when the guest asks: MODE
+# console (markers on the console) or agent (requests on the guest's second serial port,
+# /dev/ttyS1).
 set -euo pipefail
-qmp_script=
-case $1 in --hotplug=*) qmp_script=${1#--hotplug=}; shift ;; esac
+qmp_script= qmp_mode=
+case $1 in --hotplug=*) qmp_mode=${1#--hotplug=}; qmp_script=${qmp_mode#*:}; qmp_mode=${qmp_mode%%:*}; shift ;; esac
 pack=$1 script=$2
 shift 2
 cache=${POLLUX_GUEST_CACHE:-/var/cache/pollux-guest}
@@ -29,6 +31,7 @@ nvme=(-device nvme,id=nvme0,serial=POLLUXHIL0001,bus=rp1
       -drive file="$tmp/ns2.img",if=none,id=ns2,format=raw
       -device nvme-ns,drive=ns2,bus=nvme0,nsid=2,logical_block_size=4096,physical_block_size=4096)
 qmp_pid=
+agent_serial=()
 boot() {
   : >"$log"
   if [ -n "$qmp_script" ]; then
@@ -36,13 +39,20 @@ boot() {
     # locking=off: a second node may have to open the same file (qmp_hotplug.py).
     nvme=(-blockdev driver=file,filename="$tmp/ns1.img",node-name=ns1,locking=off
           -device "nvme,id=nvme0,serial=POLLUXHIL0001,bus=rp1,drive=ns1")
-    python3 "$qmp_script" "$log" "$sock_dir/qmp.sock" "$device" "$tmp/ns1.img" >"$tmp/qmp.log" 2>&1 &
+    where=$log
+    if [ "$qmp_mode" = agent ]; then
+      where=$sock_dir/agent.sock
+      agent_serial=(-serial unix:"$where",server=on,wait=off)
+    fi
+    python3 "$qmp_script" "$qmp_mode" "$where" "$sock_dir/qmp.sock" "$device" "$tmp/ns1.img" \
+      >"$tmp/qmp.log" 2>&1 &
     qmp_pid=$!
   fi
   # -no-reboot: the guest's poweroff ends QEMU. TCG only: this machine's KVM cannot boot it.
   local rc=0
   timeout "${HIL_TIMEOUT:-600}" qemu-system-x86_64 \
     -accel tcg -cpu max -smp 2 -m 1024 -nographic -no-reboot -nodefaults -serial stdio \
+    "${agent_serial[@]}" \
     -machine q35,kernel-irqchip=split \
     -device intel-iommu,intremap=on,caching-mode=on,aw-bits="${HIL_AW_BITS:-48}" \
     -device pcie-root-port,id=rp1,chassis=1,slot=1 \

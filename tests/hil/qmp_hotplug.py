@@ -1,7 +1,12 @@
-"""The host side of the hot-plug HIL test: follows the guest's console and, when the guest
-asks, pulls QEMU's NVMe controller out of its PCIe slot (QMP device_del) and plugs a new one
-in (device_add, same slot, same backing store).
-Usage: qmp_hotplug.py CONSOLE_LOG QMP_SOCKET DEVICE_ARGS_JSON BACKING_FILE
+"""The host side of the hot-plug HIL tests: pulls QEMU's NVMe controller out of its PCIe slot
+(QMP device_del) and plugs a new one in (device_add, same slot, same backing store) when the
+guest asks. Two ways of asking:
+  console: the guest prints "hil: remove-now", later "hil: insert-now" (one cycle; shell tests)
+  agent:   the guest writes "remove ID" / "insert ID" lines on a serial port (QEMU's chardev
+           socket AGENT_SOCKET) and reads "ok remove ID" or "error remove ID: why" back, any
+           number of times (the scenario runner's qemu devices: scenarios/runner/pcie_target.cc)
+Usage: qmp_hotplug.py console CONSOLE_LOG QMP_SOCKET DEVICE_ARGS_JSON BACKING_FILE
+       qmp_hotplug.py agent AGENT_SOCKET QMP_SOCKET DEVICE_ARGS_JSON BACKING_FILE
 """
 import json
 import socket
@@ -22,19 +27,21 @@ def wait_for(log, marker, deadline_s=300):
     return False
 
 
+def connect_unix(path, what):
+    for _ in range(300):
+        s = socket.socket(socket.AF_UNIX)
+        try:
+            s.connect(path)
+            return s
+        except OSError:
+            s.close()
+            time.sleep(0.1)
+    sys.exit(f"{what}: cannot connect to {path}")
+
+
 class Qmp:
     def __init__(self, path):
-        for _ in range(300):
-            s = socket.socket(socket.AF_UNIX)
-            try:
-                s.connect(path)
-                self.s = s
-                break
-            except OSError:
-                s.close()
-                time.sleep(0.1)
-        else:
-            sys.exit(f"qmp: cannot connect to {path}")
+        self.s = connect_unix(path, "qmp")
         self.f = self.s.makefile("rwb")
         self.read()  # greeting
         self.cmd("qmp_capabilities")
@@ -54,41 +61,91 @@ class Qmp:
             print(f"qmp event: {r.get('event')} {r.get('data', {})}", flush=True)
 
 
-def main():
-    log, sock, device, backing = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
-    q = Qmp(sock)
+class Slot:
+    """One hot-pluggable controller: its device_add arguments and backing file."""
+
+    def __init__(self, qmp, device, backing):
+        self.q, self.device, self.backing = qmp, device, backing
+        self.removed_at = None
+        self.nodes = 0  # backing nodes opened again (see insert)
+
+    def remove(self):
+        self.removed_at = time.monotonic()
+        r = self.q.cmd("device_del", id=self.device["id"])
+        print(f"qmp: device_del {self.device['id']}", flush=True)
+        return r.get("error", {}).get("desc")
+
+    def insert(self):
+        """device_add once the slot is empty; None or why it failed."""
+        # QEMU finishes the unplug once the guest has released the device.
+        for _ in range(200):
+            r = self.q.cmd("qom-list", path="/machine/peripheral")
+            if not any(p["name"] == self.device["id"] for p in r.get("return", [])):
+                since = time.monotonic() - (self.removed_at or time.monotonic())
+                print(f"qmp: unplug done after {since:.2f} s", flush=True)
+                break
+            time.sleep(0.1)
+        else:
+            return "the device is still plugged in 20 s after device_del"
+        # QEMU 7.2 may keep the old device's hold on the backing node after the unplug (I/O
+        # the controller reset cancelled: "Permission conflict on node"), sometimes for good.
+        # The drive that goes back into the slot is the same file: if the node stays held for
+        # 1 s, open the file as a new node (the file driver has no cache of its own: both see
+        # the same data).
+        for _ in range(10):
+            r = self.q.cmd("device_add", **self.device)
+            if "return" in r:
+                break
+            time.sleep(0.1)
+        else:
+            self.nodes += 1
+            node = f"{self.device['drive']}-again{self.nodes}"
+            self.q.cmd("blockdev-add", driver="file", filename=self.backing,
+                       **{"node-name": node}, locking="off")
+            r = self.q.cmd("device_add", **dict(self.device, drive=node))
+            print(f"qmp: the old node stayed held: the file is back as node {node}", flush=True)
+        print(f"qmp: device_add {self.device['id']}: {'ok' if 'return' in r else r}", flush=True)
+        return None if "return" in r else r["error"].get("desc", "device_add failed")
+
+
+def console(slot, log):
     if not wait_for(log, "hil: remove-now"):
         sys.exit("qmp: the guest never asked for the removal")
-    t0 = time.monotonic()
-    q.cmd("device_del", id=device["id"])
-    print(f"qmp: device_del {device['id']}", flush=True)
+    slot.remove()
     if not wait_for(log, "hil: insert-now"):
         sys.exit("qmp: the guest never asked for the re-insertion")
-    # The slot must be empty before a device can go back in: QEMU finishes the unplug once
-    # the guest has released the device.
-    for _ in range(200):
-        r = q.cmd("qom-list", path="/machine/peripheral")
-        if not any(p["name"] == device["id"] for p in r.get("return", [])):
-            print(f"qmp: unplug done after {time.monotonic() - t0:.2f} s", flush=True)
-            break
-        time.sleep(0.1)
+    if why := slot.insert():
+        sys.exit(f"qmp: {why}")
+
+
+def agent(slot, path):
+    s = connect_unix(path, "agent")
+    f = s.makefile("rwb")
+    for raw in f:
+        line = raw.decode(errors="replace").strip()
+        if not line:
+            continue
+        print(f"agent: the guest asks: {line}", flush=True)
+        verb, _, dev = line.partition(" ")
+        if dev != slot.device["id"] or verb not in ("remove", "insert"):
+            why = f"unknown request (this agent serves remove/insert {slot.device['id']})"
+        else:
+            why = slot.remove() if verb == "remove" else slot.insert()
+        reply = f"ok {line}" if why is None else f"error {line}: {why}"
+        f.write(reply.encode() + b"\n")
+        f.flush()
+        print(f"agent: {reply}", flush=True)
+
+
+def main():
+    mode, where, sock, device, backing = sys.argv[1:6]
+    slot = Slot(Qmp(sock), json.loads(device), backing)
+    if mode == "console":
+        console(slot, where)
+    elif mode == "agent":
+        agent(slot, where)
     else:
-        sys.exit("qmp: the device is still plugged in 20 s after device_del")
-    # QEMU 7.2 may keep the old device's hold on the backing node after the unplug (I/O the
-    # controller reset cancelled: "Permission conflict on node"), sometimes for good. The drive
-    # that goes back into the slot is the same file: if the node stays held for 1 s, open the
-    # file as a new node (the file driver has no cache of its own: both see the same data).
-    for _ in range(10):
-        r = q.cmd("device_add", **device)
-        if "return" in r:
-            break
-        time.sleep(0.1)
-    else:
-        q.cmd("blockdev-add", driver="file", filename=backing, **{"node-name": "ns1-again"},
-              locking="off")
-        r = q.cmd("device_add", **dict(device, drive="ns1-again"))
-        print("qmp: the old node stayed held: the file is back as node ns1-again", flush=True)
-    print(f"qmp: device_add {device['id']}: {'ok' if 'return' in r else r}", flush=True)
+        sys.exit(f"qmp_hotplug.py: unknown mode {mode} (console or agent)")
 
 
 if __name__ == "__main__":

@@ -4,12 +4,13 @@
 # 4 KiB blocks, like the guest's controller): a behaviour that differs between the two is
 # either our emulator's bug or QEMU's (docs/HARDWARE.md lists what was found).
 set -euo pipefail
-emu=$1 perf=$2 bdevperf=$3 perf_verify=$4 bdev_reset=$5
+emu=$1 check=$2 perf=$3 bdevperf=$4 perf_verify=$5 bdev_reset=$6
 dir=$(mktemp -d /tmp/pollux-parity.XXXXXX)
 emu_pid=
 cleanup() { [ -n "$emu_pid" ] && kill "$emu_pid" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$dir"; }
 trap cleanup EXIT
 mkdir "$dir/bin"
+ln -s "$(realpath "$check")" "$dir/bin/pollux-nvme-check"
 ln -s "$(realpath "$perf")" "$dir/bin/pollux-perf"
 ln -s "$(realpath "$bdevperf")" "$dir/bin/pollux-bdevperf"
 export PATH=$dir/bin:$PATH TMPDIR=$dir

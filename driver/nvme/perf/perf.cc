@@ -366,9 +366,9 @@ int main(int argc, char** argv) {
       return 1;
     }
     const auto& id = (*ctrl)->identify();
-    fmt::print("Attached {}: {:.40s} serial {:.20s}, {} namespace(s), MDTS {} KiB\n",
+    fmt::print("Attached {}: {:.40s} serial {:.20s}, {} namespace(s), MDTS {} KiB, SGLs {}\n",
                (*ctrl)->device().address(), id.mn, id.sn, (*ctrl)->namespace_ids().size(),
-               (*ctrl)->max_transfer_bytes() / 1024);
+               (*ctrl)->max_transfer_bytes() / 1024, (id.sgls & 3) ? "yes" : "no");
     std::fflush(stdout);  // a script watching the output learns the device is attached
     run.ctrls.push_back(std::move(ctrl).value());
   }

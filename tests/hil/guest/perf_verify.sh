@@ -12,7 +12,12 @@ pollux-setup bind "$bdf"
 pollux-setup hugepages 32
 pollux-setup status
 [ -e "/dev/vfio/$group" ] || { echo "hil: /dev/vfio/$group did not appear"; exit 1; }
-HIL_TRID="trtype:pcie traddr:$bdf" perf_verify.sh | tee /tmp/perf.log
+# QEMU's documented deviations from the spec (docs/HARDWARE.md): reported, not failed.
+export HIL_KNOWN="--known get-log-reserved-page=QEMU-7.2-answers-Invalid-Field-not-Invalid-Log-Page"
+rc=0
+HIL_TRID="trtype:pcie traddr:$bdf" perf_verify.sh >/tmp/perf.log 2>&1 || rc=$?
+cat /tmp/perf.log
+[ $rc -eq 0 ] || { echo "hil: the driver test list failed (exit status $rc)"; exit 1; }
 pollux-setup reset
 kver=$(ls /lib/modules)
 while read -r ko; do insmod "/lib/modules/$kver/$ko"; done <"/lib/modules/$kver/later-order"

@@ -74,13 +74,15 @@ Result<std::unique_ptr<DmaRegion>> DmaRegion::create(MemoryRegistry& registry, s
     backing = mlock(base, mapped) == 0 ? Backing::kMemfdLocked : Backing::kMemfdUnlocked;
   }
 
-  MemoryRegion region{base, mapped, reinterpret_cast<uint64_t>(base), fd, 0};
-  if (const int rc = registry.add(region); rc != 0) {
+  MemoryRegion region{base, mapped, kInvalidIova, fd, 0};
+  uint64_t iova = 0;
+  std::string why;
+  if (const int rc = registry.add(region, &iova, &why); rc != 0) {
     munmap(base, mapped);
     close(fd);
-    return make_error(rc, "cannot register DMA region");
+    return make_error(-rc, "cannot register DMA region" + (why.empty() ? "" : ": " + why));
   }
-  return std::unique_ptr<DmaRegion>(new DmaRegion(registry, base, mapped, fd, backing));
+  return std::unique_ptr<DmaRegion>(new DmaRegion(registry, base, mapped, iova, fd, backing));
 }
 
 DmaRegion::~DmaRegion() {

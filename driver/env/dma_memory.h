@@ -1,7 +1,7 @@
 // Pinned, page-aligned memory that devices may DMA to, registered in a MemoryRegistry.
 // Backed by 2 MiB hugepages (hugetlbfs memfd) when the system has them reserved, else by a
 // locked memfd. A memfd either way, so a device in another process (vfio-user) can map it.
-// IOVA == virtual address, as with a vfio type-1 IOMMU mapping made by this process.
+// Its IOVA is the registry's choice (memory_registry.h: the virtual address, or compact).
 #pragma once
 
 #include <cstddef>
@@ -35,16 +35,18 @@ class DmaRegion {
 
   void* data() const { return base_; }
   std::size_t size() const { return size_; }
-  uint64_t iova() const { return reinterpret_cast<uint64_t>(base_); }
+  uint64_t iova() const { return iova_; }
   int fd() const { return fd_; }
   Backing backing() const { return backing_; }
 
  private:
-  DmaRegion(MemoryRegistry& registry, void* base, std::size_t size, int fd, Backing backing)
-      : registry_(registry), base_(base), size_(size), fd_(fd), backing_(backing) {}
+  DmaRegion(MemoryRegistry& registry, void* base, std::size_t size, uint64_t iova, int fd,
+            Backing backing)
+      : registry_(registry), base_(base), size_(size), iova_(iova), fd_(fd), backing_(backing) {}
   MemoryRegistry& registry_;
   void* base_;
   std::size_t size_;
+  uint64_t iova_;
   int fd_;
   Backing backing_;
 };

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
+#include <algorithm>
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -11,7 +14,10 @@ namespace {
 
 struct RecordingListener : RegionListener {
   std::vector<void*> added, removed;
-  void on_region_added(const MemoryRegion& r) override { added.push_back(r.vaddr); }
+  std::string on_region_added(const MemoryRegion& r) override {
+    added.push_back(r.vaddr);
+    return "";
+  }
   void on_region_removed(const MemoryRegion& r) override { removed.push_back(r.vaddr); }
 };
 
@@ -84,6 +90,96 @@ TEST(MemoryRegistry, LookupsStayValidWhileRegionsChange) {
   } while (!stop);
   writer.join();
   EXPECT_GT(lookups, 0u);
+}
+
+// A device that refuses regions at or beyond an IOVA (an IOMMU too narrow to map them).
+struct NarrowDevice : RegionListener {
+  uint64_t limit;
+  std::vector<void*> mapped;
+  explicit NarrowDevice(uint64_t l) : limit(l) {}
+  std::string on_region_added(const MemoryRegion& r) override {
+    if (r.iova + r.length > limit) return "beyond the IOMMU";
+    mapped.push_back(r.vaddr);
+    return "";
+  }
+  void on_region_removed(const MemoryRegion& r) override {
+    mapped.erase(std::remove(mapped.begin(), mapped.end(), r.vaddr), mapped.end());
+  }
+};
+
+TEST(MemoryRegistry, ARegionADeviceCannotMapIsNotAdded) {
+  MemoryRegistry reg;
+  RecordingListener first;  // maps anything: must hear the removal when the second refuses
+  NarrowDevice narrow(0x20000);
+  ASSERT_EQ(reg.add_listener(&first), "");
+  ASSERT_EQ(reg.add_listener(&narrow), "");
+  uint64_t iova = 0;
+  std::string why;
+  ASSERT_EQ(reg.add(region_of(0, 0x10000), &iova, &why), 0);
+  EXPECT_EQ(iova, 0x10000u);
+  EXPECT_EQ(reg.add(region_of(1, 0x40000), &iova, &why), -EIO);
+  EXPECT_EQ(why, "beyond the IOMMU");
+  EXPECT_EQ(reg.translate(g_buf[1], 1), kInvalidIova);  // never visible
+  ASSERT_EQ(first.removed.size(), 1u);                   // the first device unmapped it
+  EXPECT_EQ(first.removed[0], static_cast<void*>(g_buf[1]));
+  EXPECT_EQ(narrow.mapped.size(), 1u);
+  reg.remove_listener(&first);
+  reg.remove_listener(&narrow);
+}
+
+TEST(MemoryRegistry, ADeviceThatCannotMapWhatIsRegisteredIsNotAttached) {
+  MemoryRegistry reg;
+  ASSERT_EQ(reg.add(region_of(0, 0x10000)), 0);
+  ASSERT_EQ(reg.add(region_of(1, 0x80000)), 0);
+  NarrowDevice narrow(0x20000);
+  EXPECT_EQ(reg.add_listener(&narrow), "beyond the IOMMU");
+  EXPECT_TRUE(narrow.mapped.empty());  // what it had mapped is unmapped again
+  ASSERT_EQ(reg.add(region_of(2, 0x14000)), 0);
+  EXPECT_TRUE(narrow.mapped.empty());  // and it hears of nothing later
+}
+
+TEST(MemoryRegistry, CompactIovasStartAt4GiBAlignedAndReuseFreedSpace) {
+  MemoryRegistry reg;
+  ASSERT_EQ(reg.set_iova_mode(IovaMode::kCompact), 0);
+  uint64_t a = 0, b = 0, c = 0, d = 0;
+  ASSERT_EQ(reg.add({g_buf[0], sizeof g_buf[0], kInvalidIova, -1, 0}, &a), 0);
+  ASSERT_EQ(reg.add({g_buf[1], sizeof g_buf[1], kInvalidIova, -1, 0}, &b), 0);
+  ASSERT_EQ(reg.add({g_buf[2], sizeof g_buf[2], kInvalidIova, -1, 0}, &c), 0);
+  EXPECT_EQ(a, 4ull << 30);
+  EXPECT_EQ(b, a + (2 << 20));
+  EXPECT_EQ(c, b + (2 << 20));
+  EXPECT_EQ(reg.translate(g_buf[1] + 100, 8), b + 100);
+  ASSERT_EQ(reg.remove(g_buf[1]), 0);
+  ASSERT_EQ(reg.add({g_buf[3], sizeof g_buf[3], kInvalidIova, -1, 0}, &d), 0);
+  EXPECT_EQ(d, b);  // first fit: the hole g_buf[1] left
+  // An IOVA given by the caller is kept.
+  ASSERT_EQ(reg.remove(g_buf[3]), 0);
+  ASSERT_EQ(reg.add(region_of(3, 0x123000), &d), 0);
+  EXPECT_EQ(d, 0x123000u);
+}
+
+TEST(MemoryRegistry, IovaModeChangesOnlyWhileNoRegionDependsOnIt) {
+  MemoryRegistry reg;
+  EXPECT_EQ(reg.iova_mode(), IovaMode::kAuto);
+  uint64_t iova = 0;
+  ASSERT_EQ(reg.add({g_buf[0], sizeof g_buf[0], kInvalidIova, -1, 0}, &iova), 0);
+  EXPECT_EQ(iova, reinterpret_cast<uint64_t>(g_buf[0]));  // auto: the virtual address
+  EXPECT_EQ(reg.set_iova_mode(IovaMode::kCompact), -EBUSY);
+  EXPECT_EQ(reg.set_iova_mode(IovaMode::kVirtualAddress), 0);  // the same scheme
+  ASSERT_EQ(reg.remove(g_buf[0]), 0);
+  EXPECT_EQ(reg.set_iova_mode(IovaMode::kCompact), 0);
+  EXPECT_EQ(reg.iova_mode(), IovaMode::kCompact);
+}
+
+TEST(MemoryRegistry, ParsesIovaModes) {
+  IovaMode m = IovaMode::kCompact;
+  EXPECT_TRUE(parse_iova_mode("", &m));
+  EXPECT_EQ(m, IovaMode::kAuto);
+  EXPECT_TRUE(parse_iova_mode("va", &m));
+  EXPECT_EQ(m, IovaMode::kVirtualAddress);
+  EXPECT_TRUE(parse_iova_mode("compact", &m));
+  EXPECT_EQ(m, IovaMode::kCompact);
+  EXPECT_FALSE(parse_iova_mode("pa", &m));
 }
 
 }  // namespace

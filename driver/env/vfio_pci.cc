@@ -203,12 +203,23 @@ int VfioPciDevice::set_up(const VfioPciOptions& o, std::string* why) {
     return -e;
   }
   iova_ranges_ = iova_ranges(container_fd_);
-  // IOVA = virtual address: a user-space address has up to 47 bits.
+  // A user-space address has up to 47 bits: IOVA = virtual address needs a 48-bit IOMMU.
+  // A narrower one gets compact IOVAs (memory_registry.h), if the registry can still switch.
   if (const int bits = intel_iommu_address_bits(o.sysfs_root + "/" + bdf_); bits != 0 && bits < 48) {
-    *why = "the IOMMU maps " + std::to_string(bits) +
-           "-bit addresses, beyond which Pollux's buffers lie: Pollux needs 48-bit IOVAs "
-           "(IOVA = virtual address)";
-    return -ENOTSUP;
+    iova_limit_ = 1ull << bits;
+    const IovaMode mode = registry_.iova_mode();
+    const std::string width = "the IOMMU maps " + std::to_string(bits) + "-bit addresses";
+    if (mode == IovaMode::kVirtualAddress) {
+      *why = width + " and IOVA = virtual address (POLLUX_IOVA_MODE=va) needs 48: use "
+             "POLLUX_IOVA_MODE=compact";
+      return -ENOTSUP;
+    }
+    if (mode == IovaMode::kAuto && registry_.set_iova_mode(IovaMode::kCompact) != 0) {
+      *why = width + ", and DMA memory was registered with IOVA = virtual address before this "
+             "device was opened (which needs 48-bit IOVAs): set POLLUX_IOVA_MODE=compact, or "
+             "open the device before allocating DMA memory";
+      return -ENOTSUP;
+    }
   }
   device_fd_ = ioctl(group_fd_, VFIO_GROUP_GET_DEVICE_FD, bdf_.c_str());
   if (device_fd_ < 0) {
@@ -276,13 +287,12 @@ int VfioPciDevice::set_up(const VfioPciOptions& o, std::string* why) {
       req_fd_ = -1;  // removal is then seen only as all-ones reads
     }
   }
-  registry_.add_listener(this);  // maps every region now, and later ones as they come
-  listening_ = true;
-  std::lock_guard lock(dma_mu_);
-  if (!dma_error_.empty()) {
-    *why = dma_error_;
+  // Maps every region now; later ones as they come (a region it cannot map is refused).
+  if (std::string e = registry_.add_listener(this); !e.empty()) {
+    *why = e;
     return -ENOMEM;
   }
+  listening_ = true;
   return 0;
 }
 
@@ -392,7 +402,8 @@ uint64_t VfioPciDevice::dma_mappings() const {
   return dma_maps_.size();
 }
 
-void VfioPciDevice::on_region_added(const MemoryRegion& region) {
+std::string VfioPciDevice::on_region_added(const MemoryRegion& region) {
+  if (removed()) return "";  // a device that is gone will never DMA: no reason to refuse memory
   vfio_iommu_type1_dma_map map{};
   map.argsz = sizeof map;
   map.flags = VFIO_DMA_MAP_FLAG_READ | VFIO_DMA_MAP_FLAG_WRITE;
@@ -400,32 +411,30 @@ void VfioPciDevice::on_region_added(const MemoryRegion& region) {
   map.iova = region.iova;
   map.size = region.length;
   std::lock_guard lock(dma_mu_);
-  // IOVA = virtual address: the IOMMU must reach it (48-bit address width).
-  const bool reachable =
+  const bool in_ranges =
       iova_ranges_.empty() ||
       std::any_of(iova_ranges_.begin(), iova_ranges_.end(), [&](const auto& r) {
         return map.iova >= r.first && map.size > 0 && map.iova + map.size - 1 <= r.second;
       });
-  if (!reachable || ioctl(container_fd_, VFIO_IOMMU_MAP_DMA, &map) != 0) {
-    // The device cannot reach this region: reported at set-up (a region added later fails
-    // the I/O that uses it).
-    if (dma_error_.empty()) {
-      char text[200];
-      const auto iova = static_cast<unsigned long long>(map.iova);
-      const auto size = static_cast<unsigned long long>(map.size);
-      if (reachable) {
-        std::snprintf(text, sizeof text, "VFIO_IOMMU_MAP_DMA of %#llx+%#llx: %s (locked-memory "
-                      "limit? ulimit -l)", iova, size, std::strerror(errno));
-      } else {
-        std::snprintf(text, sizeof text, "IOVA %#llx+%#llx is beyond what the IOMMU maps (up to "
-                      "%#llx): Pollux needs 48-bit IOVAs (IOVA = virtual address)", iova, size,
-                      static_cast<unsigned long long>(iova_ranges_.back().second));
-      }
-      dma_error_ = text;
-    }
-    return;
+  const bool reachable = in_ranges && (iova_limit_ == 0 || map.iova + map.size <= iova_limit_);
+  if (reachable && ioctl(container_fd_, VFIO_IOMMU_MAP_DMA, &map) == 0) {
+    dma_maps_.emplace_back(region.iova, region.length);
+    return "";
   }
-  dma_maps_.emplace_back(region.iova, region.length);
+  // The device cannot reach this region: the allocation (or this device's set-up) fails.
+  char text[240];
+  const auto iova = static_cast<unsigned long long>(map.iova);
+  const auto size = static_cast<unsigned long long>(map.size);
+  if (reachable) {
+    std::snprintf(text, sizeof text, "%s: VFIO_IOMMU_MAP_DMA of %#llx+%#llx: %s (locked-memory "
+                  "limit? ulimit -l)", bdf_.c_str(), iova, size, std::strerror(errno));
+  } else {
+    std::snprintf(text, sizeof text, "%s: IOVA %#llx+%#llx is beyond what the IOMMU maps (up "
+                  "to %#llx)", bdf_.c_str(), iova, size,
+                  static_cast<unsigned long long>(iova_limit_ ? iova_limit_ - 1
+                                                  : iova_ranges_.back().second));
+  }
+  return text;
 }
 
 void VfioPciDevice::on_region_removed(const MemoryRegion& region) {

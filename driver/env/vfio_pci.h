@@ -79,7 +79,7 @@ class VfioPciDevice final : public PciDevice, private RegionListener {
   int set_up(const VfioPciOptions& o, std::string* why);
   int map_bar(int index, std::string* why);
   void* mapped(int bar, uint64_t offset, std::size_t len) const;
-  void on_region_added(const MemoryRegion& region) override;
+  std::string on_region_added(const MemoryRegion& region) override;
   void on_region_removed(const MemoryRegion& region) override;
 
   std::string bdf_;
@@ -92,7 +92,7 @@ class VfioPciDevice final : public PciDevice, private RegionListener {
   mutable std::mutex dma_mu_;
   std::vector<std::pair<uint64_t, uint64_t>> dma_maps_;  // (iova, size)
   std::vector<std::pair<uint64_t, uint64_t>> iova_ranges_;  // what the IOMMU maps: [start, end]
-  std::string dma_error_;                                  // the first mapping that failed
+  uint64_t iova_limit_ = 0;  // VT-d's address width, when narrower than 64 bits: IOVAs below
 };
 
 }  // namespace pollux::env

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <sstream>
@@ -147,12 +148,11 @@ Error VfioUserDevice::init() {
     if (Error e = read_region_info(i); !ok(e)) return e;
   }
 
-  registry_.add_listener(this);  // DMA_MAPs every region already registered
-  listening_ = true;
-  if (dma_map_failures() != 0) {
-    return make_error(last_dma_error() != 0 ? last_dma_error() : -EIO,
-                      "DMA_MAP of a registered memory region failed");
+  // DMA_MAPs every region already registered.
+  if (std::string e = registry_.add_listener(this); !e.empty()) {
+    return make_error(last_dma_error() != 0 ? last_dma_error() : -EIO, e);
   }
+  listening_ = true;
   return no_error();
 }
 
@@ -630,7 +630,7 @@ std::size_t VfioUserDevice::dma_map_count() const {
   return dma_maps_.size();
 }
 
-void VfioUserDevice::on_region_added(const MemoryRegion& region) {
+std::string VfioUserDevice::on_region_added(const MemoryRegion& region) {
   int rc;
   if (region.fd < 0) {
     rc = -ENOTSUP;  // the server could only reach it through DMA_READ/WRITE messages
@@ -647,10 +647,15 @@ void VfioUserDevice::on_region_added(const MemoryRegion& region) {
       }
     }
   }
-  if (rc < 0) {
-    dma_map_failures_.fetch_add(1, std::memory_order_relaxed);
-    last_dma_error_.store(rc, std::memory_order_relaxed);
-  }
+  // A device that is gone will never DMA: nothing to map, and no reason to refuse memory.
+  if (rc == 0 || removed()) return "";
+  dma_map_failures_.fetch_add(1, std::memory_order_relaxed);
+  last_dma_error_.store(rc, std::memory_order_relaxed);
+  char text[160];
+  std::snprintf(text, sizeof text, "vfio-user DMA_MAP of %#llx+%#zx: %s",
+                static_cast<unsigned long long>(region.iova), region.length,
+                region.fd < 0 ? "the region has no file descriptor to share" : std::strerror(-rc));
+  return text;
 }
 
 void VfioUserDevice::on_region_removed(const MemoryRegion& region) {

@@ -126,7 +126,7 @@ class VfioUserDevice final : public PciDevice, private RegionListener {
   int region_rw(uint32_t index, uint64_t offset, void* buf, std::size_t len, bool write);
   const Mapped* find_mapping(int bar, uint64_t offset, std::size_t len) const;
 
-  void on_region_added(const MemoryRegion& region) override;
+  std::string on_region_added(const MemoryRegion& region) override;
   void on_region_removed(const MemoryRegion& region) override;
 
   MemoryRegistry& registry_;

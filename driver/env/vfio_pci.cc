@@ -44,34 +44,6 @@ std::vector<std::pair<uint64_t, uint64_t>> sparse_areas(int device_fd, uint32_t 
   return out;
 }
 
-// The IOVA ranges the container's IOMMU can map (the type-1 info's IOVA-range capability);
-// empty if the kernel does not say.
-std::vector<std::pair<uint64_t, uint64_t>> iova_ranges(int container_fd) {
-  std::vector<std::pair<uint64_t, uint64_t>> out;
-  vfio_iommu_type1_info probe{};
-  probe.argsz = sizeof probe;
-  if (ioctl(container_fd, VFIO_IOMMU_GET_INFO, &probe) != 0 || probe.argsz <= sizeof probe) return out;
-  std::vector<uint8_t> buf(probe.argsz);
-  auto* info = reinterpret_cast<vfio_iommu_type1_info*>(buf.data());
-  info->argsz = probe.argsz;
-  if (ioctl(container_fd, VFIO_IOMMU_GET_INFO, info) != 0 || !(info->flags & VFIO_IOMMU_INFO_CAPS))
-    return out;
-  for (uint32_t off = info->cap_offset; off != 0 && off + sizeof(vfio_info_cap_header) <= buf.size();) {
-    const auto* hdr = reinterpret_cast<const vfio_info_cap_header*>(buf.data() + off);
-    if (hdr->id == VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE &&
-        off + sizeof(vfio_iommu_type1_info_cap_iova_range) <= buf.size()) {
-      const auto* cap = reinterpret_cast<const vfio_iommu_type1_info_cap_iova_range*>(hdr);
-      for (uint32_t i = 0; i < cap->nr_iovas; ++i) {
-        if (off + sizeof *cap + (i + 1) * sizeof(vfio_iova_range) > buf.size()) break;
-        out.emplace_back(cap->iova_ranges[i].start, cap->iova_ranges[i].end);
-      }
-    }
-    if (hdr->next <= off) break;
-    off = hdr->next;
-  }
-  return out;
-}
-
 // The address width of the device's IOMMU when it is Intel VT-d (MGAW, from the capability
 // register in sysfs), or 0 if unknown. The kernel's IOVA ranges do not always reflect it (Linux
 // 6.1 reports the domain's 48-bit aperture on a 39-bit unit and the device then faults).
@@ -163,50 +135,22 @@ int VfioPciDevice::set_up(const VfioPciOptions& o, std::string* why) {
     *why = group.error().message;
     return group.error().code;
   }
-  container_fd_ = ::open((o.vfio_root + "/vfio").c_str(), O_RDWR | O_CLOEXEC);
-  if (container_fd_ < 0) {
-    const int e = errno;
-    *why = o.vfio_root + "/vfio: " + errno_text(e) + " (is the vfio module loaded? run as root)";
-    return -e;
+  auto container = VfioContainer::of(registry_, o.vfio_root);
+  if (!container) {
+    *why = container.error().message;
+    return container.error().code;
   }
-  if (ioctl(container_fd_, VFIO_GET_API_VERSION) != VFIO_API_VERSION) {
-    *why = "unknown VFIO API version";
-    return -EINVAL;
+  auto g = VfioGroup::open(*group, o.vfio_root, *container);
+  if (!g) {
+    *why = g.error().message + (g.error().code == -ENOENT ? " " + bdf_ : "");
+    return g.error().code;
   }
-  const bool v2 = ioctl(container_fd_, VFIO_CHECK_EXTENSION, VFIO_TYPE1v2_IOMMU) == 1;
-  if (!v2 && ioctl(container_fd_, VFIO_CHECK_EXTENSION, VFIO_TYPE1_IOMMU) != 1) {
-    *why = "the kernel offers no type-1 IOMMU for VFIO";
-    return -ENOTSUP;
-  }
-  const std::string group_path = o.vfio_root + "/" + std::to_string(*group);
-  group_fd_ = ::open(group_path.c_str(), O_RDWR | O_CLOEXEC);
-  if (group_fd_ < 0) {
-    const int e = errno;
-    *why = group_path + ": " + errno_text(e) +
-           (e == ENOENT ? " (bind the device to vfio-pci: pollux-setup bind " + bdf_ + ")"
-            : e == EBUSY ? " (another process holds the group)" : "");
-    return -e;
-  }
-  vfio_group_status status{};
-  status.argsz = sizeof status;
-  if (ioctl(group_fd_, VFIO_GROUP_GET_STATUS, &status) != 0 ||
-      !(status.flags & VFIO_GROUP_FLAGS_VIABLE)) {
-    *why = "IOMMU group " + std::to_string(*group) +
-           " is not viable: every device in it must be bound to vfio-pci (see "
-           "/sys/kernel/iommu_groups/" + std::to_string(*group) + "/devices)";
-    return -EPERM;
-  }
-  if (ioctl(group_fd_, VFIO_GROUP_SET_CONTAINER, &container_fd_) != 0 ||
-      ioctl(container_fd_, VFIO_SET_IOMMU, v2 ? VFIO_TYPE1v2_IOMMU : VFIO_TYPE1_IOMMU) != 0) {
-    const int e = errno;
-    *why = "attaching the group to a type-1 IOMMU container: " + errno_text(e);
-    return -e;
-  }
-  iova_ranges_ = iova_ranges(container_fd_);
+  group_ = *g;
   // A user-space address has up to 47 bits: IOVA = virtual address needs a 48-bit IOMMU.
   // A narrower one gets compact IOVAs (memory_registry.h), if the registry can still switch.
+  uint64_t iova_limit = 0;
   if (const int bits = intel_iommu_address_bits(o.sysfs_root + "/" + bdf_); bits != 0 && bits < 48) {
-    iova_limit_ = 1ull << bits;
+    iova_limit = 1ull << bits;
     const IovaMode mode = registry_.iova_mode();
     const std::string width = "the IOMMU maps " + std::to_string(bits) + "-bit addresses";
     if (mode == IovaMode::kVirtualAddress) {
@@ -221,7 +165,13 @@ int VfioPciDevice::set_up(const VfioPciOptions& o, std::string* why) {
       return -ENOTSUP;
     }
   }
-  device_fd_ = ioctl(group_fd_, VFIO_GROUP_GET_DEVICE_FD, bdf_.c_str());
+  // The container maps every region now (the first device) or already does (the kernel
+  // replays its mappings into this group's domain); later regions as they come.
+  if (std::string e = group_->container().joined(iova_limit); !e.empty()) {
+    *why = e;
+    return -ENOMEM;
+  }
+  device_fd_ = ioctl(group_->fd(), VFIO_GROUP_GET_DEVICE_FD, bdf_.c_str());
   if (device_fd_ < 0) {
     const int e = errno;
     *why = "VFIO_GROUP_GET_DEVICE_FD: " + errno_text(e);
@@ -287,12 +237,6 @@ int VfioPciDevice::set_up(const VfioPciOptions& o, std::string* why) {
       req_fd_ = -1;  // removal is then seen only as all-ones reads
     }
   }
-  // Maps every region now; later ones as they come (a region it cannot map is refused).
-  if (std::string e = registry_.add_listener(this); !e.empty()) {
-    *why = e;
-    return -ENOMEM;
-  }
-  listening_ = true;
   return 0;
 }
 
@@ -317,13 +261,11 @@ int VfioPciDevice::map_bar(int index, std::string* why) {
 }
 
 VfioPciDevice::~VfioPciDevice() {
-  if (listening_) registry_.remove_listener(this);  // closing the container drops the maps
   for (Bar& b : bars_)
     for (const auto& m : b.maps) munmap(m.addr, m.size);
   if (req_fd_ >= 0) ::close(req_fd_);
   if (device_fd_ >= 0) ::close(device_fd_);  // lets a pending hot-unplug finish
-  if (group_fd_ >= 0) ::close(group_fd_);
-  if (container_fd_ >= 0) ::close(container_fd_);
+  // group_ goes with the last device of the group, the container with the last group.
 }
 
 void* VfioPciDevice::mapped(int bar, uint64_t offset, std::size_t len) const {
@@ -398,55 +340,7 @@ bool VfioPciDevice::probe_removed() {
 }
 
 uint64_t VfioPciDevice::dma_mappings() const {
-  std::lock_guard lock(dma_mu_);
-  return dma_maps_.size();
-}
-
-std::string VfioPciDevice::on_region_added(const MemoryRegion& region) {
-  if (removed()) return "";  // a device that is gone will never DMA: no reason to refuse memory
-  vfio_iommu_type1_dma_map map{};
-  map.argsz = sizeof map;
-  map.flags = VFIO_DMA_MAP_FLAG_READ | VFIO_DMA_MAP_FLAG_WRITE;
-  map.vaddr = reinterpret_cast<uint64_t>(region.vaddr);
-  map.iova = region.iova;
-  map.size = region.length;
-  std::lock_guard lock(dma_mu_);
-  const bool in_ranges =
-      iova_ranges_.empty() ||
-      std::any_of(iova_ranges_.begin(), iova_ranges_.end(), [&](const auto& r) {
-        return map.iova >= r.first && map.size > 0 && map.iova + map.size - 1 <= r.second;
-      });
-  const bool reachable = in_ranges && (iova_limit_ == 0 || map.iova + map.size <= iova_limit_);
-  if (reachable && ioctl(container_fd_, VFIO_IOMMU_MAP_DMA, &map) == 0) {
-    dma_maps_.emplace_back(region.iova, region.length);
-    return "";
-  }
-  // The device cannot reach this region: the allocation (or this device's set-up) fails.
-  char text[240];
-  const auto iova = static_cast<unsigned long long>(map.iova);
-  const auto size = static_cast<unsigned long long>(map.size);
-  if (reachable) {
-    std::snprintf(text, sizeof text, "%s: VFIO_IOMMU_MAP_DMA of %#llx+%#llx: %s (locked-memory "
-                  "limit? ulimit -l)", bdf_.c_str(), iova, size, std::strerror(errno));
-  } else {
-    std::snprintf(text, sizeof text, "%s: IOVA %#llx+%#llx is beyond what the IOMMU maps (up "
-                  "to %#llx)", bdf_.c_str(), iova, size,
-                  static_cast<unsigned long long>(iova_limit_ ? iova_limit_ - 1
-                                                  : iova_ranges_.back().second));
-  }
-  return text;
-}
-
-void VfioPciDevice::on_region_removed(const MemoryRegion& region) {
-  std::lock_guard lock(dma_mu_);
-  auto it = std::find(dma_maps_.begin(), dma_maps_.end(), std::make_pair(region.iova, uint64_t{region.length}));
-  if (it == dma_maps_.end()) return;
-  vfio_iommu_type1_dma_unmap unmap{};
-  unmap.argsz = sizeof unmap;
-  unmap.iova = region.iova;
-  unmap.size = region.length;
-  ioctl(container_fd_, VFIO_IOMMU_UNMAP_DMA, &unmap);
-  dma_maps_.erase(it);
+  return group_ ? group_->container().mappings() : 0;
 }
 
 }  // namespace pollux::env

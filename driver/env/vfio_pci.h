@@ -1,5 +1,6 @@
 // A PciDevice on real hardware through the kernel's vfio-pci driver (Documentation/driver-api/
-// vfio.rst): a type-1 IOMMU container, the device's IOMMU group, the device fd.
+// vfio.rst): the device's IOMMU group in the registry's type-1 container (vfio_container.h:
+// shared by every device, so each region is mapped once), the device fd.
 //
 // At open: the group must be viable (every device in it bound to vfio-pci); the container gets
 // the type-1 (v2) IOMMU; BAR0 is mmapped (or the parts the kernel lets us map: the MSI-X table
@@ -27,6 +28,7 @@
 #include "driver/env/memory_registry.h"
 #include "driver/env/pci_device.h"
 #include "driver/env/result.h"
+#include "driver/env/vfio_container.h"
 
 namespace pollux::env {
 
@@ -45,7 +47,7 @@ Result<int> iommu_group_of(const std::string& bdf, const std::string& sysfs_root
 // True if the PCI function exists and vfio-pci is its driver (a hot-plug poller's "present").
 bool vfio_pci_bound(const std::string& bdf, const std::string& sysfs_root = "/sys/bus/pci/devices");
 
-class VfioPciDevice final : public PciDevice, private RegionListener {
+class VfioPciDevice final : public PciDevice {
  public:
   // `address`: "0000:01:00.0", "pcie:0000:01:00.0" or "trtype:pcie traddr:0000:01:00.0".
   static Result<std::unique_ptr<VfioPciDevice>> open(const std::string& address,
@@ -62,7 +64,7 @@ class VfioPciDevice final : public PciDevice, private RegionListener {
   bool probe_removed() override;  // reads the request eventfd (non-blocking): removal_requested()
   std::string address() const override { return "pcie:" + bdf_; }
 
-  uint64_t dma_mappings() const;  // regions mapped in the IOMMU now
+  uint64_t dma_mappings() const;  // regions its container maps in the IOMMU now
 
  private:
   struct Bar {
@@ -79,20 +81,14 @@ class VfioPciDevice final : public PciDevice, private RegionListener {
   int set_up(const VfioPciOptions& o, std::string* why);
   int map_bar(int index, std::string* why);
   void* mapped(int bar, uint64_t offset, std::size_t len) const;
-  std::string on_region_added(const MemoryRegion& region) override;
-  void on_region_removed(const MemoryRegion& region) override;
 
   std::string bdf_;
   MemoryRegistry& registry_;
-  int container_fd_ = -1, group_fd_ = -1, device_fd_ = -1, req_fd_ = -1;
+  std::shared_ptr<VfioGroup> group_;  // and through it the container shared by every device
+  int device_fd_ = -1, req_fd_ = -1;
   uint64_t config_offset_ = 0;
   Bar bars_[6];
-  bool listening_ = false;
   bool can_reset_ = false;
-  mutable std::mutex dma_mu_;
-  std::vector<std::pair<uint64_t, uint64_t>> dma_maps_;  // (iova, size)
-  std::vector<std::pair<uint64_t, uint64_t>> iova_ranges_;  // what the IOMMU maps: [start, end]
-  uint64_t iova_limit_ = 0;  // VT-d's address width, when narrower than 64 bits: IOVAs below
 };
 
 }  // namespace pollux::env

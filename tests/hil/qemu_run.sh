@@ -30,6 +30,14 @@ nvme=(-device nvme,id=nvme0,serial=POLLUXHIL0001,bus=rp1
       -device nvme-ns,drive=ns1,bus=nvme0,nsid=1
       -drive file="$tmp/ns2.img",if=none,id=ns2,format=raw
       -device nvme-ns,drive=ns2,bus=nvme0,nsid=2,logical_block_size=4096,physical_block_size=4096)
+# HIL_SECOND_NVME=1: a second controller (one 32 MiB namespace) on a second root port.
+if [ "${HIL_SECOND_NVME:-0}" = 1 ]; then
+  truncate -s 32M "$tmp/ns3.img"
+  nvme+=(-device pcie-root-port,id=rp2,chassis=2,slot=2
+         -device nvme,id=nvme1,serial=POLLUXHIL0002,bus=rp2
+         -drive file="$tmp/ns3.img",if=none,id=ns3,format=raw
+         -device nvme-ns,drive=ns3,bus=nvme1,nsid=1)
+fi
 qmp_pid=
 agent_serial=()
 boot() {

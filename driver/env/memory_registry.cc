@@ -99,7 +99,13 @@ int MemoryRegistry::add(const MemoryRegion& region_in, uint64_t* iova, std::stri
     if (start < rs + r.length && rs < start + region_in.length) return -EEXIST;
   }
   MemoryRegion region = region_in;
-  if (region.iova == kInvalidIova) region.iova = assign_iova(cur, region);
+  if (region.iova == kInvalidIova) {
+    region.iova = assign_iova(cur, region);
+  } else if (iova_mode_ == IovaMode::kCompact) {
+    // IOVAs are not virtual addresses then: one given by the caller must not overlap ours.
+    for (const MemoryRegion& r : cur)
+      if (region.iova < r.iova + r.length && r.iova < region.iova + region.length) return -EEXIST;
+  }
   // Devices map it before anyone can translate an address in it.
   for (size_t i = 0; i < listeners_.size(); ++i) {
     if (std::string e = listeners_[i]->on_region_added(region); !e.empty()) {

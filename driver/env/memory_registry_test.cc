@@ -156,6 +156,8 @@ TEST(MemoryRegistry, CompactIovasStartAt4GiBAlignedAndReuseFreedSpace) {
   ASSERT_EQ(reg.remove(g_buf[3]), 0);
   ASSERT_EQ(reg.add(region_of(3, 0x123000), &d), 0);
   EXPECT_EQ(d, 0x123000u);
+  // One that overlaps an IOVA the registry handed out is refused.
+  EXPECT_EQ(reg.add(region_of(1, a + 4096)), -EEXIST);
 }
 
 TEST(MemoryRegistry, IovaModeChangesOnlyWhileNoRegionDependsOnIt) {

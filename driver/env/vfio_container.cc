@@ -91,6 +91,7 @@ VfioContainer::~VfioContainer() {
 }
 
 std::string VfioContainer::joined(uint64_t iova_limit) {
+  std::lock_guard join(join_mu_);
   {
     std::lock_guard lock(mu_);
     if (!iommu_set_) {
@@ -178,7 +179,8 @@ void VfioContainer::on_region_removed(const MemoryRegion& region) {
 }
 
 Result<std::shared_ptr<VfioGroup>> VfioGroup::open(int number, const std::string& vfio_root,
-                                                   std::shared_ptr<VfioContainer> container) {
+                                                   std::shared_ptr<VfioContainer> container,
+                                                   const std::string& for_device) {
   std::lock_guard lock(g_mu);
   const auto key = std::make_pair(vfio_root, number);
   if (auto g = live(g_groups, key)) {
@@ -193,7 +195,8 @@ Result<std::shared_ptr<VfioGroup>> VfioGroup::open(int number, const std::string
   if (fd < 0) {
     const int e = errno;
     return make_error(e, path + ": " + errno_text(e) +
-                             (e == ENOENT   ? " (bind the device to vfio-pci: pollux-setup bind)"
+                             (e == ENOENT   ? " (bind the device to vfio-pci: pollux-setup bind " +
+                                                  for_device + ")"
                               : e == EBUSY ? " (another process holds the group)"
                                            : ""));
   }

@@ -46,6 +46,7 @@ class VfioContainer final : private RegionListener {
   const int fd_;
   const bool v2_;
   bool iommu_set_ = false, listening_ = false;
+  std::mutex join_mu_;  // one join at a time (taken before the registry's lock, then mu_)
   mutable std::mutex mu_;
   std::vector<std::pair<uint64_t, uint64_t>> maps_;         // (iova, size)
   std::vector<std::pair<uint64_t, uint64_t>> iova_ranges_;  // what the IOMMU maps: [start, end]
@@ -56,8 +57,10 @@ class VfioGroup {
  public:
   // The process's handle of IOMMU group `number`, attached to `container`; "" or why not
   // (not bound to vfio-pci, not viable, in another container).
+  // for_device: the PCI address the caller wants (named in the hints).
   static Result<std::shared_ptr<VfioGroup>> open(int number, const std::string& vfio_root,
-                                                 std::shared_ptr<VfioContainer> container);
+                                                 std::shared_ptr<VfioContainer> container,
+                                                 const std::string& for_device);
   ~VfioGroup();
   VfioGroup(const VfioGroup&) = delete;
   VfioGroup& operator=(const VfioGroup&) = delete;

@@ -140,9 +140,9 @@ int VfioPciDevice::set_up(const VfioPciOptions& o, std::string* why) {
     *why = container.error().message;
     return container.error().code;
   }
-  auto g = VfioGroup::open(*group, o.vfio_root, *container);
+  auto g = VfioGroup::open(*group, o.vfio_root, *container, bdf_);
   if (!g) {
-    *why = g.error().message + (g.error().code == -ENOENT ? " " + bdf_ : "");
+    *why = g.error().message;
     return g.error().code;
   }
   group_ = *g;
@@ -169,7 +169,7 @@ int VfioPciDevice::set_up(const VfioPciOptions& o, std::string* why) {
   // replays its mappings into this group's domain); later regions as they come.
   if (std::string e = group_->container().joined(iova_limit); !e.empty()) {
     *why = e;
-    return -ENOMEM;
+    return -EIO;
   }
   device_fd_ = ioctl(group_->fd(), VFIO_GROUP_GET_DEVICE_FD, bdf_.c_str());
   if (device_fd_ < 0) {

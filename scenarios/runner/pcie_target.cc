@@ -123,7 +123,8 @@ class PcieTarget final : public Target {
 
   event::Framework& framework() override { return *fw_; }
   event::Thread& thread() override { return *thread_; }
-  env::MemoryRegistry& registry() override { return registry_; }
+  // The process-wide registry: POLLUX_IOVA_MODE applies (docs/HARDWARE.md).
+  env::MemoryRegistry& registry() override { return env::MemoryRegistry::global(); }
   const env::Clock& clock() override { return env::MonotonicClock::instance(); }
   uint32_t devices() const override { return static_cast<uint32_t>(devices_.size()); }
 
@@ -132,7 +133,7 @@ class PcieTarget final : public Target {
     trid.trtype = nvme::TransportType::kPcie;
     trid.traddr = devices_[d].bdf;
     nvme::ControllerOptions co;
-    co.registry = &registry_;
+    co.registry = &registry();
     co.clock = &clock();
     co.wait_hook = [this] {
       if (after_advance_) after_advance_();
@@ -213,6 +214,10 @@ class PcieTarget final : public Target {
       int status = 0;
       if (waitpid(d.binder, &status, WNOHANG) == 0) return;
       d.binder = -1;
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        errors_.push_back("device " + d.spec.name + ": pollux-setup bind " + d.bdf +
+                          " failed (attempt " + std::to_string(d.bind_attempts) + ")");
+      }
     }
     if (!d.inserting || !d.insert_acked) return;
     const uint64_t now = clock().now();
@@ -243,7 +248,6 @@ class PcieTarget final : public Target {
   }
 
   TuneController tune_;
-  env::MemoryRegistry registry_;
   std::unique_ptr<event::Framework> fw_;
   event::Thread* thread_ = nullptr;
   std::vector<Device> devices_;

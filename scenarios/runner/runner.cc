@@ -56,6 +56,14 @@ class Engine {
   // One bdev I/O (submit(cb, arg) returns the submission's rc), run to its end: true if it
   // succeeded.
   bool run_io(const std::function<int(bdev::IoCompletionFn, void*)>& submit);
+  struct IoDone {
+    bool done = false, ok = false;
+    static void cb(bdev::BdevIo&, bool success, void* arg) {
+      auto* d = static_cast<IoDone*>(arg);
+      d->done = true;
+      d->ok = success;
+    }
+  };
   void judge(RunResult& r);
   void teardown();
   void sample_pollers(size_t bucket);  // poller runs since the last sample, into `bucket`
@@ -78,6 +86,7 @@ class Engine {
   bool gc_triggers_ = false;
   std::vector<Fault*> host_resets_;  // host actions waiting for the main loop
   std::vector<std::string> runtime_errors_;
+  std::vector<std::unique_ptr<IoDone>> abandoned_;  // I/Os given up on: kept past teardown
   uint64_t t0_ = 0;
   bool armed_ = false;
   bool hotplug_ = false;
@@ -392,17 +401,19 @@ void Engine::settle() {
 }
 
 bool Engine::run_io(const std::function<int(bdev::IoCompletionFn, void*)>& submit) {
-  struct Done {
-    bool done = false, ok = false;
-    static void cb(bdev::BdevIo&, bool success, void* arg) {
-      auto* d = static_cast<Done*>(arg);
-      d->done = true;
-      d->ok = success;
-    }
-  } d;
-  const int rc = submit(Done::cb, &d);
-  for (uint64_t g = 0; rc == 0 && !d.done && g < 10'000'000; ++g) target_->step();
-  return rc == 0 && d.done && d.ok;
+  auto d = std::make_unique<IoDone>();
+  const int rc = submit(IoDone::cb, d.get());
+  // Bounded by the target's time (virtual or real): well past the I/O timeout and its reset.
+  const uint64_t deadline =
+      now() + std::max<uint64_t>(1'000'000'000, 50 * sc_.host.io_timeout_us * 1000);
+  while (rc == 0 && !d->done && now() < deadline) target_->step();
+  const bool ok = rc == 0 && d->done && d->ok;
+  if (rc == 0 && !d->done) {
+    runtime_errors_.push_back("an I/O of the set-up or the final sweep did not complete by " +
+                              format_ns(deadline));
+    abandoned_.push_back(std::move(d));  // its completion may still come
+  }
+  return ok;
 }
 
 // A real device holds what earlier runs left: the span the workloads use is zeroed first, so

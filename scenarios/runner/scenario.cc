@@ -380,6 +380,7 @@ uint64_t Scenario::end_ns() const {
 }
 
 Status validate(const Scenario& s) {
+  if (s.devices.empty()) return err("topology.devices: required (a list of devices)");
   std::set<std::string> names;
   for (const DeviceSpec& d : s.devices) {
     if (!names.insert(d.name).second) return err("topology.devices: duplicate name '" + d.name + "'");

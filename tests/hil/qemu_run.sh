@@ -32,6 +32,7 @@ nvme=(-device nvme,id=nvme0,serial=POLLUXHIL0001,bus=rp1
       -device nvme-ns,drive=ns2,bus=nvme0,nsid=2,logical_block_size=4096,physical_block_size=4096)
 # HIL_SECOND_NVME=1: a second controller (one 32 MiB namespace) on a second root port.
 if [ "${HIL_SECOND_NVME:-0}" = 1 ]; then
+  [ -z "$qmp_script" ] || { echo "qemu_run.sh: HIL_SECOND_NVME and --hotplug do not go together"; exit 1; }
   truncate -s 32M "$tmp/ns3.img"
   nvme+=(-device pcie-root-port,id=rp2,chassis=2,slot=2
          -device nvme,id=nvme1,serial=POLLUXHIL0002,bus=rp2

@@ -187,7 +187,7 @@ class PcieTarget final : public Target {
     return " " + dev.bdf + (present(d) ? " bound" : " not bound to vfio-pci") +
            (dev.inserting ? " coming back" : "");
   }
-  void outcome(uint32_t, DeviceOutcome*) override {}  // no device-side counters to read
+  void outcome(uint32_t, DeviceOutcome* out) override { out->device_counters = false; }
   void collect_metrics(metrics::Builder&, uint64_t) const override {}
   uint64_t steps() const override { return steps_; }
   std::vector<std::string> errors() const override { return errors_; }

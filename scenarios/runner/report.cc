@@ -144,9 +144,10 @@ std::string result_table(const RunResult& r) {
                    "profile", "at end", "resets", "retries", "dev rst", "faults", "swept",
                    "violations");
   for (const DeviceOutcome& d : r.devices) {
+    auto device = [&](uint64_t v) { return d.device_counters ? std::to_string(v) : "-"; };
     s += fmt::format("{:<8} {:<9} {:>6} {:>7} {:>7} {:>8} {:>7} {:>9} {:>10}\n", d.name,
                      d.profile, d.attached_at_end ? "yes" : "no", d.host_resets, d.retries,
-                     d.device_resets, d.fault_hits, d.swept_blocks, d.violations);
+                     device(d.device_resets), device(d.fault_hits), d.swept_blocks, d.violations);
   }
   if (!r.faults.empty()) {
     s += fmt::format("\n{:<4} {:<22} {:<7} {:>10} {:>12}  {}\n", "line", "fault", "device", "at",
@@ -225,6 +226,7 @@ std::string report_json(const RunResult& r) {
                             {"host_resets", d.host_resets},
                             {"host_reset_failures", d.host_reset_failures},
                             {"retries", d.retries}, {"removed_failures", d.removed_failures},
+                            {"device_counters", d.device_counters},
                             {"device_resets", d.device_resets}, {"fault_hits", d.fault_hits},
                             {"writes_lost_to_power", d.writes_lost_to_power},
                             {"gc_relocations", d.gc_relocations}, {"nand_erases", d.nand_erases},

@@ -50,6 +50,7 @@ struct DeviceOutcome {
   std::string name, profile, bdev;
   bool attached_at_end = false;
   uint64_t host_resets = 0, host_reset_failures = 0, retries = 0, removed_failures = 0;
+  bool device_counters = true;  // false: the device's own counters are unknown (QEMU's)
   uint64_t device_resets = 0, fault_hits = 0, writes_lost_to_power = 0;
   uint64_t gc_relocations = 0, nand_erases = 0;  // NAND media: the FTL's garbage collection
   uint64_t swept_blocks = 0, sweep_read_errors = 0;

@@ -7,7 +7,7 @@
 
 namespace pollux::env {
 
-MemoryRegistry::MemoryRegistry() {
+MemoryRegistry::MemoryRegistry(IovaMode mode) : iova_mode_(mode) {
   snapshots_.push_back(std::make_unique<Snapshot>());
   current_.store(snapshots_.back().get(), std::memory_order_release);
 }
@@ -40,17 +40,19 @@ bool parse_iova_mode(const std::string& text, IovaMode* out) {
   return true;
 }
 
+namespace {
+IovaMode iova_mode_from_environment() {
+  const char* env = std::getenv("POLLUX_IOVA_MODE");
+  IovaMode m = IovaMode::kAuto;
+  if (env != nullptr && !parse_iova_mode(env, &m)) {
+    std::fprintf(stderr, "POLLUX_IOVA_MODE=%s: expected va, compact or auto; using auto\n", env);
+  }
+  return m;
+}
+}  // namespace
+
 MemoryRegistry& MemoryRegistry::global() {
-  static MemoryRegistry& registry = [&]() -> MemoryRegistry& {
-    static MemoryRegistry r;
-    const char* env = std::getenv("POLLUX_IOVA_MODE");
-    IovaMode m = IovaMode::kAuto;
-    if (env != nullptr && !parse_iova_mode(env, &m)) {
-      std::fprintf(stderr, "POLLUX_IOVA_MODE=%s: expected va, compact or auto; using auto\n", env);
-    }
-    r.iova_mode_ = m;
-    return r;
-  }();
+  static MemoryRegistry registry(iova_mode_from_environment());
   return registry;
 }
 

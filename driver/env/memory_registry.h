@@ -56,7 +56,7 @@ class RegionListener {
 
 class MemoryRegistry {
  public:
-  MemoryRegistry();
+  explicit MemoryRegistry(IovaMode mode = IovaMode::kAuto);
   ~MemoryRegistry();
   MemoryRegistry(const MemoryRegistry&) = delete;
   MemoryRegistry& operator=(const MemoryRegistry&) = delete;
@@ -97,7 +97,7 @@ class MemoryRegistry {
   // cannot know when the last one stopped looking. Region changes are rare (set-up time).
   std::vector<std::unique_ptr<Snapshot>> snapshots_;
   std::vector<RegionListener*> listeners_;
-  IovaMode iova_mode_ = IovaMode::kAuto;
+  IovaMode iova_mode_;
 };
 
 }  // namespace pollux::env

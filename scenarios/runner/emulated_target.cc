@@ -16,7 +16,7 @@ class EmulatedTarget final : public Target {
  public:
   EmulatedTarget(const Scenario& sc, std::vector<emu::timing::Profile> profiles,
                  std::unique_ptr<sim::Rig> rig)
-      : sc_(sc), profiles_(std::move(profiles)), rig_(std::move(rig)) {
+      : specs_(sc.devices), profiles_(std::move(profiles)), rig_(std::move(rig)) {
     enabling_.assign(rig_->devices(), false);
     gc_relocations_.assign(rig_->devices(), 0);
     collecting_.assign(rig_->devices(), false);
@@ -88,8 +88,8 @@ class EmulatedTarget final : public Target {
             static_cast<double>(now_ns) * 1e-9);
     for (uint32_t i = 0; i < rig_->devices(); ++i) {
       emu::device::DeviceMetricsInput in;
-      in.name = sc_.devices[i].name;
-      in.profile = sc_.devices[i].profile;
+      in.name = specs_[i].name;
+      in.profile = specs_[i].profile;
       in.controller = &rig_->device(i).controller();
       in.timed = &rig_->sim().device(i);
       in.now = rig_->sim().now();
@@ -105,7 +105,7 @@ class EmulatedTarget final : public Target {
   uint64_t steps() const override { return rig_->lockstep().steps(); }
 
  private:
-  Scenario sc_;
+  std::vector<DeviceSpec> specs_;  // names and profiles, for the metrics
   std::vector<emu::timing::Profile> profiles_;
   std::unique_ptr<sim::Rig> rig_;
   std::vector<bool> enabling_;            // per device, for state triggers

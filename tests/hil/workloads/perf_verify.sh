@@ -2,7 +2,8 @@
 # The driver test list, for any device: commands whose outcome the spec fixes, errors
 # included (pollux-nvme-check), then identify (pollux-perf prints it on attach) and verified
 # random I/O with one PRP entry (4 KiB), a PRP list (64 KiB) and 128 KiB transfers on every
-# namespace, with PRPs and with SGLs. HIL_TRID: the transport ID (trtype:pcie ... in the QEMU
+# namespace, with PRPs and with SGLs, then on two cores (a queue pair each, interleaved
+# stripes of every namespace). HIL_TRID: the transport ID (trtype:pcie ... in the QEMU
 # guest, trtype:vfio-user ... against Pollux's emulator); HIL_KNOWN: --known CASE=why
 # arguments for the implementation's documented deviations (docs/HARDWARE.md).
 set -e
@@ -21,3 +22,5 @@ for size in 4096 65536 131072; do
     pollux-perf -r "$HIL_TRID" -q 8 -o "$size" -w randrw -M 50 --verify -t 1 -c 0x1 $flag
   done
 done
+echo "hil: pollux-perf --verify, 4096-byte I/O, two queue pairs (cores 0 and 1)"
+pollux-perf -r "$HIL_TRID" -q 8 -o 4096 -w randrw -M 50 --verify -t 1 -c 0x3

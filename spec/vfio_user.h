@@ -300,6 +300,8 @@ class MessageEndpoint {
   virtual ~MessageEndpoint() = default;
   virtual void handle(const uint8_t* request, std::size_t len, const int* fds, std::size_t nfds,
                       std::vector<uint8_t>& reply, std::vector<int>& reply_fds) = 0;
+  // The other end dropped the connection (as poll() reports POLLHUP on a socket).
+  virtual bool hung_up() const { return false; }
 };
 
 }  // namespace pollux::spec::vfio_user

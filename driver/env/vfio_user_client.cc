@@ -109,6 +109,16 @@ Result<std::unique_ptr<VfioUserDevice>> VfioUserDevice::attach(vu::MessageEndpoi
   return dev;
 }
 
+Result<std::unique_ptr<VfioUserDevice>> VfioUserDevice::attach(
+    std::unique_ptr<vu::MessageEndpoint> connection, MemoryRegistry& registry,
+    VfioUserOptions options) {
+  if (connection == nullptr) return make_error(EBUSY, "the device already has a client");
+  vu::MessageEndpoint* endpoint = connection.get();
+  auto dev = attach(endpoint, registry, options);
+  if (dev) dev.value()->connection_ = std::move(connection);
+  return dev;
+}
+
 VfioUserDevice::~VfioUserDevice() {
   if (listening_) registry_.remove_listener(this);  // no callbacks after this returns
   std::vector<std::pair<uint64_t, uint64_t>> maps;
@@ -123,6 +133,7 @@ VfioUserDevice::~VfioUserDevice() {
   }
   for (const Mapped& m : mapped_) ::munmap(m.ptr, m.map_len);
   if (sock_ >= 0) ::close(sock_);
+  connection_.reset();  // hangs up (explicitly last: the unmaps above still used it)
 }
 
 // ------------------------------------------------------------------------- set-up ---
@@ -304,6 +315,10 @@ Error VfioUserDevice::read_region_info(uint32_t index) {
 
 bool VfioUserDevice::probe_removed() {
   if (removed()) return true;
+  if (endpoint_ != nullptr && endpoint_->hung_up()) {
+    mark_removed();
+    return true;
+  }
   if (sock_ < 0) return false;
   pollfd pf{sock_, POLLRDHUP, 0};
   if (::poll(&pf, 1, 0) == 1 && (pf.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL))) {

@@ -65,6 +65,11 @@ class VfioUserDevice final : public PciDevice, private RegionListener {
   static Result<std::unique_ptr<VfioUserDevice>> attach(
       spec::vfio_user::MessageEndpoint* endpoint, MemoryRegistry& registry,
       VfioUserOptions options = {});
+  // In-process over a connection of its own (a server's in-process connection): owned, and
+  // dropped when the device is (after its DMA_UNMAPs), as a socket is closed.
+  static Result<std::unique_ptr<VfioUserDevice>> attach(
+      std::unique_ptr<spec::vfio_user::MessageEndpoint> connection, MemoryRegistry& registry,
+      VfioUserOptions options = {});
   // Stops listening to the registry, DMA_UNMAPs what it mapped, unmaps the BARs, closes.
   ~VfioUserDevice() override;
   VfioUserDevice(const VfioUserDevice&) = delete;
@@ -77,9 +82,9 @@ class VfioUserDevice final : public PciDevice, private RegionListener {
   int bar_write(int bar, uint64_t offset, const void* buf, std::size_t len) override;
   volatile void* bar_map(int bar, uint64_t offset, std::size_t len) override;
   int reset() override;
-  // Socket mode: true once the connection broke (seen by a failed message, or by a hang-up
-  // on the socket, which this checks without blocking).
-  bool probe_removed() override;  // a non-blocking poll() on the socket for a hang-up
+  // True once the connection broke: seen by a failed message, or by a hang-up, which this
+  // checks without blocking (a poll() on the socket; the in-process connection's state).
+  bool probe_removed() override;
   std::string address() const override { return address_; }
 
   // ---- vfio-user specifics ----
@@ -134,6 +139,7 @@ class VfioUserDevice final : public PciDevice, private RegionListener {
   std::string address_;
   int sock_ = -1;
   spec::vfio_user::MessageEndpoint* endpoint_ = nullptr;
+  std::unique_ptr<spec::vfio_user::MessageEndpoint> connection_;  // endpoint_, when owned
   bool listening_ = false;
 
   std::mutex io_mu_;  // one request/reply at a time

@@ -88,7 +88,7 @@ void NvmeDevice::surprise_remove() {
   if (!present_) return;
   present_ = false;
   controller_->set_removed(true);
-  if (server_->client_connected()) server_->disconnect();  // the socket client sees a hang-up
+  server_->disconnect();  // the client's connection (socket or in-process) is gone with it
 }
 
 void NvmeDevice::insert() {
@@ -182,6 +182,44 @@ void InProcessNvmeDevice::handle(const uint8_t* request, std::size_t len, const 
                                  std::vector<int>& reply_fds) {
   std::lock_guard lock(mu_);
   device_->server().handle(request, len, fds, nfds, reply, reply_fds);
+}
+
+namespace {
+
+// A server connection used under the device lock (the device thread polls meanwhile).
+class LockedConnection final : public vu::MessageEndpoint {
+ public:
+  LockedConnection(std::mutex& mu, std::unique_ptr<vu::MessageEndpoint> inner)
+      : mu_(mu), inner_(std::move(inner)) {}
+  ~LockedConnection() override {
+    std::lock_guard lock(mu_);
+    inner_.reset();
+  }
+  void handle(const uint8_t* request, std::size_t len, const int* fds, std::size_t nfds,
+              std::vector<uint8_t>& reply, std::vector<int>& reply_fds) override {
+    std::lock_guard lock(mu_);
+    inner_->handle(request, len, fds, nfds, reply, reply_fds);
+  }
+  bool hung_up() const override {
+    std::lock_guard lock(mu_);
+    return inner_->hung_up();
+  }
+
+ private:
+  std::mutex& mu_;
+  std::unique_ptr<vu::MessageEndpoint> inner_;
+};
+
+}  // namespace
+
+std::unique_ptr<vu::MessageEndpoint> InProcessNvmeDevice::connect() {
+  std::unique_ptr<vu::MessageEndpoint> c;
+  {
+    std::lock_guard lock(mu_);
+    c = device_->server().connect_in_process();
+  }
+  if (!c) return nullptr;
+  return std::make_unique<LockedConnection>(mu_, std::move(c));
 }
 
 }  // namespace pollux::emu::device

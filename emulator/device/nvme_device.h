@@ -38,8 +38,9 @@ class NvmeDevice final : public vfio_user::DeviceModel {
 
   // Surprise removal: config and BAR reads return all ones (and the error ENODEV, which is how
   // an in-process client learns of it), writes are dropped, DMA stops mid-transfer, the
-  // controller stops; a socket client is disconnected. insert(): power-on as a fresh
-  // function on the same namespaces and data, ready for a new client.
+  // controller stops; the client is disconnected (socket or in-process connection: it never
+  // talks to this function again). insert(): power-on as a fresh function on the same
+  // namespaces and data, ready for a new client.
   void surprise_remove();
   void insert();
   bool present() const { return present_; }
@@ -83,6 +84,10 @@ class InProcessNvmeDevice final : public spec::vfio_user::MessageEndpoint {
 
   void handle(const uint8_t* request, std::size_t len, const int* fds, std::size_t nfds,
               std::vector<uint8_t>& reply, std::vector<int>& reply_fds) override;
+  // A connection of the client's own (Server::connect_in_process, under the device lock):
+  // ended by a surprise removal as a socket would be. nullptr while another client has one.
+  // It must not outlive this object.
+  std::unique_ptr<spec::vfio_user::MessageEndpoint> connect();
   // Runs `fn(device)` with the device thread held off (for inspection and fault hooks).
   template <typename Fn>
   auto with_device(Fn&& fn) {

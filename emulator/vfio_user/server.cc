@@ -94,6 +94,47 @@ void Server::handle(const uint8_t* request, std::size_t len, const int* fds, std
   process(request, len, owned, reply, reply_fds);
 }
 
+class Server::InProcessConnection final : public vu::MessageEndpoint {
+ public:
+  InProcessConnection(Server* server, uint64_t id) : server_(server), id_(id) {}
+  ~InProcessConnection() override {
+    if (live()) {  // the client hangs up
+      server_->in_process_conn_ = 0;
+      server_->drop_session();
+      ++server_->stats_.disconnects;
+    }
+  }
+  void handle(const uint8_t* request, std::size_t len, const int* fds, std::size_t nfds,
+              std::vector<uint8_t>& reply, std::vector<int>& reply_fds) override {
+    if (live()) return server_->handle(request, len, fds, nfds, reply, reply_fds);
+    // Dropped by the server: nothing reaches the device any more.
+    reply.clear();
+    reply_fds.clear();
+    Fds owned(fds, nfds);
+    vu::Header h{};
+    if (request == nullptr || len < kHdr) return;
+    std::memcpy(&h, request, kHdr);
+    vu::Header r{h.msg_id, h.command, static_cast<uint32_t>(kHdr),
+                 vu::flags::kTypeReply | vu::flags::kError, static_cast<uint32_t>(ENODEV)};
+    append(reply, r);
+  }
+
+  bool hung_up() const override { return !live(); }
+
+ private:
+  bool live() const { return server_->in_process_conn_ == id_; }
+  Server* server_;
+  uint64_t id_;
+};
+
+std::unique_ptr<vu::MessageEndpoint> Server::connect_in_process() {
+  if (conn_fd_ >= 0 || in_process_conn_ != 0) return nullptr;
+  drop_session();  // a connection starts with no session, whatever handle() left
+  in_process_conn_ = next_conn_id_++;
+  ++stats_.connections;
+  return std::make_unique<InProcessConnection>(this, in_process_conn_);
+}
+
 void Server::process(const uint8_t* request, std::size_t len, Fds& fds,
                      std::vector<uint8_t>& reply, std::vector<int>& reply_fds) {
   vu::Header h{};
@@ -511,9 +552,13 @@ void Server::drop_session() {
 void Server::disconnect() {
   if (conn_fd_ >= 0) {
     close_client();
-  } else {
-    drop_session();
+    return;
   }
+  if (in_process_conn_ != 0) {
+    in_process_conn_ = 0;  // the connection fails from now on
+    ++stats_.disconnects;
+  }
+  drop_session();
 }
 
 // -------------------------------------------------------------------------- socket ---
@@ -542,6 +587,7 @@ int Server::listen(const std::string& path) {
 }
 
 int Server::accept_client() {
+  if (in_process_conn_ != 0) return 0;  // one client at a time: the socket one waits
   const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
   if (fd < 0) return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? 0 : -errno;
   if (opt_.send_timeout_ms > 0) {

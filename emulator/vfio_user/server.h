@@ -1,6 +1,7 @@
 // A generic vfio-user server (QEMU docs/interop/vfio-user.rst, version 0.1) in front of a PCI
 // device model. Two transports, same messages:
-//   - in-process: the server is a spec::vfio_user::MessageEndpoint, called directly;
+//   - in-process: a connection from connect_in_process(), called directly; it is to an
+//     in-process client what an accepted socket is to a remote one (see there);
 //   - a UNIX stream socket: listen(path), then poll_once(timeout) from the device's own loop
 //     (one client at a time; fds travel as SCM_RIGHTS; a disconnect drops the client's DMA
 //     mappings and eventfds, keeps the device state, and the server accepts the next client).
@@ -16,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -84,7 +86,17 @@ class Server final : public spec::vfio_user::MessageEndpoint {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  // ---- in-process transport (MessageEndpoint) ----
+  // ---- in-process transport ----
+  // A connection for a client in this process: one client at a time, as on the socket
+  // (nullptr while another is connected). Dropping it ends its session (DMA maps, IRQ
+  // eventfds), as closing a socket does. Once the server drops it (disconnect(): surprise
+  // removal, re-insertion), every message on it fails with ENODEV, as every send on a hung-up
+  // socket does: a client that missed a removal and re-insertion still learns that its
+  // function is gone, instead of talking to the fresh one as if nothing had happened.
+  std::unique_ptr<spec::vfio_user::MessageEndpoint> connect_in_process();
+  bool in_process_connected() const { return in_process_conn_ != 0; }
+  // Connectionless access (MessageEndpoint): the messages of every caller share one session,
+  // which only disconnect() ends. For tests that drive the protocol message by message.
   void handle(const uint8_t* request, std::size_t len, const int* fds, std::size_t nfds,
               std::vector<uint8_t>& reply, std::vector<int>& reply_fds) override;
 
@@ -99,7 +111,8 @@ class Server final : public spec::vfio_user::MessageEndpoint {
   bool client_connected() const { return conn_fd_ >= 0; }
   // The fd to wait on (the client's, else the listening socket), for an external poll loop.
   int wait_fd() const { return conn_fd_ >= 0 ? conn_fd_ : listen_fd_; }
-  // Drops the client (as if it had disconnected) or, in-process, the session state.
+  // Drops the client (as if it had disconnected): the socket's, or the in-process
+  // connection (which fails from then on), and the session state either way.
   void disconnect();
   const std::string& path() const { return path_; }
 
@@ -132,6 +145,7 @@ class Server final : public spec::vfio_user::MessageEndpoint {
     std::vector<bool> masked;
   };
   class Fds;  // received fds, closed unless taken
+  class InProcessConnection;
 
   int dispatch(const spec::vfio_user::Header& h, const uint8_t* payload, std::size_t plen,
                Fds& fds, std::vector<uint8_t>& out, std::vector<int>& out_fds);
@@ -170,6 +184,9 @@ class Server final : public spec::vfio_user::MessageEndpoint {
   std::vector<Mapping> maps_;  // sorted by iova, non-overlapping
   std::size_t last_hit_ = 0;
   IrqState irqs_[spec::vfio_user::irq::kNumPciIrqs];
+
+  uint64_t in_process_conn_ = 0;  // id of the live in-process connection, 0: none
+  uint64_t next_conn_id_ = 1;
 
   std::string path_;
   int listen_fd_ = -1;

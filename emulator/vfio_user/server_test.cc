@@ -559,5 +559,65 @@ TEST(ServerEndpoint, MalformedCallsAreAnswered) {
   EXPECT_EQ(server.stats().errors, 4u);
 }
 
+// An in-process connection behaves as an accepted socket: one client at a time, its session
+// ends with it, and once the server drops it (surprise removal) it fails every message with
+// ENODEV for good, even after a new client has connected.
+TEST(ServerEndpoint, InProcessConnectionsAreSessions) {
+  ToyDevice dev;
+  Server server(dev);
+  auto call = [](vu::MessageEndpoint& c, const std::vector<uint8_t>& m, std::vector<int> in = {}) {
+    std::vector<uint8_t> reply;
+    std::vector<int> fds;
+    c.handle(m.data(), m.size(), in.data(), in.size(), reply, fds);
+    for (int fd : fds) ::close(fd);
+    vu::Header h{};
+    if (reply.size() < sizeof h) return -1;
+    std::memcpy(&h, reply.data(), sizeof h);
+    return (h.flags & vu::flags::kError) ? static_cast<int>(h.error) : 0;
+  };
+  vu::Version v{0, 1};
+  const auto version = message(1, vu::cmd::kVersion, &v, sizeof v);
+  const auto reset = message(2, vu::cmd::kDeviceReset, nullptr, 0);
+  vu::DmaMap map{sizeof map, vu::kDmaRead | vu::kDmaWrite, 0, 0x100000, 0x10000};
+  const auto dma_map = message(3, vu::cmd::kDmaMap, &map, sizeof map);
+  auto memfd = [] {
+    const int fd = ::memfd_create("dma", MFD_CLOEXEC);
+    EXPECT_EQ(::ftruncate(fd, 1 << 20), 0);
+    return fd;
+  };
+
+  auto first = server.connect_in_process();
+  ASSERT_NE(first, nullptr);
+  EXPECT_TRUE(server.in_process_connected());
+  EXPECT_EQ(server.connect_in_process(), nullptr) << "one client at a time";
+  ASSERT_EQ(call(*first, version), 0);
+  ASSERT_EQ(call(*first, dma_map, {memfd()}), 0);
+  EXPECT_EQ(server.dma_map_count(), 1u);
+
+  // The client hangs up: its session (DMA maps) ends with it; the next one starts afresh.
+  first.reset();
+  EXPECT_EQ(server.dma_map_count(), 0u);
+  EXPECT_FALSE(server.negotiated());
+  auto second = server.connect_in_process();
+  ASSERT_NE(second, nullptr);
+  ASSERT_EQ(call(*second, version), 0);
+  ASSERT_EQ(call(*second, dma_map, {memfd()}), 0);
+
+  // The server drops it (a surprise removal): every message fails with ENODEV, also once a
+  // new client is connected to the same server (a re-inserted function).
+  server.disconnect();
+  EXPECT_EQ(server.dma_map_count(), 0u);
+  EXPECT_EQ(call(*second, reset), ENODEV);
+  auto third = server.connect_in_process();
+  ASSERT_NE(third, nullptr);
+  ASSERT_EQ(call(*third, version), 0);
+  ASSERT_EQ(call(*third, dma_map, {memfd()}), 0);
+  EXPECT_EQ(call(*second, reset), ENODEV);
+  EXPECT_EQ(call(*second, version), ENODEV);
+  second.reset();  // a dead connection's hang-up leaves the live session alone
+  EXPECT_EQ(server.dma_map_count(), 1u);
+  EXPECT_EQ(call(*third, reset), 0);
+}
+
 }  // namespace
 }  // namespace pollux::emu::vfio_user

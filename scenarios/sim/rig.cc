@@ -51,7 +51,8 @@ std::unique_ptr<Rig> Rig::create(const RigOptions& o, std::string* error) {
 }
 
 std::string Rig::attach(uint32_t i, std::unique_ptr<nvme::Controller>* out) {
-  auto pci = env::VfioUserDevice::attach(&devices_[i]->server(), registry_);
+  // A connection of its own, as over a socket: a removal ends it for good.
+  auto pci = env::VfioUserDevice::attach(devices_[i]->server().connect_in_process(), registry_);
   if (!pci) return pci.error().message;
   nvme::ControllerOptions co;
   co.registry = &registry_;

@@ -4,6 +4,7 @@
 // its outstanding and waiting requests once; nothing completes twice or late.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -178,6 +179,69 @@ TEST(ControllerRemoval, OnRequestTheControllerIsDisabledBeforeItsCommandsEnd) {
   EXPECT_NE(w.status, 0);
   (*ctrl)->free_io_qpair(std::move(qp).value());
   ctrl->reset();
+}
+
+// Pulled and put back between two looks of the driver (a re-insertion within microseconds):
+// the driver must still learn that its function is gone — the one back is a fresh function
+// with none of its queues or DMA mappings — rather than talk to it as if nothing had happened.
+// Then a new client attaches to it as usual.
+TEST(ControllerRemoval, ReinsertedBeforeTheDriverLookedIsStillARemoval) {
+  env::MemoryRegistry registry;
+  emu::nvme::ControllerConfig cfg;
+  cfg.namespaces = {{16ull << 20, 512, "memory"}};
+  auto dev = emu::device::InProcessNvmeDevice::create(cfg);
+  ASSERT_TRUE(dev.ok()) << dev.error();
+  auto device = std::move(dev).value();
+  auto mem = env::DmaRegion::create(registry, 1 << 20);
+  ASSERT_TRUE(mem.ok());
+  auto attach = [&]() -> std::unique_ptr<nvme::Controller> {
+    auto pci = env::VfioUserDevice::attach(device->connect(), registry);
+    if (!pci.ok()) ADD_FAILURE() << pci.error().message;
+    if (!pci.ok()) return nullptr;
+    nvme::ControllerOptions o;
+    o.registry = &registry;
+    auto c = nvme::Controller::attach(std::move(pci).value(), o);
+    if (!c.ok()) ADD_FAILURE() << c.error().message;
+    return c.ok() ? std::move(c).value() : nullptr;
+  };
+  auto read_one = [&](nvme::Controller& c, nvme::Qpair& qp) {
+    Cb r;
+    EXPECT_EQ(qp.read(*c.ns(1), (*mem)->data(), 0, 8, Cb::cb, &r), 0);
+    // The device thread shares two cores with everything else: wait by time, not turns.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (r.calls == 0 && std::chrono::steady_clock::now() < until) {
+      EXPECT_GE(qp.process_completions(), 0);
+    }
+    EXPECT_EQ(r.calls, 1);
+    EXPECT_EQ(r.status, 0);
+    return r.calls == 1 && r.status == 0;
+  };
+  auto ctrl = attach();
+  ASSERT_NE(ctrl, nullptr);
+  EXPECT_EQ(device->connect(), nullptr) << "one client at a time";
+  auto qp = ctrl->alloc_io_qpair({});
+  ASSERT_TRUE(qp.ok());
+  ASSERT_TRUE(read_one(*ctrl, **qp));
+
+  device->with_device([](auto& d) {
+    d.surprise_remove();
+    d.insert();
+    return 0;
+  });
+  EXPECT_EQ(ctrl->process_admin_completions(), -ENODEV);
+  EXPECT_TRUE(ctrl->device().removed());
+  EXPECT_EQ((*qp)->process_completions(), -ENODEV);
+  // A DMA region allocated now is not refused because of the dead client.
+  EXPECT_TRUE(env::DmaRegion::create(registry, 4096).ok());
+  EXPECT_EQ(ctrl->free_io_qpair(std::move(qp).value()), 0);
+  ctrl.reset();
+
+  auto fresh = attach();
+  ASSERT_NE(fresh, nullptr);
+  auto qp2 = fresh->alloc_io_qpair({});
+  ASSERT_TRUE(qp2.ok());
+  EXPECT_TRUE(read_one(*fresh, **qp2));
+  EXPECT_EQ(fresh->free_io_qpair(std::move(qp2).value()), 0);
 }
 
 }  // namespace

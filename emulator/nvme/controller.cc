@@ -563,7 +563,9 @@ void Controller::post(Cq& cq, const sp::CompletionEntry& cqe, bool reserved) {
       sp::CompletionEntry c = cqe;
       if (a == FaultAction::kUnknownCid) c.cid = static_cast<uint16_t>(c.cid ^ 0x8000);
       (void)write_cqe(cq, c, a == FaultAction::kStalePhase);
-      if (a == FaultAction::kDuplicateCompletion && entries_in(cq) + 1 < cq.size) (void)write_cqe(cq, c);
+      // The copy takes a slot no fetch reserved: only one that no fetched command is
+      // promised (a timing model's queue engine would otherwise refuse one of theirs later).
+      if (a == FaultAction::kDuplicateCompletion && cq_free(cq) > 0) (void)write_cqe(cq, c);
       return;
     }
   }
@@ -609,17 +611,21 @@ bool Controller::execute(uint16_t sqid, const sp::SubmissionEntry& sqe, sp::Comp
   uint16_t st;
   if (sqid == 0) {
     ++counters_.admin_commands;
+    std::optional<FaultHit> hit;
+    if (!faults_.empty()) hit = faults_.match(sqe, /*admin=*/true);
+    if (hit && hit->action == FaultAction::kNeverComplete) return false;
     bool defer = false;
-    st = dispatch_admin(sqid, sqe, &cqe->dw0, &defer);
+    st = hit ? hit->status : dispatch_admin(sqid, sqe, &cqe->dw0, &defer);
     if (defer) return false;
   } else {
-    bool hold = false;
-    st = faults_.empty() ? kOk : apply_faults(sqe, sqid, &hold);
+    bool hold = false, skip = false;
+    sp::SubmissionEntry run = sqe;  // what executes: a misdirect fault moves its LBA
+    st = faults_.empty() ? kOk : apply_faults(sqe, sqid, &hold, &skip, &run);
     if (hold) return false;  // never completed: the host's timeout must notice
-    if (st == kOk) st = dispatch_io(sqe, &cqe->dw0);
-    if (st == kOk && !faults_.empty() &&
-        (sqe.opcode == sp::nvm::kWrite || sqe.opcode == sp::nvm::kWriteZeroes)) {
-      faults_.heal(sqe.nsid, sqe.slba(), sqe.nlb());
+    if (st == kOk && !skip) st = dispatch_io(run, &cqe->dw0);
+    if (st == kOk && !skip && !faults_.empty() &&
+        (run.opcode == sp::nvm::kWrite || run.opcode == sp::nvm::kWriteZeroes)) {
+      faults_.heal(run.nsid, run.slba(), run.nlb());
     }
   }
   cqe->status = st;
@@ -630,9 +636,11 @@ bool Controller::execute(uint16_t sqid, const sp::SubmissionEntry& sqe, sp::Comp
   return true;
 }
 
-// Command faults (faults.h): a status instead of execution, a hold, a delay, or a quirk of
-// the completion entry; bad blocks fail reads until rewritten.
-uint16_t Controller::apply_faults(const sp::SubmissionEntry& sqe, uint16_t sqid, bool* hold) {
+// Command faults (faults.h): a status instead of execution, a hold, a delay, a quirk of the
+// completion entry, success without execution (*skip), or execution at another LBA (*run);
+// bad blocks fail reads until rewritten.
+uint16_t Controller::apply_faults(const sp::SubmissionEntry& sqe, uint16_t sqid, bool* hold,
+                                  bool* skip, sp::SubmissionEntry* run) {
   if (sqe.opcode == sp::nvm::kRead || sqe.opcode == sp::nvm::kCompare) {
     uint64_t first = 0;
     if (faults_.has_bad_block(sqe.nsid, sqe.slba(), sqe.nlb(), &first)) {
@@ -659,6 +667,25 @@ uint16_t Controller::apply_faults(const sp::SubmissionEntry& sqe, uint16_t sqid,
     case FaultAction::kStalePhase:
       quirks_.emplace_back(uint32_t{sqid} << 16 | sqe.cid, hit->action);
       return kOk;
+    case FaultAction::kDropData:
+      *skip = true;
+      ++counters_.silent_faults;
+      return kOk;
+    case FaultAction::kMisdirect: {
+      const Namespace* ns = find_ns(sqe.nsid);
+      const bool data = sqe.opcode == sp::nvm::kRead || sqe.opcode == sp::nvm::kWrite;
+      if (!data || ns == nullptr || sqe.slba() >= ns->nsze || sqe.nlb() > ns->nsze - sqe.slba()) {
+        return kOk;  // nothing to move (or a bad range the command itself refuses)
+      }
+      // Wrap inside the namespace: the range must stay valid, only its place is wrong.
+      const uint64_t places = ns->nsze - sqe.nlb() + 1;
+      const uint64_t shift = hit->shift ? hit->shift : sqe.nlb();
+      const uint64_t to = (sqe.slba() + shift % places) % places;
+      run->cdw10 = static_cast<uint32_t>(to);
+      run->cdw11 = static_cast<uint32_t>(to >> 32);
+      if (to != sqe.slba()) ++counters_.silent_faults;
+      return kOk;
+    }
   }
   return kOk;
 }

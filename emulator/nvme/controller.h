@@ -45,6 +45,7 @@ struct ControllerCounters {
   uint64_t keep_alives = 0;
   uint64_t resets = 0;              // controller resets (CC.EN 1->0, NSSR)
   uint64_t bad_block_reads = 0;     // reads failed by an injected bad block
+  uint64_t silent_faults = 0;       // commands a drop_data or misdirect fault corrupted
 };
 
 class Controller {
@@ -231,7 +232,8 @@ class Controller {
   void count_down_to_ready();
   void post(Cq& cq, const spec::nvme::CompletionEntry& cqe, bool reserved);
   bool write_cqe(Cq& cq, const spec::nvme::CompletionEntry& cqe, bool stale_phase = false);
-  uint16_t apply_faults(const spec::nvme::SubmissionEntry& sqe, uint16_t sqid, bool* hold);
+  uint16_t apply_faults(const spec::nvme::SubmissionEntry& sqe, uint16_t sqid, bool* hold,
+                        bool* skip, spec::nvme::SubmissionEntry* run);
   void flush_overflow(Cq& cq);
   void fire_interrupts();
   void set_fatal();

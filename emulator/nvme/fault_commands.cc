@@ -17,7 +17,7 @@ Result<FaultAction> parse_action(const std::string& s) {
   }
   return Error{"action: '" + s +
                "' is not one of status, never_complete, delay, duplicate_completion, "
-               "unknown_cid, stale_phase"};
+               "unknown_cid, stale_phase, drop_data, misdirect"};
 }
 
 // Reads an unsigned integer field if present; errors name it.
@@ -33,8 +33,8 @@ bool get_uint(const json& j, const char* key, T* out, std::string* err) {
 }
 
 std::string add_fault(Controller& ctrl, const json& j) {
-  static const char* kKeys[] = {"cmd", "action", "status", "opcode", "nsid", "lba",
-                                "count", "probability", "delay_us"};
+  static const char* kKeys[] = {"cmd",   "action",      "status",   "opcode", "nsid", "lba",
+                                "count", "probability", "delay_us", "queue",  "shift"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (std::find(std::begin(kKeys), std::end(kKeys), it.key()) == std::end(kKeys)) {
       return fail(it.key() + ": unknown field");
@@ -58,6 +58,14 @@ std::string add_fault(Controller& ctrl, const json& j) {
     return fail(err);
   }
   r.delay_ns = delay_us * 1000;
+  if (j.contains("queue")) {
+    if (!j["queue"].is_string() || (j["queue"] != "io" && j["queue"] != "admin")) {
+      return fail("queue: io or admin");
+    }
+    r.admin = j["queue"] == "admin";
+  }
+  if (!get_uint(j, "shift", &r.shift, &err)) return fail(err);
+  if (j.contains("shift") && r.action != FaultAction::kMisdirect) return fail("shift: only for action misdirect");
   if (j.contains("lba")) {
     const json& l = j["lba"];
     if (!l.is_array() || l.size() != 2 || !l[0].is_number_unsigned() || !l[1].is_number_unsigned()) {

@@ -7,6 +7,9 @@
 //   {"cmd":"fault","action":"delay","delay_us":200}          (timed devices)
 //   {"cmd":"fault","action":"never_complete","count":1}
 //   {"cmd":"fault","action":"duplicate_completion"|"unknown_cid"|"stale_phase"}
+//   {"cmd":"fault","action":"drop_data","opcode":2}   (success, no data moved)
+//   {"cmd":"fault","action":"misdirect","opcode":1,"shift":8}   (written 8 blocks away)
+//   {"cmd":"fault","queue":"admin","opcode":8,"action":"status","status":"internal_error"}
 //   {"cmd":"remove_fault","id":3}   {"cmd":"clear"}
 //   {"cmd":"bad_block","nsid":1,"lba":42}
 //   {"cmd":"fatal"}   {"cmd":"disable"}   {"cmd":"stats"}

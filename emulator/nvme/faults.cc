@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string>
 
 namespace pollux::emu::nvme {
 
@@ -16,6 +17,11 @@ Result<int> FaultInjector::add(const FaultRule& r) {
     return Error{"fault rule: a status rule needs a non-zero status"};
   }
   if (r.opcode < -1 || r.opcode > 0xff) return Error{"fault rule: opcode must be 0..255 or -1 (any)"};
+  if (r.admin && r.opcode < 0) return Error{"fault rule: an admin rule needs an opcode"};
+  if (r.admin && r.action != FaultAction::kStatus && r.action != FaultAction::kNeverComplete) {
+    return Error{std::string("fault rule: admin commands take status or never_complete, not ") +
+                 to_string(r.action)};
+  }
   rules_.push_back(Armed{next_id_, r});
   return next_id_++;
 }
@@ -24,13 +30,14 @@ bool FaultInjector::remove(int id) {
   return std::erase_if(rules_, [id](const Armed& a) { return a.id == id; }) != 0;
 }
 
-std::optional<FaultHit> FaultInjector::match(const sp::SubmissionEntry& sqe) {
+std::optional<FaultHit> FaultInjector::match(const sp::SubmissionEntry& sqe, bool admin) {
   if (rules_.empty()) return std::nullopt;
-  const bool ranged = sp::nvm::has_lba_range(sqe.opcode);
+  const bool ranged = !admin && sp::nvm::has_lba_range(sqe.opcode);
   const uint64_t slba = sqe.slba(), n = sqe.nlb();
   for (size_t i = 0; i < rules_.size(); ++i) {
     Armed& a = rules_[i];
     const FaultRule& r = a.rule;
+    if (r.admin != admin) continue;
     if (r.opcode >= 0 && r.opcode != sqe.opcode) continue;
     if (r.nsid != 0 && r.nsid != sqe.nsid) continue;
     if (ranged && (slba > r.lba_hi || slba + n - 1 < r.lba_lo)) continue;
@@ -38,7 +45,7 @@ std::optional<FaultHit> FaultInjector::match(const sp::SubmissionEntry& sqe) {
       const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
       if (u >= r.probability) continue;
     }
-    const FaultHit hit{r.action, static_cast<uint16_t>(r.status & 0xfffe), r.delay_ns};
+    const FaultHit hit{r.action, static_cast<uint16_t>(r.status & 0xfffe), r.delay_ns, r.shift};
     ++hits_;
     ++hits_by_action_[static_cast<int>(r.action)];
     if (r.count != 0 && ++a.hits >= r.count) rules_.erase(rules_.begin() + static_cast<long>(i));
@@ -49,7 +56,8 @@ std::optional<FaultHit> FaultInjector::match(const sp::SubmissionEntry& sqe) {
 
 const char* to_string(FaultAction a) {
   static const char* const kNames[kFaultActions] = {
-      "status", "never_complete", "delay", "duplicate_completion", "unknown_cid", "stale_phase"};
+      "status",      "never_complete", "delay",     "duplicate_completion",
+      "unknown_cid", "stale_phase",    "drop_data", "misdirect"};
   return kNames[static_cast<int>(a)];
 }
 

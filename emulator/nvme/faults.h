@@ -1,8 +1,11 @@
 // Device-side fault injection for the functional controller: rules that match commands (by
 // opcode, namespace, LBA range, count, probability) and make them fail with a chosen status,
-// never complete, complete late (a timing model applies the delay), or complete in a way a
-// buggy device would (twice, with an unknown CID, with a stale phase tag); and persistent bad
-// blocks, dm-dust style: reads of a bad LBA fail until the LBA is written again.
+// never complete, complete late (a timing model applies the delay), complete in a way a
+// buggy device would (twice, with an unknown CID, with a stale phase tag), or succeed without
+// doing the work right (no data moved, data moved to another LBA: the silent corruptions a
+// data-integrity checker exists to catch); admin rules (status, never complete) hit admin
+// commands; and persistent bad blocks, dm-dust style: reads of a bad LBA fail until the LBA is
+// written again.
 //
 // Deterministic: probabilities draw from the injector's own seeded generator, in command
 // order. Single-threaded, like the controller that owns it.
@@ -28,14 +31,21 @@ enum class FaultAction : uint8_t {
   kDuplicateCompletion,  // executes; its completion entry is posted twice
   kUnknownCid,         // executes; the entry carries a CID the host never used
   kStalePhase,         // executes; the entry is written with the previous pass's phase tag
+  kDropData,           // completes successfully without executing: a read leaves the host's
+                       // buffer as it was, a write stores nothing, a flush flushes nothing
+  kMisdirect,          // a read or write executes `shift` blocks away from its LBA (wrapping
+                       // inside the namespace) and completes successfully
 };
-inline constexpr int kFaultActions = 6;
+inline constexpr int kFaultActions = 8;
 // The names fault commands and scenario files use ("status", "never_complete", ...).
 const char* to_string(FaultAction a);
 
 struct FaultRule {
   FaultAction action = FaultAction::kStatus;
-  int opcode = -1;          // I/O opcode to match; -1: any I/O command (admin never matches)
+  // An admin rule matches admin commands with `opcode` (required; kStatus or kNeverComplete
+  // only); otherwise only I/O commands match.
+  bool admin = false;
+  int opcode = -1;          // opcode to match; -1: any I/O command
   uint32_t nsid = 0;        // 0: any namespace
   uint64_t lba_lo = 0;      // commands whose LBA range overlaps [lba_lo, lba_hi] match
   uint64_t lba_hi = ~0ull;  // (commands without an LBA range match any range)
@@ -43,12 +53,14 @@ struct FaultRule {
   double probability = 1.0; // of a matching command being hit
   uint16_t status = 0;      // kStatus: the status field (phase bit ignored)
   uint64_t delay_ns = 0;    // kDelay
+  uint64_t shift = 0;       // kMisdirect: blocks away; 0: the command's own length (next range)
 };
 
 struct FaultHit {
   FaultAction action;
   uint16_t status;
   uint64_t delay_ns;
+  uint64_t shift;
 };
 
 class FaultInjector {
@@ -63,9 +75,9 @@ class FaultInjector {
   void clear_rules() { rules_.clear(); }
   bool empty() const { return rules_.empty() && bad_.empty(); }
 
-  // The first armed rule that matches `sqe`, consuming one hit. Draws from the generator only
-  // for rules with probability < 1.
-  std::optional<FaultHit> match(const spec::nvme::SubmissionEntry& sqe);
+  // The first armed rule that matches `sqe` (an admin command if `admin`), consuming one hit.
+  // Draws from the generator only for rules with probability < 1.
+  std::optional<FaultHit> match(const spec::nvme::SubmissionEntry& sqe, bool admin = false);
 
   // Bad blocks: per namespace, by LBA.
   void add_bad_block(uint32_t nsid, uint64_t lba) { bad_.insert({nsid, lba}); }

@@ -52,6 +52,10 @@ struct QueueEngineInputs {
   // (cpl_valid out = 0) unless the CQ is enabled and holds a reservation.
   bool cpl_valid = false;
   uint8_t cpl_cqid = 0;
+  // ... or an entry with no fetch behind it (a device posting a completion twice): it takes a
+  // slot that is neither used nor reserved — refused unless the CQ has such room (and no grant
+  // for this CQ takes it at the same edge) — and leaves the reservations alone.
+  bool cpl_unreserved = false;
   // Synchronous reset of all state (controller reset).
   bool reset = false;
 };

@@ -35,6 +35,7 @@ module queue_engine #(
     input logic i_fetch_ready,
     input logic i_cpl_valid,
     input logic [7:0] i_cpl_cqid,
+    input logic i_cpl_unreserved,  // an entry no fetch reserved: needs free room
     // Registered results of the last edge (fields are 0 when not valid).
     output logic o_fetch_valid,
     output logic [7:0] o_fetch_sqid,
@@ -181,7 +182,9 @@ module queue_engine #(
   wire grant = i_fetch_ready && sel_valid;
   wire qid_t grant_cq = sq_cqid[sel_sq];
   wire qid_t cpl_q = i_cpl_cqid[QW-1:0];
-  wire cpl_ok = i_cpl_valid && i_cpl_cqid < NQ8 && cq_en[cpl_q] && cq_res[cpl_q] != 16'd0;
+  wire cpl_ok = i_cpl_valid && i_cpl_cqid < NQ8 && cq_en[cpl_q] &&
+      (i_cpl_unreserved ? cq_room[cpl_q] && !(grant && grant_cq == cpl_q) : cq_res[cpl_q] != 16'd0);
+  wire cpl_takes_res = cpl_ok && !i_cpl_unreserved;
   wire qid_t db_q = i_db_qid[QW-1:0];
   wire db_ok = i_db_valid && i_db_qid < NQ8 &&
       (i_db_cq ? cq_en[db_q] && i_db_value <= cq_size[db_q]
@@ -254,8 +257,8 @@ module queue_engine #(
         cq_tail[cpl_q] <= next_index(cq_tail[cpl_q], cq_size[cpl_q]);
         if (cq_tail[cpl_q] == cq_size[cpl_q]) cq_phase[cpl_q] <= !cq_phase[cpl_q];
       end
-      if (grant && !(cpl_ok && cpl_q == grant_cq)) cq_res[grant_cq] <= cq_res[grant_cq] + 16'd1;
-      if (cpl_ok && !(grant && cpl_q == grant_cq)) cq_res[cpl_q] <= cq_res[cpl_q] - 16'd1;
+      if (grant && !(cpl_takes_res && cpl_q == grant_cq)) cq_res[grant_cq] <= cq_res[grant_cq] + 16'd1;
+      if (cpl_takes_res && !(grant && cpl_q == grant_cq)) cq_res[cpl_q] <= cq_res[cpl_q] - 16'd1;
 
       // Doorbell.
       if (db_ok) begin

@@ -63,7 +63,9 @@ const QueueEngineOutputs& RefQueueEngine::tick(const QueueEngineInputs& in) {
   const bool grant = in.fetch_ready && sel.valid;
   const unsigned gq = sel.sq, gcq = sq_[gq].cqid;
   const unsigned cq = in.cpl_cqid;
-  const bool cpl_ok = in.cpl_valid && cq < kQueues && cq_[cq].en && cq_[cq].reserved != 0;
+  const bool cpl_ok =
+      in.cpl_valid && cq < kQueues && cq_[cq].en &&
+      (in.cpl_unreserved ? (room_ >> cq & 1) && !(grant && gcq == cq) : cq_[cq].reserved != 0);
   const unsigned dq = in.db_qid;
   const bool db_ok = in.db_valid && dq < kQueues &&
                      (in.db_cq ? cq_[dq].en && in.db_value <= cq_[dq].size
@@ -100,7 +102,7 @@ const QueueEngineOutputs& RefQueueEngine::tick(const QueueEngineInputs& in) {
     out_.cpl_phase = c.phase;
     if (c.tail == c.size) c.phase = !c.phase;
     c.tail = next_index(c.tail, c.size);
-    --c.reserved;  // after a same-edge grant's ++ on this CQ: the two cancel
+    if (!in.cpl_unreserved) --c.reserved;  // after a same-edge grant's ++ on this CQ: they cancel
   }
   if (db_ok) {
     (in.db_cq ? cq_[dq].head : sq_[dq].tail) = in.db_value;

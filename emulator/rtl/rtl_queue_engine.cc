@@ -38,6 +38,7 @@ const QueueEngineOutputs& RtlQueueEngine::tick(const QueueEngineInputs& in) {
   m.i_fetch_ready = in.fetch_ready;
   m.i_cpl_valid = in.cpl_valid;
   m.i_cpl_cqid = in.cpl_cqid;
+  m.i_cpl_unreserved = in.cpl_unreserved;
 
   // The rising edge updates state and outputs; the falling edge only re-arms edge detection.
   m.clk = 1;

@@ -208,6 +208,12 @@ void Stimulus::completion(const RefQueueEngine& ref, QueueEngineInputs& in) {
     in.cpl_cqid = uint8_t(rng_.below(kQueues + 8));
     return;
   }
+  if (n_cq_ && rng_.chance(0.1)) {  // an entry no fetch reserved: room or a refusal
+    in.cpl_valid = true;
+    in.cpl_unreserved = true;
+    in.cpl_cqid = cqs_[rng_.below(n_cq_)];
+    return;
+  }
   for (unsigned i = 0, start = n_cq_ ? rng_.below(n_cq_) : 0; i < n_cq_; ++i) {
     const uint8_t q = cqs_[(start + i) % n_cq_];
     if (ref.cq(q).reserved != 0) {
@@ -274,7 +280,7 @@ std::string Describe(const QueueEngineInputs& in) {
         in.arb_mpw, in.arb_lpw);
   }
   if (in.db_valid) add(" db{%s qid=%u value=%u}", in.db_cq ? "cq" : "sq", in.db_qid, in.db_value);
-  if (in.cpl_valid) add(" cpl{cqid=%u}", in.cpl_cqid);
+  if (in.cpl_valid) add(" cpl{cqid=%u%s}", in.cpl_cqid, in.cpl_unreserved ? " unreserved" : "");
   return buf;
 }
 

@@ -36,11 +36,11 @@ void QueueEngineModule::doorbell(SimTime at, bool cq, uint8_t qid, uint16_t valu
   wake(at);
 }
 
-void QueueEngineModule::request_completion(uint8_t cqid, bool urgent) {
+void QueueEngineModule::request_completion(uint8_t cqid, bool urgent, bool unreserved) {
   if (urgent) {
-    completions_.push_front(cqid);
+    completions_.push_front(CompletionRequest{cqid, unreserved});
   } else {
-    completions_.push_back(cqid);
+    completions_.push_back(CompletionRequest{cqid, unreserved});
   }
   wake(sc_now());
 }
@@ -70,7 +70,8 @@ void QueueEngineModule::edge() {
   }
   if (!completions_.empty()) {
     in.cpl_valid = true;
-    in.cpl_cqid = completions_.front();
+    in.cpl_cqid = completions_.front().cqid;
+    in.cpl_unreserved = completions_.front().unreserved;
   }
   in.fetch_ready = client_.can_accept_command();
   const rtl::QueueEngineOutputs& out = engine_->tick(in);

@@ -29,7 +29,8 @@ class QueueEngineModule final : public sc_core::sc_module {
   // Inputs, queued and fed one per kind per edge. A doorbell becomes visible at `at`.
   void configure(const rtl::QueueEngineInputs& cfg);  // cfg_*/arb_*/reset fields only
   void doorbell(SimTime at, bool cq, uint8_t qid, uint16_t value);
-  void request_completion(uint8_t cqid, bool urgent);  // urgent: ahead of queued requests
+  // urgent: ahead of queued requests; unreserved: an entry no fetch reserved a slot for.
+  void request_completion(uint8_t cqid, bool urgent, bool unreserved = false);
   void drop_pending();  // controller reset: forget queued doorbells and completion requests
   void wake(SimTime at);  // new work may exist (a command slot freed)
 
@@ -53,7 +54,11 @@ class QueueEngineModule final : public sc_core::sc_module {
   sc_core::sc_event clock_;
   Ring<rtl::QueueEngineInputs> config_;
   Ring<Doorbell> doorbells_;
-  Ring<uint8_t> completions_;
+  struct CompletionRequest {
+    uint8_t cqid;
+    bool unreserved;
+  };
+  Ring<CompletionRequest> completions_;
   bool busy_ = false;
   SimTime last_edge_ = 0;  // time of the last edge (valid once cycles_ > 0)
   uint64_t cycles_ = 0, grants_ = 0;

@@ -373,10 +373,11 @@ void TimedSsd::on_cqe_written(uint16_t cqid, uint32_t slot, bool phase) {
     return;
   }
   if (cqid >= queues_) return;
-  // Written by the controller on its own (AER, aborted at fetch, a duplicate a fault asked
-  // for): the engine's tail must follow before any other entry of this CQ.
+  // Written by the controller on its own (AER, aborted at fetch: into slots their fetches
+  // reserved; or a second entry for the command being posted, a duplicate a fault asked for,
+  // which no fetch reserved): the engine's tail must follow before any other entry of this CQ.
   pending_.push_front(Pending{kPosted, cqid, static_cast<uint16_t>(slot), phase});
-  engine_->request_completion(static_cast<uint8_t>(cqid), true);
+  engine_->request_completion(static_cast<uint8_t>(cqid), true, /*unreserved=*/posting_);
 }
 
 // A cached write is durable once the cache released its last unit (the media programmed it)

@@ -78,6 +78,8 @@ struct BdevProperties {
   uint32_t max_transfer_blocks = 0;  // the module's limit; larger I/O is split (0: none)
   uint32_t required_alignment = 0;   // log2 bytes of buffer alignment; else bounce buffers
   bool write_cache = false;
+  // false: reads return no data (the null bdev): nothing written can be read back or checked.
+  bool stores_data = true;
   std::string uuid;  // optional
 };
 

@@ -1,6 +1,8 @@
 #include "driver/env/pattern.h"
 
 #include <cstdio>
+#include <cstring>
+#include <string>
 
 namespace pollux::env {
 namespace {
@@ -31,6 +33,11 @@ bool check_pattern(const uint8_t* buf, uint64_t lba, uint32_t blocks, uint32_t b
     uint64_t x = (lba + b) * 0x9e3779b97f4a7c15ull ^ gen;
     bool ok = p[0] == lba + b && p[1] == gen;
     for (uint32_t i = 2; ok && i < bs / 8; ++i) ok = p[i] == next(x);
+    if (!ok && is_poison(buf + std::size_t{b} * bs, bs)) {
+      if (why) *why = "LBA " + std::to_string(lba + b) +
+                      ": no data transferred (the read buffer kept its poison)";
+      return false;
+    }
     if (!ok) {
       char msg[160];
       std::snprintf(msg, sizeof msg,
@@ -42,6 +49,20 @@ bool check_pattern(const uint8_t* buf, uint64_t lba, uint32_t blocks, uint32_t b
       if (why) *why = msg;
       return false;
     }
+  }
+  return true;
+}
+
+namespace {
+constexpr uint64_t kPoison = 0xdbdbdbdbdbdbdbdbull;
+}  // namespace
+
+void poison(uint8_t* buf, std::size_t bytes) { std::memset(buf, 0xdb, bytes); }
+
+bool is_poison(const uint8_t* block, uint32_t bs) {
+  const auto* p = reinterpret_cast<const uint64_t*>(block);
+  for (uint32_t i = 0; i < bs / 8; ++i) {
+    if (p[i] != kPoison) return false;
   }
   return true;
 }

@@ -179,6 +179,7 @@ bool Controller::process_init() {
       qctx_.max_transfer = 512u * 4096;
       if (cdata_.mdts != 0 && cdata_.mdts < 9) qctx_.max_transfer = (1u << cdata_.mdts) * 4096;
       qctx_.sgl_supported = (cdata_.sgls & 3) != 0;
+      abort_slots_.assign(uint32_t{cdata_.acl} + 1, AbortSlot{});
       state_ = InitState::kSetQueues;
       return false;
     }
@@ -286,19 +287,48 @@ int Controller::process_admin_completions() {
     if (const int rc = poll_recovery(); rc < 0) return rc;
   }
   std::lock_guard lock(admin_mu_);
-  for (uint32_t req; abort_requests_.try_pop(req);) {
+  send_aborts();
+  const int rc = admin_->process_completions();
+  send_aborts();  // slots the completions freed
+  return rc;
+}
+
+// Queued Aborts go out while the controller's limit (ACL) allows; the rest wait in the queue.
+void Controller::send_aborts() {
+  for (AbortSlot& slot : abort_slots_) {
+    if (slot.busy) continue;
+    uint32_t req;
+    if (!abort_requests_.try_pop(req)) return;
     sn::SubmissionEntry cmd{};
     cmd.opcode = sn::admin::kAbort;
     cmd.cdw10 = (req & 0xffff) << 16 | req >> 16;  // CID in [31:16], SQID in [15:0]
-    if (admin_->submit_raw(cmd, nullptr, 0, nullptr, nullptr) == 0) ++stats_.aborts_sent;
+    slot = AbortSlot{this, req, abort_epoch_, true};
+    if (admin_->submit_raw(cmd, nullptr, 0, on_abort_done, &slot) == 0) {
+      ++stats_.aborts_sent;
+    } else {
+      slot.busy = false;
+      request_reset();  // no Abort possible: the command can only end by a reset
+    }
   }
-  return admin_->process_completions();
+}
+
+// Runs with admin_mu_ held (inside the admin queue's process_completions).
+void Controller::on_abort_done(void* ctx, const sn::CompletionEntry& cpl) {
+  auto* slot = static_cast<AbortSlot*>(ctx);
+  Controller* self = slot->ctrl;
+  slot->busy = false;
+  if (slot->epoch != self->abort_epoch_) return;  // ended by a reset: that is the answer
+  if (cpl_is_error(cpl)) {
+    ++self->stats_.aborts_failed;
+    self->request_reset();
+  } else if (cpl.dw0 & 1) {
+    ++self->stats_.aborts_not_aborted;  // overdue one timeout later if it never completes
+  }
 }
 
 void Controller::request_abort(uint16_t sqid, uint16_t cid) {
-  // A full queue drops the request: the command is still reported as timed out, and a
-  // controller this far behind is a case for a reset rather than more aborts.
-  abort_requests_.try_push(uint32_t{sqid} << 16 | cid);
+  // No room to queue it: a controller this far behind is a case for a reset.
+  if (!abort_requests_.try_push(uint32_t{sqid} << 16 | cid)) request_reset();
 }
 
 Result<sn::CompletionEntry> Controller::admin_sync(const sn::SubmissionEntry& cmd, void* data,
@@ -403,6 +433,14 @@ void Controller::on_io_timeout(void* ctx, Qpair& qp, uint16_t cid) {
   }
 }
 
+// A command that timed out is still outstanding one timeout later: the Abort (or a reset) did
+// not end it. Only a reset takes it back from the device.
+void Controller::on_io_overdue(void* ctx, Qpair&, uint16_t) {
+  Controller* self = static_cast<TimeoutHook*>(ctx)->ctrl;
+  ++self->stats_.io_overdue;
+  if (self->timeout_action() != TimeoutAction::kNone) self->request_reset();
+}
+
 void Controller::request_reset() {
   uint8_t expected = kRecoveryIdle;
   // Only the first timeout of a stall asks; later ones find the request already pending.
@@ -445,6 +483,7 @@ Result<std::unique_ptr<Qpair>> Controller::alloc_io_qpair(const QpairOptions& op
   if (o.timeout_us) {
     hook = std::make_unique<TimeoutHook>(TimeoutHook{this, o.timeout_cb, o.timeout_ctx});
     o.timeout_cb = on_io_timeout;
+    o.overdue_cb = on_io_overdue;
     o.timeout_ctx = hook.get();
   }
   auto qp = Qpair::create(qctx_, qid, o);
@@ -606,6 +645,11 @@ int Controller::reset() {
   // 2. The admin queue's outstanding commands (the AERs) are gone with the controller.
   {
     std::lock_guard lock(admin_mu_);
+    ++abort_epoch_;  // Aborts in flight end here, and are not failures
+    // Aborts still queued name commands the reset ends: sent later they could hit a new
+    // command that reuses the CID.
+    for (uint32_t stale; abort_requests_.try_pop(stale);) {
+    }
     admin_->reset_rings(sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedByRequest));
     admin_->resume();
     admin_stuck_.store(false, std::memory_order_release);  // disabled: nothing is the device's

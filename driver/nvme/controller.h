@@ -29,6 +29,12 @@ namespace pollux::nvme {
 
 // What the controller does when an I/O command of one of its queue pairs times out (the
 // queue pair's timeout_us; the owner's timeout_cb is called first in every case).
+// Escalation (SPDK's bdev_nvme does the same for a failed abort): with kAbort, an Abort that
+// fails (an error status, or no room to queue it) requests a controller reset; one the device
+// answers "not aborted" (CDW0 bit 0: it no longer holds the command, or will not stop it)
+// leaves the command one more timeout to complete. With kAbort and kReset, a command still
+// outstanding one timeout after its timeout (overdue: the Abort or the reset did not end it)
+// requests a reset — so every command ends, whatever the device does with it.
 enum class TimeoutAction {
   kNone,   // report only
   kAbort,  // report and send an Abort for the command (queued; sent by the admin poll)
@@ -65,7 +71,10 @@ struct ControllerOptions {
 struct ControllerStats {
   std::atomic<uint64_t> async_events{0};
   std::atomic<uint64_t> aborts_sent{0};
+  std::atomic<uint64_t> aborts_failed{0};       // error status: escalated to a reset
+  std::atomic<uint64_t> aborts_not_aborted{0};  // CDW0 bit 0 set: the command goes on
   std::atomic<uint64_t> io_timeouts{0};  // reported by I/O threads
+  std::atomic<uint64_t> io_overdue{0};   // still outstanding a timeout after timing out
   std::atomic<uint64_t> resets{0};       // controller resets attempted
   std::atomic<uint64_t> reset_failures{0};
   std::atomic<uint64_t> reset_aborted_ios{0};  // I/Os the device held, ended retriable by resets
@@ -177,6 +186,9 @@ class Controller {
   void arm_async_event();
   static void on_async_event(void* ctx, const sn::CompletionEntry& cpl);
   static void on_io_timeout(void* ctx, Qpair& qp, uint16_t cid);
+  static void on_io_overdue(void* ctx, Qpair& qp, uint16_t cid);
+  static void on_abort_done(void* ctx, const sn::CompletionEntry& cpl);
+  void send_aborts();  // admin lock held
   void shutdown();
   void request_reset();  // any thread (an I/O thread's timeout); lock-free
 
@@ -212,6 +224,16 @@ class Controller {
   std::atomic<bool> admin_stuck_{false};
   std::map<uint16_t, std::unique_ptr<TimeoutHook>> timeout_hooks_;
   env::MpmcQueue<uint32_t> abort_requests_{1024};  // (sqid << 16) | cid
+  // Aborts in flight, at most Identify ACL + 1 (the controller's limit); under admin_mu_. A
+  // completion from before the last reset (its epoch) is the reset ending it: ignored.
+  struct AbortSlot {
+    Controller* ctrl = nullptr;
+    uint32_t request = 0;
+    uint64_t epoch = 0;
+    bool busy = false;
+  };
+  std::vector<AbortSlot> abort_slots_;
+  uint64_t abort_epoch_ = 0;
   AsyncEventFn aer_fn_ = nullptr;
   void* aer_ctx_ = nullptr;
   std::atomic<uint8_t> recovery_{kRecoveryIdle};

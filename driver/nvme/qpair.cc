@@ -22,7 +22,7 @@ struct Qpair::Request {
   uint16_t gen = 0;
   uint16_t inject_status = 0;  // valid when injected
   bool in_sq = false;
-  bool timed_out = false;
+  uint8_t stage = 0;           // 0: outstanding, 1: timed out (late list), 2: overdue too
   bool injected = false;       // an error injection rule hit it
 };
 
@@ -99,7 +99,7 @@ Qpair::Request* Qpair::get_request(CompletionFn cb, void* cb_ctx) {
   r->cb = cb;
   r->cb_ctx = cb_ctx;
   r->next = r->prev = nullptr;
-  r->timed_out = false;
+  r->stage = 0;
   r->injected = false;
   if (cid_index_bits_ < 16) {
     r->gen = static_cast<uint16_t>((r->gen + 1) & ((1u << (16 - cid_index_bits_)) - 1));
@@ -377,9 +377,18 @@ void Qpair::count_error(uint16_t status) {
   ++stats_.errors_by_type[sn::status::sct(status)];
 }
 
+Qpair::Request** Qpair::stage_list(uint8_t stage, Request*** tail) {
+  switch (stage) {
+    case 0: *tail = &out_tail_; return &out_head_;
+    case 1: *tail = &late_tail_; return &late_head_;
+    default: *tail = &overdue_tail_; return &overdue_head_;
+  }
+}
+
 void Qpair::unlink_outstanding(Request* r) {
-  Request*& head = r->timed_out ? late_head_ : out_head_;
-  Request*& tail = r->timed_out ? late_tail_ : out_tail_;
+  Request** tailp;
+  Request*& head = *stage_list(r->stage, &tailp);
+  Request*& tail = *tailp;
   if (r->prev) r->prev->next = r->next; else head = r->next;
   if (r->next) r->next->prev = r->prev; else tail = r->prev;
   r->prev = r->next = nullptr;
@@ -450,25 +459,41 @@ int Qpair::process_completions(uint32_t max) {
     place_in_sq(r);
   }
   ring_sq_doorbell();
-  if (timeout_ticks_ && out_head_ != nullptr) check_timeouts();
+  if (timeout_ticks_ && (out_head_ != nullptr || late_head_ != nullptr)) [[unlikely]] {
+    check_timeouts();
+  }
   return static_cast<int>(reaped);
 }
 
+// Moves r from its stage's list to the tail of the next stage's.
+void Qpair::advance_stage(Request* r) {
+  unlink_outstanding(r);
+  r->in_sq = true;
+  ++r->stage;
+  Request** tail;
+  Request*& head = *stage_list(r->stage, &tail);
+  r->prev = *tail;
+  if (*tail) (*tail)->next = r; else head = r;
+  *tail = r;
+}
+
 // The outstanding list is in submission order, so the oldest is at its head. A request that
-// timed out is reported once and moved to the "late" list, where a completion still finds it
-// but the timeout scan no longer looks.
+// times out is reported once and moved to the "late" list — in the same order — where a
+// completion still finds it; one timeout later, still there, it is reported overdue once and
+// moved on to the last list, which nothing scans.
 void Qpair::check_timeouts() {
   const uint64_t now = ctx_.clock->now();
   while (out_head_ != nullptr && now - out_head_->submit_tick > timeout_ticks_) {
     Request* r = out_head_;
-    unlink_outstanding(r);
-    r->in_sq = true;
-    r->timed_out = true;
-    r->prev = late_tail_;
-    if (late_tail_) late_tail_->next = r; else late_head_ = r;
-    late_tail_ = r;
+    advance_stage(r);
     ++stats_.timeouts;
     if (options_.timeout_cb) options_.timeout_cb(options_.timeout_ctx, *this, r->cid);
+  }
+  while (late_head_ != nullptr && now - late_head_->submit_tick > 2 * timeout_ticks_) {
+    Request* r = late_head_;
+    advance_stage(r);
+    ++stats_.overdue;
+    if (options_.overdue_cb) options_.overdue_cb(options_.timeout_ctx, *this, r->cid);
   }
 }
 
@@ -485,13 +510,13 @@ void Qpair::end_request(Request* r, uint16_t status) {
   if (cb) cb(cb_ctx, cpl);  // may submit again
 }
 
-// Both lists are detached first: a callback that submits again adds to fresh lists, and is
+// The lists are detached first: a callback that submits again adds to fresh lists, and is
 // not ended here (no loop with a callback that always retries).
 uint32_t Qpair::end_outstanding(uint16_t status) {
   uint32_t n = 0;
   unstamped_ = 0;
-  Request* lists[2] = {out_head_, late_head_};
-  out_head_ = out_tail_ = late_head_ = late_tail_ = nullptr;
+  Request* lists[3] = {out_head_, late_head_, overdue_head_};
+  out_head_ = out_tail_ = late_head_ = late_tail_ = overdue_head_ = overdue_tail_ = nullptr;
   for (Request* list : lists) {
     while (list != nullptr) {
       Request* r = list;

@@ -36,7 +36,10 @@ struct QpairOptions {
   bool prefer_sgl = false;       // describe data with SGLs when the controller supports them
   uint64_t timeout_us = 0;       // 0: no timeout detection
   bool track_latency = false;    // a clock read per doorbell and per completion batch
-  TimeoutFn timeout_cb = nullptr;
+  TimeoutFn timeout_cb = nullptr;  // a command outlived timeout_us (once per command)
+  // A command already reported is still outstanding timeout_us after that (once per command):
+  // whatever the timeout set in motion (an Abort) did not end it. Same context.
+  TimeoutFn overdue_cb = nullptr;
   void* timeout_ctx = nullptr;
 };
 
@@ -48,6 +51,7 @@ struct QpairStats {
   std::array<env::OwnerCounter, 8> errors_by_type{};  // the same, by Status Code Type
   env::OwnerCounter queued = 0;           // had to wait for an SQ slot
   env::OwnerCounter timeouts = 0;
+  env::OwnerCounter overdue = 0;          // still outstanding a timeout after their timeout
   env::OwnerCounter bad_completions = 0;  // unknown, stale or not-outstanding CID, wrong SQID: ignored
   env::OwnerCounter bad_sq_heads = 0;     // CQE SQ head pointers beyond the tail: ignored
   env::OwnerCounter doorbells = 0;        // SQ tail doorbell writes
@@ -183,6 +187,8 @@ class Qpair {
   void ring_sq_doorbell();
   void count_error(uint16_t status);
   void check_timeouts();
+  void advance_stage(Request* r);
+  Request** stage_list(uint8_t stage, Request*** tail);
   void unlink_outstanding(Request* r);
   // Slots from `from` forward to `to` around the ring (no division on the completion path).
   uint32_t ring_distance(uint32_t from, uint32_t to) const {
@@ -226,6 +232,8 @@ class Qpair {
   Request* out_tail_ = nullptr;
   Request* late_head_ = nullptr;  // submitted and already reported as timed out
   Request* late_tail_ = nullptr;
+  Request* overdue_head_ = nullptr;  // ... and reported overdue as well: no more checks
+  Request* overdue_tail_ = nullptr;
   Request* inj_head_ = nullptr;   // completed in software, delivered by the next poll
   Request* inj_tail_ = nullptr;
   uint32_t inj_count_ = 0;

@@ -426,8 +426,15 @@ Violation Oracle::describe(uint64_t lba, uint64_t found, const Block* b) const {
   } else {
     out.kind = ViolationKind::kCorrupt;
     out.found = "unknown content hash " + hex(found) + " (torn or corrupt)";
+    for (const auto& [hash, what] : named_) {
+      if (hash == found) out.found = what;
+    }
   }
   return out;
+}
+
+void Oracle::name_content(const void* block, std::string what) {
+  named_.emplace_back(hash_block(block, block_size_), std::move(what));
 }
 
 Verdict Oracle::check_read(uint64_t lba, uint32_t blocks, const void* data) {

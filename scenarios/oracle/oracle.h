@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pollux::scenarios::oracle {
@@ -122,6 +123,11 @@ class Oracle {
   using ReadBlockFn = std::function<void(uint64_t lba, void* buf)>;
   Verdict verify_all(const ReadBlockFn& read);
 
+  // Content that is no version of any block but has a meaning (e.g. the poison a read buffer
+  // is filled with before the read: found, it means no data arrived): a violation that finds
+  // it says `what` instead of "unknown content". It stays a kCorrupt violation.
+  void name_content(const void* block, std::string what);
+
   // Acceptable generations for reads of `lba` now (ascending; 0 = never written).
   std::vector<uint64_t> acceptable_generations(uint64_t lba) const;
 
@@ -206,6 +212,7 @@ class Oracle {
   U64Map<Block> blocks_;
   U64Map<Write> writes_;
   U64Map<Known> known_;
+  std::vector<std::pair<uint64_t, std::string>> named_;  // content hash -> meaning
   std::vector<Version> pool_;
   uint32_t free_ = kNil;
   uint64_t live_versions_ = 0;

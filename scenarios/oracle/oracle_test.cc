@@ -469,5 +469,21 @@ TEST(Oracle, ModelSsdIgnoringFlushIsCaught) {
   EXPECT_TRUE(lost) << v.front().to_string();
 }
 
+// Content with a meaning of its own (a read buffer's poison: the read moved no data) is
+// named in the violation, which stays a corruption.
+TEST(Oracle, NamedContentIsNamedInTheViolation) {
+  Oracle o(512, 64);
+  std::vector<uint8_t> w(512, 7), poison(512, 0xdb);
+  o.write_acked(o.begin_write(3, 1, w.data()));
+  o.name_content(poison.data(), "the poison: no data transferred");
+  const Verdict v = o.check_read(3, 1, poison.data());
+  ASSERT_EQ(v.violations.size(), 1u);
+  EXPECT_EQ(v.violations[0].kind, ViolationKind::kCorrupt);
+  EXPECT_NE(v.violations[0].to_string().find("no data transferred"), std::string::npos)
+      << v.violations[0].to_string();
+  std::vector<uint8_t> other(512, 9);
+  EXPECT_NE(o.check_read(3, 1, other.data()).to_string().find("unknown content"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace pollux::scenarios::oracle

@@ -110,8 +110,11 @@ Scenario make_chaos_scenario(const ChaosOptions& o) {
     w.bdev = d.name + "n1";
     w.read_percent = static_cast<uint32_t>(uniform(r, 20, 80));
     w.queue_depth = static_cast<uint32_t>(uniform(r, 2, 16));
-    w.block_size = uniform(r, 0, 3) == 0 ? 16384 : 4096;
-    w.range_bytes = uint64_t{1} << uniform(r, 20, 23);
+    // Mostly 4 KiB; large I/O too, where a slow drive takes milliseconds per write.
+    static const uint32_t kBlockSizes[] = {4096, 4096, 4096, 16384, 65536, 131072};
+    w.block_size = kBlockSizes[uniform(r, 0, 5)];
+    w.range_bytes = std::max<uint64_t>(uint64_t{1} << uniform(r, 20, 23),
+                                       4ull * w.queue_depth * w.block_size);
     w.flush_every = uniform(r, 0, 1) ? static_cast<uint32_t>(uniform(r, 8, 64)) : 0;
     w.duration_ns = o.duration_ns;
     s.workloads.push_back(w);
@@ -123,6 +126,24 @@ Scenario make_chaos_scenario(const ChaosOptions& o) {
   }
   std::sort(s.faults.begin(), s.faults.end(),
             [](const FaultSpec& a, const FaultSpec& b) { return a.at_ns < b.at_ns; });
+  // The host's timeout policy. The timeout stays well above what a healthy drive takes: the
+  // slowest profile here (p3700) took up to 1.5 ms at QD 16 x 4 KiB and 7.1 ms at QD 16 x
+  // 128 KiB (writes queued behind writes), so 1.5 ms + 3.5 us per KiB in flight, times 3 to 6.
+  uint64_t in_flight_kib = 0;
+  for (const WorkloadSpec& w : s.workloads) {
+    in_flight_kib = std::max<uint64_t>(in_flight_kib, uint64_t{w.queue_depth} * w.block_size / 1024);
+  }
+  s.host.io_timeout_us = (1500 + in_flight_kib * 7 / 2) * uniform(r, 3, 6);
+  static const char* kActions[] = {"abort", "reset", "none"};
+  s.host.timeout_action = kActions[uniform(r, 0, 2)];
+  // Report-only would leave a lost command lost: only with faults that lose none.
+  bool loses = false;
+  for (const FaultSpec& f : s.faults) {
+    for (const char* a : {"never_complete", "unknown_cid", "stale_phase"}) {
+      loses |= f.command_json.find(a) != std::string::npos;
+    }
+  }
+  if (loses && s.host.timeout_action == "none") s.host.timeout_action = "abort";
   s.expect.no_lost_writes = true;
   s.expect.errors_only_in_windows = true;
   s.expect.devices_at_end = static_cast<int>(devices);

@@ -147,7 +147,8 @@ int main(int argc, char** argv) {
   o.seed = chaos_seed;
   o.replay = self + " chaos --seed " + std::to_string(chaos_seed) + " --duration " + duration +
              " --faults " + std::to_string(max_faults);
-  std::printf("chaos seed %lu: %zu devices, %zu faults\n", static_cast<unsigned long>(chaos_seed),
-              s.devices.size(), s.faults.size());
+  std::printf("chaos seed %lu: %zu devices, %zu faults, I/O timeout %lu us (%s)\n",
+              static_cast<unsigned long>(chaos_seed), s.devices.size(), s.faults.size(),
+              static_cast<unsigned long>(s.host.io_timeout_us), s.host.timeout_action.c_str());
   return finish_and_linger(ps::run_scenario(s, o));
 }

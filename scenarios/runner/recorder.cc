@@ -13,10 +13,6 @@ size_t Recorder::open_window(uint32_t device, uint64_t from_ns, uint64_t to_ns) 
   return windows_.size() - 1;
 }
 
-bool Recorder::in_window(uint32_t device, uint64_t t) const {
-  return overlaps_window(device, t, t);
-}
-
 bool Recorder::overlaps_window(uint32_t device, uint64_t from, uint64_t to) const {
   for (const Window& w : windows_)
     if (w.device == device && w.from_ns <= to && from <= w.to_ns) return true;
@@ -33,7 +29,9 @@ void Recorder::completion(uint32_t device, uint64_t submit_ns, uint64_t done_ns,
   if (!ok) {
     ++errors_;
     ++k.errors;
-    if (!in_window(device, done_ns)) {
+    // A fault explains an error when the I/O was in flight during its window: stuck behind a
+    // lost completion, an I/O submitted inside the window may fail well after it closed.
+    if (!overlaps_window(device, submit_ns, done_ns)) {
       if (errors_outside_++ == 0) first_error_outside_ns_ = done_ns;
     }
     return;

@@ -10,6 +10,7 @@
 
 #include "driver/bdev/bdev.h"
 #include "driver/bdev/modules/nvme.h"
+#include "driver/env/pattern.h"
 #include "driver/metrics/bdev_source.h"
 #include "driver/metrics/event_source.h"
 #include "driver/metrics/nvme_source.h"
@@ -170,6 +171,9 @@ std::string Engine::setup() {
     t->num_blocks = b->num_blocks();
     t->plp = target_->power_loss_protected(i);
     t->oracle = std::make_unique<oracle::Oracle>(t->block_size, t->num_blocks);
+    std::vector<uint8_t> poisoned(t->block_size);
+    env::poison(poisoned.data(), poisoned.size());
+    t->oracle->name_content(poisoned.data(), "the read buffer's poison: no data transferred");
     // Per-block state only for the span the workloads use (a drive has ~1e9 blocks).
     uint64_t span = 0;
     for (const WorkloadSpec& w : sc_.workloads)
@@ -463,6 +467,7 @@ void Engine::sweep() {
       }
       uint32_t n = 1;
       while (n < max && lba + n < span && t.written[lba + n]) ++n;
+      env::poison(static_cast<uint8_t*>(mem.value()->data()), size_t{n} * t.block_size);
       const bool ok = run_io([&](bdev::IoCompletionFn cb, void* arg) {
         return mgr_->read(desc.value(), ch, mem.value()->data(), lba, n, cb, arg);
       });
@@ -704,6 +709,14 @@ void Engine::judge(RunResult& r) {
   if (e.no_lost_writes && r.violation_count > 0) {
     r.failures.push_back("data integrity: " + std::to_string(r.violation_count) +
                          " violations (first: " + r.violations.front() + ")");
+  }
+  for (const oracle::ViolationKind k : e.detects) {
+    uint64_t seen = 0;
+    for (const auto& t : tracks_) seen += t->violations_by_kind[static_cast<size_t>(k)];
+    if (seen == 0) {
+      r.failures.push_back(std::string("the oracle was to detect ") + oracle::to_string(k) +
+                           " data and found none: a corruption went unnoticed");
+    }
   }
   if (e.errors_only_in_windows && r.errors_outside_windows > 0) {
     r.failures.push_back(std::to_string(r.errors_outside_windows) +

@@ -141,8 +141,17 @@ constexpr ActionName kActions[] = {
     {"host_reset", FaultKind::kHostReset}, {"bad_blocks", FaultKind::kBadBlocks},
     {"clear", FaultKind::kClear},
 };
-constexpr const char* kCommandActions[] = {"status", "never_complete", "delay",
-                                           "duplicate_completion", "unknown_cid", "stale_phase"};
+constexpr const char* kCommandActions[] = {"status",      "never_complete", "delay",
+                                           "duplicate_completion", "unknown_cid", "stale_phase",
+                                           "drop_data",   "misdirect"};
+// Command faults after which only the host's I/O timeout ends the command (the device holds
+// it, or its completion never becomes visible to the host).
+bool loses_completions(const std::string& command_json) {
+  for (const char* a : {"\"never_complete\"", "\"unknown_cid\"", "\"stale_phase\""}) {
+    if (command_json.find(a) != std::string::npos) return true;
+  }
+  return false;
+}
 
 int parse_opcode(const std::string& s) {
   if (s == "flush") return 0x00;
@@ -159,9 +168,28 @@ int parse_opcode(const std::string& s) {
 Status parse_command(Section& s, const YAML::Node& n, const std::string& prefix,
                      const std::string& action, FaultSpec* f) {
   nlohmann::json j{{"cmd", "fault"}, {"action", action}};
-  std::string status, opcode;
+  std::string status, opcode, queue;
   POLLUX_TRY(s.string("status", &status));
   POLLUX_TRY(s.string("opcode", &opcode));
+  POLLUX_TRY(s.string("queue", &queue));
+  if (!queue.empty()) {
+    if (queue != "io" && queue != "admin") {
+      return err(prefix + ".queue: '" + queue + "' (expected io or admin)" + where(n["queue"]));
+    }
+    if (queue == "admin" && action != "status" && action != "never_complete") {
+      return err(prefix + ".queue: admin commands take status or never_complete" + where(n));
+    }
+    if (queue == "admin" && opcode.empty()) {
+      return err(prefix + ".opcode: required with queue: admin (a number, e.g. 8 for Abort)" +
+                 where(n));
+    }
+    j["queue"] = queue;
+  }
+  if (action == "misdirect") {
+    uint64_t shift = 0;
+    POLLUX_TRY(s.uint("shift", 1, 1ull << 48, &shift));
+    if (shift) j["shift"] = shift;
+  }
   if (action == "status") {
     if (status.empty()) return err(prefix + ".status: required for action status" + where(n));
     auto st = emu::nvme::parse_fault_status(status);
@@ -291,6 +319,33 @@ Status parse_expect(const YAML::Node& n, Expectations* e) {
   POLLUX_TRY(duration_ns(s, "recovery_within", &e->recovery_within_ns));
   POLLUX_TRY(s.uint("min_ios", 0, 1ull << 50, &e->min_ios));
   POLLUX_TRY(s.uint("max_errors", 0, 1ull << 50, &e->max_errors));
+  if (YAML::Node d = s.take("detects")) {
+    if (!d.IsSequence() || d.size() == 0) {
+      return err("expect.detects: expected a list of violation kinds (stale, "
+                 "lost_durable_write, misdirected, corrupt)" + where(d));
+    }
+    for (size_t i = 0; i < d.size(); ++i) {
+      const std::string k = d[i].IsScalar() ? d[i].Scalar() : "";
+      static const std::pair<const char*, oracle::ViolationKind> kKinds[] = {
+          {"stale", oracle::ViolationKind::kStale},
+          {"lost_durable_write", oracle::ViolationKind::kLostDurableWrite},
+          {"misdirected", oracle::ViolationKind::kMisdirected},
+          {"corrupt", oracle::ViolationKind::kCorrupt}};
+      bool known = false;
+      for (const auto& [name, kind] : kKinds) {
+        if (k == name) {
+          e->detects.push_back(kind);
+          known = true;
+        }
+      }
+      if (!known) {
+        return err("expect.detects[" + std::to_string(i) + "]: '" + k +
+                   "' (expected stale, lost_durable_write, misdirected or corrupt)" + where(d[i]));
+      }
+    }
+    // Corruption is the point: the oracle must see it, so it is no failure of the run.
+    e->no_lost_writes = false;
+  }
   uint32_t devices = 0;
   if (n && n["devices_at_end"]) {
     POLLUX_TRY(s.uint("devices_at_end", 0, 64, &devices));
@@ -410,6 +465,11 @@ Status validate(const Scenario& s) {
     const std::string line = f.line ? " (line " + std::to_string(f.line) + ")" : "";
     if (!f.device.empty() && !names.count(f.device)) {
       return err(at + ".device: no device '" + f.device + "'" + line);
+    }
+    if (f.kind == FaultKind::kCommand && s.host.io_timeout_us == 0 &&
+        loses_completions(f.command_json)) {
+      return err(at + ": only an I/O timeout ends the commands this fault loses: set " +
+                 "host.io_timeout_us (e.g. 1000; the default is off, as in SPDK)" + line);
     }
     // QEMU's controller takes no fault rules: hot-plug goes through its monitor, resets are
     // the host's.

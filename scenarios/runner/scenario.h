@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "emulator/nvme/result.h"
+#include "scenarios/oracle/oracle.h"
 
 namespace pollux::scenarios {
 
@@ -38,7 +39,10 @@ struct DeviceSpec {
 };
 
 struct HostSpec {
-  uint64_t io_timeout_us = 2'000;  // per I/O command; 0: none
+  // Per I/O command; 0: none. Off by default, as SPDK's bdev_nvme (timeout_us = 0): a fixed
+  // default either fires on a slow healthy device (gen4-tlc writes take up to ~8 ms at QD 16
+  // with 128 KiB) or is too long to matter. Faults that lose a completion require one.
+  uint64_t io_timeout_us = 0;
   std::string timeout_action = "reset";  // none | abort | reset
   uint32_t retry_count = 3;        // bdev_nvme retries of retriable statuses
   uint64_t admin_poll_us = 200;    // admin completions, health check, removal probe
@@ -101,6 +105,9 @@ struct Expectations {
   uint64_t recovery_within_ns = 0;   // first successful I/O after each fault within this; 0: no
   std::vector<LatencyExpectation> latency_outside_faults;
   int devices_at_end = -1;           // attached controllers at the end; -1: not checked
+  // The oracle must report at least one violation of each kind (a scenario whose faults
+  // corrupt data on purpose); implies no_lost_writes: false.
+  std::vector<oracle::ViolationKind> detects;
   uint64_t min_ios = 1;              // successful I/Os, at least
   uint64_t max_errors = ~0ull;       // failed I/Os seen by the workloads, at most
 };

@@ -15,6 +15,7 @@ constexpr int kRangeDraws = 8;
 void DeviceTrack::note(const oracle::Verdict& v) {
   for (const oracle::Violation& x : v.violations) {
     ++violations;
+    ++violations_by_kind[static_cast<size_t>(x.kind)];
     if (violation_text.size() < kViolationTextKept) {
       violation_text.push_back(bdev + ": " + x.to_string());
     }
@@ -144,6 +145,8 @@ bool Workload::submit(Slot& s, uint64_t now) {
     const bool read = std::uniform_int_distribution<uint32_t>(0, 99)(rng_) < spec_.read_percent;
     s.op = read ? Op::kRead : Op::kWrite;
     if (read) {
+      // Checked against the oracle: it must not pass on what the slot's last write left.
+      if (spec_.verify) env::poison(s.buf, size_t{s.blocks} * track_.block_size);
       rc = mgr_.read(desc_, ch_, s.buf, lba, s.blocks, on_io, &s);
     } else {
       const uint64_t gen = track_.next_generation++;

@@ -33,6 +33,7 @@ struct DeviceTrack {
   std::vector<uint8_t> written;  // per block: ever written (the final sweep reads these)
   uint64_t next_generation = 1;  // pattern generation of the next write
   uint64_t violations = 0;
+  uint64_t violations_by_kind[4] = {};      // by oracle::ViolationKind
   std::vector<std::string> violation_text;  // the first few, for the report
   uint64_t last_success_submit_ns = 0;      // recovery: submission time of the latest success
   uint64_t swept_blocks = 0, sweep_read_errors = 0;  // the final read-back

@@ -69,7 +69,7 @@ TEST(SuiteFiles, AtLeastFifteenScenariosAndEveryFaultClass) {
     EXPECT_TRUE(seen[k]) << "no scenario uses " << to_string(static_cast<FaultKind>(k));
   }
   for (const char* a : {"status", "never_complete", "delay", "duplicate_completion",
-                        "unknown_cid", "stale_phase"}) {
+                        "unknown_cid", "stale_phase", "drop_data", "misdirect"}) {
     const bool any = std::any_of(actions.begin(), actions.end(), [&](const std::string& s) {
       return s.find(std::string("\"") + a + "\"") != std::string::npos;
     });

@@ -31,6 +31,7 @@ Result<Bdev*> create_null_bdev(Manager& mgr, const NullOptions& o) {
   p.product = "Null disk";
   p.block_size = o.block_size;
   p.num_blocks = o.num_blocks;
+  p.stores_data = false;  // reads leave the buffer untouched, as SPDK's null bdev
   return mgr.register_bdev(std::move(p), std::make_unique<NullBackend>(mgr.framework()), "null");
 }
 

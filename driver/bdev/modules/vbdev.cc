@@ -30,6 +30,7 @@ BdevProperties inherit_properties(const Bdev& base, std::string name, std::strin
   p.num_blocks = base.num_blocks();
   p.optimal_io_boundary = base.props().optimal_io_boundary;
   p.write_cache = base.props().write_cache;
+  p.stores_data = base.props().stores_data;
   return p;
 }
 

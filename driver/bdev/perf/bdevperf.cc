@@ -140,6 +140,8 @@ void submit(Task& t) {
     }
   } else {
     t.type = bdev::IoType::kRead;
+    // It must not pass on what the buffer already holds (this task's write).
+    env::poison(t.buf, std::size_t{j.blocks_per_io} * j.desc->bdev().block_size());
   }
   t.start = j.clock->now();
   int rc;
@@ -389,6 +391,15 @@ void set_up(void* arg) {
   if (targets.empty()) {
     fmt::print(stderr, "pollux-bdevperf: no bdev to test (give --json, --null or --malloc)\n");
     return fail(2);
+  }
+  for (const bdev::Bdev* b : targets) {
+    if (c.verify && !b->props().stores_data) {
+      fmt::print(stderr,
+                 "pollux-bdevperf: -w {}: bdev {} ({}) stores no data, so nothing read back "
+                 "can be checked\n",
+                 c.kind == Workload::kReset ? "reset" : "verify", b->name(), b->props().product);
+      return fail(2);
+    }
   }
   if (run.exporter) {
     run.bdev_stats = metrics::BdevCollector::start(*run.mgr, kBdevStatsPeriodUs);

@@ -138,6 +138,8 @@ void submit_task(Task& t) {
   } else {
     t.is_read = true;
   }
+  // A checked read must not pass on what the buffer already held (the write of the same task).
+  if (t.is_read && (t.verify_read || c.pattern)) env::poison(t.buf, std::size_t{j.nlb} * j.ns->block_size);
   t.start = j.clock->now();
   const int rc = t.is_read ? j.qp->read(*j.ns, t.buf, t.lba, j.nlb, on_complete, &t)
                            : j.qp->write(*j.ns, t.buf, t.lba, j.nlb, on_complete, &t);

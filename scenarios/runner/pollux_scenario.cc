@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli.h"
 #include "driver/metrics/exporter.h"
 #include "scenarios/runner/chaos.h"
 #include "scenarios/runner/report.h"
@@ -81,7 +82,7 @@ int main(int argc, char** argv) {
   CLI::App* check = app.add_subcommand("check", "parse and validate scenario files");
   check->add_option("files", files, "scenario YAML files")->required();
 
-  CLI11_PARSE(app, argc, argv);
+  if (auto rc = pollux::cli::parse(app, argc, argv)) return *rc;
 
   ps::RunOptions o;
   o.progress = !quiet && isatty(STDERR_FILENO);

@@ -10,6 +10,7 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "common/cli.h"
 #include "emulator/timing/profile.h"
 #include "scenarios/sim/run.h"
 
@@ -47,7 +48,7 @@ int main(int argc, char** argv) {
                  "serve Prometheus metrics on host:port (e.g. 127.0.0.1:9464; port 0: any)");
   app.add_option("--linger", linger_s, "with --metrics: seconds to keep serving after the run")
       ->check(CLI::NonNegativeNumber);
-  CLI11_PARSE(app, argc, argv);
+  if (auto rc = pollux::cli::parse(app, argc, argv)) return *rc;
 
   auto profile = emu::timing::load_profile(profile_name);
   if (!profile) {

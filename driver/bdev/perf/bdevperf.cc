@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "common/cli.h"
 #include "driver/bdev/bdev.h"
 #include "driver/bdev/config.h"
 #include "driver/bdev/modules/config_methods.h"
@@ -455,7 +456,7 @@ int main(int argc, char** argv) {
   app.add_option("--summary", c.summary, "write the JSON summary to this file");
   app.add_option("--metrics", c.metrics,
                  "serve Prometheus metrics on host:port (e.g. 127.0.0.1:9464; port 0: any)");
-  CLI11_PARSE(app, argc, argv);
+  if (auto rc = pollux::cli::parse(app, argc, argv)) return *rc;
   static const std::pair<const char*, Workload> kinds[] = {
       {"read", Workload::kRead},     {"write", Workload::kWrite}, {"randread", Workload::kRandRead},
       {"randwrite", Workload::kRandWrite}, {"rw", Workload::kRw}, {"randrw", Workload::kRandRw},

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli.h"
 #include "driver/env/dma_pool.h"
 #include "driver/env/histogram.h"
 #include "driver/env/pattern.h"
@@ -345,7 +346,7 @@ int main(int argc, char** argv) {
   std::string metrics_addr;
   app.add_option("--metrics", metrics_addr,
                  "serve Prometheus metrics on host:port (e.g. 127.0.0.1:9464; port 0: any)");
-  CLI11_PARSE(app, argc, argv);
+  if (auto rc = pollux::cli::parse(app, argc, argv)) return *rc;
   c.random = c.workload.rfind("rand", 0) == 0;
   if (c.workload == "read" || c.workload == "randread") c.read_pct = 100;
   if (c.workload == "write" || c.workload == "randwrite") c.read_pct = 0;

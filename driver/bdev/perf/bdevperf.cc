@@ -111,6 +111,7 @@ struct Run {
 };
 Run* g_run;
 constexpr uint64_t kBdevStatsPeriodUs = 500'000;
+constexpr double kMaxSeconds = 1e6;  // times become clock ticks: far below 2^64 of them
 
 void on_done(bdev::BdevIo& io, bool ok, void* arg);
 
@@ -310,7 +311,7 @@ void start_job(void* arg) {
   }
   j.desc = *d;
   j.ch = j.mgr->get_io_channel(j.desc);
-  j.blocks_per_io = std::max<uint32_t>(1, j.cfg->io_size / j.desc->bdev().block_size());
+  j.blocks_per_io = j.cfg->io_size / j.desc->bdev().block_size();  // fits: check_fit()
   j.slots = j.desc->bdev().num_blocks() / j.blocks_per_io;
   j.started = j.clock->now();
   j.next_reset = j.started;
@@ -333,6 +334,28 @@ bool parse_quick(const std::string& spec, std::string* name, uint64_t* blocks, u
   return *blocks > 0 && *bs >= 512 && *bs % 512 == 0;
 }
 
+
+// Every job's I/O must fit its bdev: whole blocks (the task buffers hold io_size bytes), at
+// least one I/O (the slot choice divides by the count), and with verify one slot per task
+// (tasks stripe the bdev so that no two write a block at once).
+std::string check_fit(const Config& c, const bdev::Bdev& b, uint64_t tasks) {
+  const uint32_t bs = b.block_size();
+  if (c.io_size % bs != 0) {
+    return fmt::format("-o {}: not a multiple of bdev {}'s block size ({} bytes)", c.io_size,
+                       b.name(), bs);
+  }
+  const uint64_t slots = b.num_blocks() / (c.io_size / bs);
+  if (slots == 0) {
+    return fmt::format("-o {}: larger than bdev {} ({} blocks of {} bytes)", c.io_size, b.name(),
+                       b.num_blocks(), bs);
+  }
+  if (c.verify && slots < tasks) {
+    return fmt::format("-w {}: bdev {} holds {} I/Os of {} bytes, fewer than the {} tasks that "
+                       "write it (-q x cores)",
+                       c.workload, b.name(), slots, c.io_size, tasks);
+  }
+  return "";
+}
 
 void set_up(void* arg) {
   Run& run = *static_cast<Run*>(arg);
@@ -390,6 +413,13 @@ void set_up(void* arg) {
   if (targets.empty()) {
     fmt::print(stderr, "pollux-bdevperf: no bdev to test (give --json, --null or --malloc)\n");
     return fail(2);
+  }
+  const uint64_t tasks = uint64_t{c.qd} * run.fw->reactor_count();
+  for (const bdev::Bdev* b : targets) {
+    if (std::string e = check_fit(c, *b, tasks); !e.empty()) {
+      fmt::print(stderr, "pollux-bdevperf: {}\n", e);
+      return fail(2);
+    }
   }
   if (run.exporter) {
     run.bdev_stats = metrics::BdevCollector::start(*run.mgr, kBdevStatsPeriodUs);
@@ -449,8 +479,12 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"read", "write", "randread", "randwrite", "rw", "randrw", "verify",
                              "reset", "unmap", "flush"}));
   app.add_option("-M,--read-percent", c.read_pct)->check(CLI::Range(0, 100));
-  app.add_option("-t,--time", c.seconds)->check(CLI::PositiveNumber);
-  app.add_option("--reset-period", c.reset_period, "seconds between resets (-w reset)");
+  app.add_option("-t,--time", c.seconds, "seconds")
+      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(0.0, kMaxSeconds));
+  app.add_option("--reset-period", c.reset_period, "seconds between resets (-w reset)")
+      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(0.0, kMaxSeconds));
   app.add_option("-m,--core-mask", c.core_mask);
   app.add_option("--seed", c.seed);
   app.add_option("--summary", c.summary, "write the JSON summary to this file");

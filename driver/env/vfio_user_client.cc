@@ -15,6 +15,7 @@
 #include <new>
 #include <sstream>
 
+#include "common/text.h"
 #include "nlohmann/json.hpp"
 
 namespace pollux::env {
@@ -163,7 +164,7 @@ Error VfioUserDevice::negotiate_version() {
   caps[vu::kCapPgsizes] = vu::kDefaultPgsizes;
   nlohmann::json doc = nlohmann::json::object();
   doc[vu::kCapabilities] = caps;
-  const std::string text = doc.dump();
+  const std::string text = json_text(doc);
 
   // Version, then the NUL-terminated JSON.
   std::vector<uint8_t> req(sizeof(vu::Version) + text.size() + 1, 0);

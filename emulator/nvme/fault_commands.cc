@@ -2,13 +2,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/text.h"
+
 namespace pollux::emu::nvme {
 
 namespace {
 
 using json = nlohmann::json;
 
-std::string fail(const std::string& why) { return json{{"ok", false}, {"error", why}}.dump(); }
+// Replies go through json_text: an error may quote what the client sent, which need not be
+// UTF-8, and dump() would throw on it.
+std::string reply(const json& j) { return json_text(j); }
+std::string fail(const std::string& why) { return reply({{"ok", false}, {"error", why}}); }
+std::string ok() { return reply({{"ok", true}}); }
 
 Result<FaultAction> parse_action(const std::string& s) {
   for (int i = 0; i < kFaultActions; ++i) {
@@ -81,12 +87,10 @@ std::string add_fault(Controller& ctrl, const json& j) {
   if (r.action == FaultAction::kDelay && r.delay_ns == 0) return fail("delay_us: required for action delay");
   auto id = ctrl.faults().add(r);
   if (!id) return fail(id.error());
-  return json{{"ok", true}, {"id", id.value()}}.dump();
+  return reply({{"ok", true}, {"id", id.value()}});
 }
 
-}  // namespace
-
-std::string apply_fault_command(Controller& ctrl, std::string_view text) {
+std::string apply(Controller& ctrl, std::string_view text) {
   json j;
   try {
     j = json::parse(text);
@@ -100,13 +104,12 @@ std::string apply_fault_command(Controller& ctrl, std::string_view text) {
   if (cmd == "fault") return add_fault(ctrl, j);
   if (cmd == "remove_fault") {
     if (!j.contains("id") || !j["id"].is_number_integer()) return fail("id: required");
-    return ctrl.faults().remove(j["id"].get<int>()) ? json{{"ok", true}}.dump()
-                                                     : fail("id: no such fault");
+    return ctrl.faults().remove(j["id"].get<int>()) ? ok() : fail("id: no such fault");
   }
   if (cmd == "clear") {
     ctrl.faults().clear_rules();
     ctrl.faults().clear_bad_blocks();
-    return json{{"ok", true}}.dump();
+    return ok();
   }
   if (cmd == "bad_block") {
     uint32_t nsid = 1;
@@ -116,29 +119,38 @@ std::string apply_fault_command(Controller& ctrl, std::string_view text) {
     if (!get_uint(j, "nsid", &nsid, &err) || !get_uint(j, "lba", &lba, &err)) return fail(err);
     if (ctrl.namespace_store(nsid) == nullptr) return fail("nsid: no such namespace");
     ctrl.faults().add_bad_block(nsid, lba);
-    return json{{"ok", true}, {"bad_blocks", ctrl.faults().bad_blocks()}}.dump();
+    return reply({{"ok", true}, {"bad_blocks", ctrl.faults().bad_blocks()}});
   }
   if (cmd == "fatal") {
     ctrl.inject_fatal_status();
-    return json{{"ok", true}}.dump();
+    return ok();
   }
   if (cmd == "disable") {
     ctrl.inject_spontaneous_disable();
-    return json{{"ok", true}}.dump();
+    return ok();
   }
   if (cmd == "stats") {
     const ControllerCounters& c = ctrl.counters();
-    return json{{"ok", true},
-                {"fault_hits", ctrl.fault_hits()},
-                {"bad_blocks", ctrl.faults().bad_blocks()},
-                {"failed_commands", c.failed_commands},
-                {"completions_posted", c.completions_posted},
-                {"resets", c.resets},
-                {"ready", ctrl.ready()},
-                {"fatal", ctrl.fatal()}}
-        .dump();
+    return reply({{"ok", true},
+                  {"fault_hits", ctrl.fault_hits()},
+                  {"bad_blocks", ctrl.faults().bad_blocks()},
+                  {"failed_commands", c.failed_commands},
+                  {"completions_posted", c.completions_posted},
+                  {"resets", c.resets},
+                  {"ready", ctrl.ready()},
+                  {"fatal", ctrl.fatal()}});
   }
   return fail("cmd: '" + cmd + "' is not one of fault, remove_fault, clear, bad_block, fatal, disable, stats");
+}
+
+}  // namespace
+
+std::string apply_fault_command(Controller& ctrl, std::string_view text) {
+  try {
+    return apply(ctrl, text);
+  } catch (const std::exception& e) {  // a client must never take the device down
+    return fail(std::string("cannot apply: ") + e.what());
+  }
 }
 
 }  // namespace pollux::emu::nvme

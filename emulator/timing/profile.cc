@@ -201,6 +201,7 @@ Status validate(const Profile& p) {
 }
 
 Result<Profile> parse_profile(std::string_view yaml_text) {
+  if (Status s = yaml::check_utf8(yaml_text); !s) return err("profile: " + s.error());
   try {
     return parse_root(YAML::Load(std::string(yaml_text)));
   } catch (const YAML::Exception& e) {

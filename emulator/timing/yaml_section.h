@@ -3,8 +3,10 @@
 // Shared by device profiles and scenario files.
 #pragma once
 
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -12,6 +14,7 @@
 #include <string>
 #include <type_traits>
 
+#include "common/text.h"
 #include "emulator/nvme/config.h"
 #include "emulator/nvme/result.h"
 #include "emulator/timing/sim_time.h"
@@ -26,6 +29,16 @@ inline Error err(std::string msg) { return Error{std::move(msg)}; }
 inline std::string where(const YAML::Node& n) {
   const YAML::Mark m = n.Mark();
   return m.line < 0 ? "" : " (line " + std::to_string(m.line + 1) + ")";
+}
+
+// YAML text is UTF-8 (YAML 1.2, 5.2). yaml-cpp takes any bytes, and a name that is not UTF-8
+// would only fail far away (in a JSON report), so it is refused here with its line.
+inline Status check_utf8(std::string_view text) {
+  const std::size_t at = invalid_utf8_at(text);
+  if (at == std::string_view::npos) return {};
+  const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n');
+  return err(fmt::format("line {}: byte 0x{:02X} is not UTF-8 (YAML text is UTF-8)", line,
+                         static_cast<unsigned char>(text[at])));
 }
 
 // Reads the keys of one mapping; every key must be consumed, so typos are caught.

@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/text.h"
 #include "emulator/nvme/faults.h"
 #include "emulator/timing/yaml_section.h"
 
@@ -210,7 +211,7 @@ Status parse_command(Section& s, const YAML::Node& n, const std::string& prefix,
     if (f->delay_ns < 1000) return err(prefix + ".delay: at least 1us for action delay" + where(n));
     j["delay_us"] = f->delay_ns / 1000;
   }
-  f->command_json = j.dump();
+  f->command_json = json_text(j);
   return {};
 }
 
@@ -428,6 +429,9 @@ Status validate(const Scenario& s) {
 }
 
 Result<Scenario> parse_scenario(std::string_view yaml_text, const std::string& file) {
+  if (Status s = emu::timing::yaml::check_utf8(yaml_text); !s) {
+    return err("scenario: " + s.error());
+  }
   try {
     return parse_root(YAML::Load(std::string(yaml_text)), file);
   } catch (const YAML::Exception& e) {

@@ -14,6 +14,7 @@
 #include <random>
 
 #include "common/cli.h"
+#include "common/text.h"
 #include "driver/bdev/bdev.h"
 #include "driver/bdev/config.h"
 #include "driver/bdev/modules/config_methods.h"
@@ -585,8 +586,8 @@ int main(int argc, char** argv) {
              tiops, tmib, us(clock, total.mean()), us(clock, total.min()), us(clock, total.max()));
   js["total"] = {{"iops", tiops}, {"mib_per_s", tmib}, {"errors", terr},
                  {"verify_failures", tver}, {"latency_us", {{"avg", us(clock, total.mean())}}}};
-  fmt::print("{}\n", js.dump());
-  if (!c.summary.empty()) std::ofstream(c.summary) << js.dump(2) << "\n";
+  fmt::print("{}\n", json_text(js));
+  if (!c.summary.empty()) std::ofstream(c.summary) << json_text(js, 2) << "\n";
   for (auto& j : run.jobs)
     for (Task& t : j->tasks)
       if (t.buf) {

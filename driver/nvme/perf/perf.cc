@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/cli.h"
+#include "common/text.h"
 #include "driver/env/dma_pool.h"
 #include "driver/env/histogram.h"
 #include "driver/env/pattern.h"
@@ -493,9 +494,9 @@ int main(int argc, char** argv) {
                                  {"p99_9", us(clock, total.quantile(0.999))},
                                  {"p99_99", us(clock, total.quantile(0.9999))}}}};
   if (c.json_path == "-") {
-    fmt::print("{}\n", js.dump(2));
+    fmt::print("{}\n", json_text(js, 2));
   } else if (!c.json_path.empty()) {
-    std::ofstream(c.json_path) << js.dump(2) << "\n";
+    std::ofstream(c.json_path) << json_text(js, 2) << "\n";
   }
   run.cores.clear();  // per-core buffer caches flush into the pool: before the pool goes
   run.ctrls.clear();

@@ -40,4 +40,6 @@ refused "bdev X holds 16 I/Os of 512 bytes, fewer than the 32 tasks" \
   --null X:16:512 -o 512 -q 32 -w verify -t 0.2
 refused "--reset-period" --null X:1024 -w reset --reset-period -1 -t 0.2
 refused "--time" --null X:1024 -t 1e300
+# A malloc bdev larger than the machine (it grew without bound).
+refused "malloc bdev Big: 4000000000 blocks of 4096 bytes: cannot map" --malloc Big:4000000000:4096
 echo PASS

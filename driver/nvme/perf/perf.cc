@@ -356,13 +356,25 @@ int main(int argc, char** argv) {
   Run run;
   run.cfg = c;
   g_run = &run;
+  std::vector<nvme::TransportId> trids;
   for (const auto& text : c.trids) {
     auto trid = nvme::parse_transport_id(text);
     if (!trid) {
       fmt::print(stderr, "pollux-perf: {}\n", trid.error().message);
       return 2;
     }
-    auto ctrl = nvme::connect(*trid);
+    // One controller, one owner: a second connection to it would wait for the first.
+    for (const nvme::TransportId& t : trids) {
+      if (t.trtype == trid->trtype && t.traddr == trid->traddr) {
+        fmt::print(stderr, "pollux-perf: -r '{}': the same controller as an earlier -r\n", text);
+        return 2;
+      }
+    }
+    trids.push_back(*trid);
+  }
+  for (std::size_t i = 0; i < trids.size(); ++i) {
+    const std::string& text = c.trids[i];
+    auto ctrl = nvme::connect(trids[i]);
     if (!ctrl) {
       fmt::print(stderr, "pollux-perf: {}: {}\n", text, ctrl.error().message);
       return 1;

@@ -72,7 +72,7 @@ std::size_t available_memory_bytes() {
 Result<std::unique_ptr<DmaRegion>> DmaRegion::create(MemoryRegistry& registry, std::size_t size,
                                                      DmaOptions options) {
   if (size == 0) return make_error(EINVAL, "DMA region of size 0");
-  if (size > SIZE_MAX / 2) return make_error(ENOMEM, "DMA region too large");  // no rounding overflow
+  if (size > SIZE_MAX / 2) return make_error(ENOMEM, "DMA region too large");  // rounding fits
   int fd = -1;
   void* base = MAP_FAILED;
   Backing backing = Backing::kMemfdLocked;

@@ -36,6 +36,10 @@ refused "--seed" "$sim" --seed 99999999999999999999999
 refused "--time" "$bdevperf" --null N:1024 -t nan
 refused "--time" "$perf" -r 'trtype:vfio-user traddr:/nonexistent' -t inf
 refused "--time" "$demo" -t nan
+# Output files that cannot be written are found before the run, not silently after it.
+refused "--json /nonexistent/dir/out.json" \
+  "$perf" -r 'trtype:vfio-user traddr:/nonexistent' --json /nonexistent/dir/out.json
+refused "--summary /nonexistent/dir/s.json" "$bdevperf" --null N:1024 --summary /nonexistent/dir/s.json
 # Help is not an error.
 "$bdevperf" --help >/dev/null || fail "--help exited $?"
 echo PASS

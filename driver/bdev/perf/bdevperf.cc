@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -504,6 +506,15 @@ int main(int argc, char** argv) {
              c.kind == Workload::kRandRw;
   if (c.kind == Workload::kRead || c.kind == Workload::kRandRead) c.read_pct = 100;
   if (c.kind == Workload::kWrite || c.kind == Workload::kRandWrite) c.read_pct = 0;
+  // Opened before the run: a path that cannot be written is bad input, found now.
+  std::ofstream summary;
+  if (!c.summary.empty()) {
+    summary.open(c.summary);
+    if (!summary) {
+      fmt::print(stderr, "pollux-bdevperf: --summary {}: {}\n", c.summary, std::strerror(errno));
+      return 2;
+    }
+  }
   fmt::print("pollux-bdevperf: seed {}\n", c.seed);
 
   event::FrameworkOptions fo;
@@ -587,7 +598,13 @@ int main(int argc, char** argv) {
   js["total"] = {{"iops", tiops}, {"mib_per_s", tmib}, {"errors", terr},
                  {"verify_failures", tver}, {"latency_us", {{"avg", us(clock, total.mean())}}}};
   fmt::print("{}\n", json_text(js));
-  if (!c.summary.empty()) std::ofstream(c.summary) << json_text(js, 2) << "\n";
+  bool written = true;
+  if (summary.is_open()) {
+    summary << json_text(js, 2) << "\n";
+    summary.close();
+    written = !summary.fail();
+    if (!written) fmt::print(stderr, "pollux-bdevperf: --summary {}: write failed\n", c.summary);
+  }
   for (auto& j : run.jobs)
     for (Task& t : j->tasks)
       if (t.buf) {
@@ -595,5 +612,5 @@ int main(int argc, char** argv) {
         run.pool->put_bulk(&b, 1);
       }
   run.jobs.clear();
-  return rc != 0 || terr != 0 || tver != 0 ? 1 : 0;
+  return rc != 0 || terr != 0 || tver != 0 || !written ? 1 : 0;
 }

@@ -40,6 +40,12 @@ refused "bdev X holds 16 I/Os of 512 bytes, fewer than the 32 tasks" \
   --null X:16:512 -o 512 -q 32 -w verify -t 0.2
 refused "--reset-period" --null X:1024 -w reset --reset-period -1 -t 0.2
 refused "--time" --null X:1024 -t 1e300
+# A summary that cannot be written: refused before the run, or the run fails (a full disk).
+refused "--summary /nonexistent/x.json: No such file or directory" --null X:1024 -t 0.1 \
+  --summary /nonexistent/x.json
+rc=0
+"$perf" --null X:1024 -t 0.1 --summary /dev/full >/dev/null 2>"$dir/err" || rc=$?
+[ $rc -eq 1 ] && grep -q "write failed" "$dir/err" || { echo "/dev/full: exit $rc"; exit 1; }
 # A malloc bdev larger than the machine (it grew without bound).
 refused "malloc bdev Big: 4000000000 blocks of 4096 bytes: cannot map" --malloc Big:4000000000:4096
 echo PASS

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -353,6 +354,16 @@ int main(int argc, char** argv) {
   if (c.workload == "write" || c.workload == "randwrite") c.read_pct = 0;
   fmt::print("pollux-perf: seed {}\n", c.seed);
 
+  // The summary file is opened before the run: a path that cannot be written is bad input,
+  // found now rather than silently after the run.
+  std::ofstream json_out;
+  if (!c.json_path.empty() && c.json_path != "-") {
+    json_out.open(c.json_path);
+    if (!json_out) {
+      fmt::print(stderr, "pollux-perf: --json {}: {}\n", c.json_path, std::strerror(errno));
+      return 2;
+    }
+  }
   Run run;
   run.cfg = c;
   g_run = &run;
@@ -427,7 +438,7 @@ int main(int argc, char** argv) {
     Thread* t = (*fw)->create_thread(fmt::format("perf{}", i), static_cast<int>(i));
     t->send_msg(start_core, &run.cores[i]);
   }
-  const int rc = (*fw)->run(
+  int rc = (*fw)->run(
       [](void*) { Thread::current()->register_poller(poll_admin, nullptr, 10000, "admin"); },
       nullptr);
 
@@ -507,8 +518,13 @@ int main(int argc, char** argv) {
                                  {"p99_99", us(clock, total.quantile(0.9999))}}}};
   if (c.json_path == "-") {
     fmt::print("{}\n", json_text(js, 2));
-  } else if (!c.json_path.empty()) {
-    std::ofstream(c.json_path) << json_text(js, 2) << "\n";
+  } else if (json_out.is_open()) {
+    json_out << json_text(js, 2) << "\n";
+    json_out.close();
+    if (!json_out) {
+      fmt::print(stderr, "pollux-perf: --json {}: write failed\n", c.json_path);
+      rc = 1;
+    }
   }
   run.cores.clear();  // per-core buffer caches flush into the pool: before the pool goes
   run.ctrls.clear();

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <set>
 #include <sstream>
 
 #include "common/text.h"
@@ -64,11 +65,15 @@ Result<std::string> parse_vfio_user_address(const std::string& address) {
   // SPDK-style transport id: "trtype:vfio-user traddr:/path.sock" (any order, spaces).
   std::istringstream in(address);
   std::string tok, trtype, traddr;
+  std::set<std::string> seen;
   while (in >> tok) {
     const auto colon = tok.find(':');
     if (colon == std::string::npos) continue;
     std::string key = tok.substr(0, colon);
     std::transform(key.begin(), key.end(), key.begin(), ::tolower);
+    if (!seen.insert(key).second) {
+      return make_error(EINVAL, "vfio-user address '" + address + "': " + key + " given twice");
+    }
     if (key == "trtype") trtype = tok.substr(colon + 1);
     if (key == "traddr") traddr = tok.substr(colon + 1);
   }

@@ -406,6 +406,13 @@ void set_up(void* arg) {
       return fail(2);
     }
   }
+  // A virtual bdev whose base is missing is a configuration error, named here (else the run
+  // left it out, or said only that there was no bdev to test).
+  if (const auto unbuilt = run.modules->unbuilt(); !unbuilt.empty()) {
+    fmt::print(stderr, "pollux-bdevperf: {}{}\n", unbuilt.front(),
+               unbuilt.size() > 1 ? fmt::format(" (and {} more)", unbuilt.size() - 1) : "");
+    return fail(2);
+  }
   std::vector<bdev::Bdev*> targets;
   for (bdev::Bdev* b : run.mgr->bdevs()) {
     auto probe = run.mgr->open(b->name(), true);  // refused when a virtual bdev claims it

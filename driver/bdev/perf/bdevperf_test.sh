@@ -40,6 +40,14 @@ refused "bdev X holds 16 I/Os of 512 bytes, fewer than the 32 tasks" \
   --null X:16:512 -o 512 -q 32 -w verify -t 0.2
 refused "--reset-period" --null X:1024 -w reset --reset-period -1 -t 0.2
 refused "--time" --null X:1024 -t 1e300
+# A virtual bdev on a base that does not exist: named (it said "no bdev to test").
+cat >"$dir/missing.json" <<'JSON'
+{"subsystems": [{"subsystem": "bdev", "config": [
+  {"method": "bdev_passthru_create", "params": {"name": "PT0", "base_bdev_name": "Nope"}},
+  {"method": "bdev_split_create", "params": {"base_bdev": "Gone", "split_count": 2}}]}]}
+JSON
+refused "passthru PT0: base bdev 'Nope' does not exist (and 1 more)" --json "$dir/missing.json"
+refused "passthru PT0: base bdev 'Nope' does not exist" --json "$dir/missing.json" --null N:1024
 # A summary that cannot be written: refused before the run, or the run fails (a full disk).
 refused "--summary /nonexistent/x.json: No such file or directory" --null X:1024 -t 0.1 \
   --summary /nonexistent/x.json

@@ -170,10 +170,10 @@ Status hot_inserts(const Scenario& s) {
                        (k > 0 && s.faults[plug[k - 1]].at_ns == t) ||
                        (k + 1 < plug.size() && s.faults[plug[k + 1]].at_ns == t);
       if (!removed_ever || (timed && present && !tie)) {
+        const std::string why = removed_ever ? "no hot_remove has it out at " + format_ns(t)
+                                             : "no hot_remove of it";
         return err("faults[" + std::to_string(plug[k]) + "]: hot_insert of " + s.devices[d].name +
-                   ", which is present then (" +
-                   (removed_ever ? "removed and back before it" : "no hot_remove of it") + ")" +
-                   line_of(f.line));
+                   ", which is present then (" + why + ")" + line_of(f.line));
       }
       present = true;
       back_at = kNever;

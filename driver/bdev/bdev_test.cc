@@ -202,6 +202,20 @@ TEST_F(BdevTest, ClaimsAreExclusiveForWriters) {
   mgr->close(*w2);
 }
 
+// 4e9 blocks mapped 16 TB and grew until the OOM killer came: refused up front, by name.
+TEST_F(BdevTest, MallocLargerThanTheMachineIsRefused) {
+  auto r = create_malloc_bdev(*mgr, {"Big", 4'000'000'000, 4096});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, -ENOMEM);
+  EXPECT_NE(r.error().message.find("malloc bdev Big: 4000000000 blocks of 4096 bytes: cannot map"),
+            std::string::npos)
+      << r.error().message;
+  EXPECT_EQ(mgr->find("Big"), nullptr);
+  auto overflow = create_malloc_bdev(*mgr, {"Huge", uint64_t{1} << 60, 4096});
+  ASSERT_FALSE(overflow.ok());  // num_blocks x block_size does not fit in 64 bits
+  EXPECT_NE(overflow.error().message.find("too large"), std::string::npos);
+}
+
 TEST_F(BdevTest, ReadWriteRoundTripAndValidation) {
   MallocOptions mo{"M0", 2048, 512};
   ASSERT_TRUE(create_malloc_bdev(*mgr, mo).ok());

@@ -294,4 +294,15 @@ Status apply_config_file(const std::string& path, ConfigContext& ctx,
   return apply_config_text(ss.str(), ctx, methods);
 }
 
+std::vector<std::string> StandardModules::unbuilt() {
+  std::vector<std::string> out;
+  for (VbdevModule* m : std::initializer_list<VbdevModule*>{&passthru, &error, &delay, &split}) {
+    for (const auto& [id, base] : m->unbuilt()) {
+      out.push_back(std::string(m->name()) + " " + id + ": base bdev '" + base + "' " +
+                    (mgr.find(base) ? "could not take it" : "does not exist"));
+    }
+  }
+  return out;
+}
+
 }  // namespace pollux::bdev

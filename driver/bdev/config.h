@@ -112,6 +112,9 @@ Status apply_config_file(const std::string& path, ConfigContext& ctx,
 struct StandardModules {
   explicit StandardModules(Manager& m) : mgr(m), passthru(m), error(m), delay(m), split(m) {}
   ConfigContext context() { return {mgr, &passthru, &error, &delay, &split}; }
+  // One line per configured virtual bdev that is not built, naming its base and why:
+  // "passthru PT0: base bdev 'Nope' does not exist".
+  std::vector<std::string> unbuilt();
   Manager& mgr;
   PassthruModule passthru;
   ErrorModule error;

@@ -4,6 +4,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -15,6 +17,12 @@ constexpr std::size_t k4K = 4096;
 constexpr std::size_t k2M = 2u << 20;
 
 std::size_t round_up(std::size_t v, std::size_t align) { return (v + align - 1) / align * align; }
+
+std::string gib(std::size_t bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f GiB", static_cast<double>(bytes) / double(1u << 30));
+  return b;
+}
 
 // Maps a memfd of `size` bytes; returns MAP_FAILED (and closes fd) on failure.
 void* map_memfd(unsigned int flags, std::size_t size, int* fd_out) {
@@ -50,9 +58,21 @@ std::size_t free_hugepages_2m() {
   return (in >> n) ? n : 0;
 }
 
+std::size_t available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  std::size_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return SIZE_MAX;
+}
+
 Result<std::unique_ptr<DmaRegion>> DmaRegion::create(MemoryRegistry& registry, std::size_t size,
                                                      DmaOptions options) {
   if (size == 0) return make_error(EINVAL, "DMA region of size 0");
+  if (size > SIZE_MAX / 2) return make_error(ENOMEM, "DMA region too large");  // rounding fits
   int fd = -1;
   void* base = MAP_FAILED;
   Backing backing = Backing::kMemfdLocked;
@@ -67,6 +87,10 @@ Result<std::unique_ptr<DmaRegion>> DmaRegion::create(MemoryRegistry& registry, s
   }
   if (base == MAP_FAILED) {
     mapped = round_up(size, k4K);
+    if (const std::size_t avail = available_memory_bytes(); mapped > avail) {
+      return make_error(ENOMEM, "cannot map " + gib(mapped) + " of DMA memory: " + gib(avail) +
+                                    " available");
+    }
     base = map_memfd(0, mapped, &fd);
     if (base == MAP_FAILED) {
       return make_error(errno, std::string("cannot map DMA memory: ") + std::strerror(errno));

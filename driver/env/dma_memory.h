@@ -26,7 +26,9 @@ struct DmaOptions {
 
 class DmaRegion {
  public:
-  // Maps `size` bytes (rounded up to the page size of the backing) and registers them.
+  // Maps `size` bytes (rounded up to the page size of the backing) and registers them. The
+  // pages are populated and locked at once, so more than the machine has available is
+  // refused up front (-ENOMEM) — populating it would only end in the OOM killer.
   static Result<std::unique_ptr<DmaRegion>> create(MemoryRegistry& registry, std::size_t size,
                                                    DmaOptions options = {});
   ~DmaRegion();
@@ -53,5 +55,7 @@ class DmaRegion {
 
 // Number of free 2 MiB hugepages the kernel has reserved (0 when none or unknown).
 std::size_t free_hugepages_2m();
+// Memory the kernel could give without swapping (MemAvailable), or SIZE_MAX when unknown.
+std::size_t available_memory_bytes();
 
 }  // namespace pollux::env

@@ -36,6 +36,20 @@ TEST(DmaRegion, FallsBackToLockedMemfdWithoutHugepages) {
   EXPECT_EQ((*r)->size(), 4u * 4096);  // rounded to 4 KiB pages, not 2 MiB
 }
 
+// Populating more than the machine has grew without bound (16 TB for a malloc bdev of 4e9
+// blocks) until the OOM killer came: refused before anything is mapped.
+TEST(DmaRegion, MoreThanTheMachineHasIsRefusedUpFront) {
+  MemoryRegistry reg;
+  const std::size_t too_much = available_memory_bytes() + (std::size_t{1} << 30);
+  ASSERT_LT(too_much, SIZE_MAX / 2);  // MemAvailable is known here
+  auto r = DmaRegion::create(reg, too_much, DmaOptions{.allow_hugepages = false});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, -ENOMEM);
+  EXPECT_NE(r.error().message.find("GiB available"), std::string::npos) << r.error().message;
+  EXPECT_TRUE(reg.regions().empty());
+  EXPECT_FALSE(DmaRegion::create(reg, SIZE_MAX).ok());  // no overflow in the rounding
+}
+
 TEST(DmaRegion, ZeroSizeIsAClearError) {
   MemoryRegistry reg;
   auto r = DmaRegion::create(reg, 0);

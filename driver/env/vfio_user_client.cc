@@ -13,8 +13,10 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <set>
 #include <sstream>
 
+#include "common/text.h"
 #include "nlohmann/json.hpp"
 
 namespace pollux::env {
@@ -39,6 +41,18 @@ void close_all(std::vector<int>& fds) {
 bool ok(const Error& e) { return e.code == 0; }
 Error no_error() { return Error{0, {}}; }
 
+// Bounds blocking connect, send and receive on `fd` (0: no bound).
+bool set_timeout(int fd, uint32_t ms) {
+  const timeval tv{static_cast<time_t>(ms / 1000), static_cast<suseconds_t>((ms % 1000) * 1000)};
+  return ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0 &&
+         ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) == 0;
+}
+
+std::string no_answer(const std::string& path, uint32_t ms) {
+  return "no answer from the vfio-user server at " + path + " within " + std::to_string(ms) +
+         " ms (a server serves one client at a time: is another one attached?)";
+}
+
 }  // namespace
 
 Result<std::string> parse_vfio_user_address(const std::string& address) {
@@ -51,11 +65,15 @@ Result<std::string> parse_vfio_user_address(const std::string& address) {
   // SPDK-style transport id: "trtype:vfio-user traddr:/path.sock" (any order, spaces).
   std::istringstream in(address);
   std::string tok, trtype, traddr;
+  std::set<std::string> seen;
   while (in >> tok) {
     const auto colon = tok.find(':');
     if (colon == std::string::npos) continue;
     std::string key = tok.substr(0, colon);
     std::transform(key.begin(), key.end(), key.begin(), ::tolower);
+    if (!seen.insert(key).second) {
+      return make_error(EINVAL, "vfio-user address '" + address + "': " + key + " given twice");
+    }
     if (key == "trtype") trtype = tok.substr(colon + 1);
     if (key == "traddr") traddr = tok.substr(colon + 1);
   }
@@ -89,11 +107,23 @@ Result<std::unique_ptr<VfioUserDevice>> VfioUserDevice::connect(const std::strin
   if (dev->sock_ < 0) return make_error(errno, std::string("socket: ") + std::strerror(errno));
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path->c_str(), path->size());
+  const uint32_t ms = options.handshake_timeout_ms;
+  if (!set_timeout(dev->sock_, ms)) {
+    return make_error(errno, std::string("setsockopt: ") + std::strerror(errno));
+  }
   if (::connect(dev->sock_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     const int err = errno;
+    if (err == EAGAIN) return make_error(ETIMEDOUT, no_answer(*path, ms));  // backlog full
     return make_error(err, "cannot connect to " + *path + ": " + std::strerror(err));
   }
-  if (Error e = dev->init(); !ok(e)) return e;
+  if (Error e = dev->init(); !ok(e)) {
+    if (e.code == -ETIMEDOUT) e.message = no_answer(*path, ms) + ": " + e.message;
+    return e;
+  }
+  // Attached: from now on a message waits as long as the server takes (it may be busy).
+  if (!set_timeout(dev->sock_, 0)) {
+    return make_error(errno, std::string("setsockopt: ") + std::strerror(errno));
+  }
   return dev;
 }
 
@@ -174,7 +204,7 @@ Error VfioUserDevice::negotiate_version() {
   caps[vu::kCapPgsizes] = vu::kDefaultPgsizes;
   nlohmann::json doc = nlohmann::json::object();
   doc[vu::kCapabilities] = caps;
-  const std::string text = doc.dump();
+  const std::string text = json_text(doc);
 
   // Version, then the NUL-terminated JSON.
   std::vector<uint8_t> req(sizeof(vu::Version) + text.size() + 1, 0);
@@ -184,7 +214,7 @@ Error VfioUserDevice::negotiate_version() {
   std::vector<uint8_t> reply;
   if (int rc = transact(vu::cmd::kVersion, req.data(), req.size(), nullptr, 0, &reply, nullptr);
       rc < 0) {
-    return make_error(rc, "VERSION refused by the server");
+    return make_error(rc, rc == -ETIMEDOUT ? "no VERSION reply" : "VERSION refused by the server");
   }
   if (reply.size() < sizeof(vu::Version)) return make_error(EPROTO, "short VERSION reply");
   const auto v = load<vu::Version>(reply.data());
@@ -394,18 +424,18 @@ int VfioUserDevice::transact(uint16_t command, const void* payload, std::size_t 
 int VfioUserDevice::transact_socket(const std::vector<uint8_t>& msg, const int* fds,
                                     std::size_t nfds, uint16_t msg_id,
                                     std::vector<uint8_t>& reply, std::vector<int>& rfds) {
-  if (int rc = send_all(msg.data(), msg.size(), fds, nfds); rc < 0) {
+  // A timeout (set-up only) leaves the stream out of step: the connection is done for, but
+  // the caller learns it was a timeout.
+  auto gone = [this](int rc) {
     mark_removed();
-    return -ENODEV;
-  }
+    return rc == -ETIMEDOUT ? rc : -ENODEV;
+  };
+  if (int rc = send_all(msg.data(), msg.size(), fds, nfds); rc < 0) return gone(rc);
   const std::size_t limit = kHdr + sizeof(vu::RegionAccess) + opt_.max_data_xfer_size + 65536;
   for (;;) {
     reply.assign(kHdr, 0);
     close_all(rfds);
-    if (recv_exact(reply.data(), kHdr, rfds) < 0) {
-      mark_removed();
-      return -ENODEV;
-    }
+    if (int rc = recv_exact(reply.data(), kHdr, rfds); rc < 0) return gone(rc);
     const auto h = load<vu::Header>(reply.data());
     if (h.msg_size < kHdr || h.msg_size > limit) {
       mark_removed();  // cannot find the next message boundary
@@ -413,9 +443,10 @@ int VfioUserDevice::transact_socket(const std::vector<uint8_t>& msg, const int* 
       return -EPROTO;
     }
     reply.resize(h.msg_size);
-    if (h.msg_size > kHdr && recv_exact(reply.data() + kHdr, h.msg_size - kHdr, rfds) < 0) {
-      mark_removed();
-      return -ENODEV;
+    if (h.msg_size > kHdr) {
+      if (int rc = recv_exact(reply.data() + kHdr, h.msg_size - kHdr, rfds); rc < 0) {
+        return gone(rc);
+      }
     }
     if ((h.flags & vu::flags::kTypeMask) == vu::flags::kTypeCommand) {
       // A server -> client command (DMA_READ/WRITE): our memory is fd-backed, none expected.
@@ -423,9 +454,9 @@ int VfioUserDevice::transact_socket(const std::vector<uint8_t>& msg, const int* 
       if ((h.flags & vu::flags::kNoReply) == 0) {
         vu::Header e{h.msg_id, h.command, kHdr, vu::flags::kTypeReply | vu::flags::kError,
                      static_cast<uint32_t>(ENOTSUP)};
-        if (send_all(reinterpret_cast<const uint8_t*>(&e), sizeof e, nullptr, 0) < 0) {
-          mark_removed();
-          return -ENODEV;
+        if (int rc = send_all(reinterpret_cast<const uint8_t*>(&e), sizeof e, nullptr, 0);
+            rc < 0) {
+          return gone(rc);
         }
       }
       continue;
@@ -461,7 +492,7 @@ int VfioUserDevice::send_all(const uint8_t* data, std::size_t len, const int* fd
     const ssize_t r = ::sendmsg(sock_, &m, MSG_NOSIGNAL);
     if (r < 0) {
       if (errno == EINTR) continue;
-      return -errno;
+      return errno == EAGAIN ? -ETIMEDOUT : -errno;  // SO_SNDTIMEO ran out
     }
     sent += static_cast<std::size_t>(r);
   }
@@ -491,6 +522,7 @@ int VfioUserDevice::recv_exact(uint8_t* data, std::size_t len, std::vector<int>&
         }
       }
     }
+    if (r < 0 && errno == EAGAIN) return -ETIMEDOUT;  // SO_RCVTIMEO ran out
     if (r <= 0) return r == 0 ? -ECONNRESET : -errno;
     got += static_cast<std::size_t>(r);
   }

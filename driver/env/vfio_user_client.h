@@ -35,6 +35,10 @@ namespace pollux::env {
 struct VfioUserOptions {
   uint32_t max_msg_fds = 8;                // fds we accept in one reply
   uint32_t max_data_xfer_size = 1u << 20;  // largest data transfer we accept
+  // Socket mode: connect() and every message until attach returns must be done within this.
+  // A server serves one client at a time and leaves others in its listen backlog, where the
+  // connection is made (or blocks, once the backlog is full) and no reply ever comes.
+  uint32_t handshake_timeout_ms = 5000;
 };
 
 // What the server said about one region.

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "common/cli.h"
 #include "driver/env/dma_pool.h"
 #include "driver/event/framework.h"
 
@@ -68,7 +69,7 @@ int main(int argc, char** argv) {
   app.add_option("-t,--time", seconds, "run time in seconds")->check(CLI::PositiveNumber);
   app.add_option("-n,--threads", threads, "lightweight threads in the ring")
       ->check(CLI::Range(1, 64));
-  CLI11_PARSE(app, argc, argv);
+  if (auto rc = pollux::cli::parse(app, argc, argv)) return *rc;
 
   event::FrameworkOptions opts;
   opts.core_mask = mask;

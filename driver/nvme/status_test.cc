@@ -40,5 +40,16 @@ TEST(TransportId, ParsesSpdkNotation) {
     EXPECT_FALSE(parse_transport_id(bad).ok()) << bad;
 }
 
+TEST(TransportId, RefusesAKeyGivenTwice) {
+  // The last value silently won: "traddr:/a traddr:/b" attached /b.
+  for (const char* twice : {"trtype:vfio-user traddr:/a traddr:/b",
+                            "trtype:pcie trtype:vfio-user traddr:/a",
+                            "trtype:tcp traddr:x TRSVCID:1 trsvcid:2"}) {
+    auto r = parse_transport_id(twice);
+    ASSERT_FALSE(r.ok()) << twice;
+    EXPECT_NE(r.error().message.find("given twice"), std::string::npos) << r.error().message;
+  }
+}
+
 }  // namespace
 }  // namespace pollux::nvme

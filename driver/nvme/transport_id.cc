@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <set>
 #include <sstream>
 
 namespace pollux::nvme {
@@ -32,12 +33,17 @@ std::string TransportId::to_string() const {
 Result<TransportId> parse_transport_id(const std::string& text) {
   TransportId id;
   bool have_type = false;
+  std::set<std::string> seen;
   std::istringstream words(text);
   for (std::string word; words >> word;) {
     const auto colon = word.find(':');
     if (colon == std::string::npos || colon == 0 || colon + 1 == word.size())
       return make_error(EINVAL, "transport id: '" + word + "' is not key:value");
     const std::string key = lower(word.substr(0, colon));
+    // Which of two values was meant is anyone's guess: refused rather than the last one won.
+    if (!seen.insert(key).second) {
+      return make_error(EINVAL, "transport id '" + text + "': " + key + " given twice");
+    }
     const std::string value = word.substr(colon + 1);
     if (key == "trtype") {
       const std::string t = lower(value);

@@ -1,5 +1,6 @@
 // Transport IDs in SPDK's notation: "trtype:vfio-user traddr:/tmp/emu.sock",
-// "trtype:pcie traddr:0000:01:00.0". Keys are case-insensitive; values are kept as given.
+// "trtype:pcie traddr:0000:01:00.0". Keys are case-insensitive and given once; values are kept
+// as given.
 #pragma once
 
 #include <string>

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 
+#include "common/cli.h"
 #include "emulator/device/control_socket.h"
 #include "emulator/device/metrics.h"
 #include "emulator/device/nvme_device.h"
@@ -47,7 +48,7 @@ int main(int argc, char** argv) {
   app.add_option("--metrics", metrics_addr,
                  "serve Prometheus metrics on host:port (e.g. 127.0.0.1:9465; port 0: any)");
   app.get_option("--config")->excludes(app.get_option("--profile"));
-  CLI11_PARSE(app, argc, argv);
+  if (auto rc = pollux::cli::parse(app, argc, argv)) return *rc;
 
   nvme::ControllerConfig config;
   timing::Profile profile;

@@ -2,13 +2,22 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <limits>
+
+#include "common/text.h"
+
 namespace pollux::emu::nvme {
 
 namespace {
 
 using json = nlohmann::json;
 
-std::string fail(const std::string& why) { return json{{"ok", false}, {"error", why}}.dump(); }
+// Replies go through json_text: an error may quote what the client sent, which need not be
+// UTF-8, and dump() would throw on it.
+std::string reply(const json& j) { return json_text(j); }
+std::string fail(const std::string& why) { return reply({{"ok", false}, {"error", why}}); }
+std::string ok() { return reply({{"ok", true}}); }
 
 Result<FaultAction> parse_action(const std::string& s) {
   for (int i = 0; i < kFaultActions; ++i) {
@@ -28,8 +37,38 @@ bool get_uint(const json& j, const char* key, T* out, std::string* err) {
     *err = std::string(key) + ": expected a non-negative integer";
     return false;
   }
+  if (j[key].get<uint64_t>() > std::numeric_limits<T>::max()) {  // get<T> would truncate
+    *err = std::string(key) + ": at most " + std::to_string(std::numeric_limits<T>::max());
+    return false;
+  }
   *out = j[key].get<T>();
   return true;
+}
+
+// A delay beyond this is a command that never completes: say never_complete.
+constexpr uint64_t kMaxDelayUs = 3'600'000'000;  // an hour
+
+// Blocks of namespace nsid (0: any namespace, so the largest); 0 if there is no such one.
+uint64_t blocks(Controller& ctrl, uint32_t nsid) {
+  if (nsid != 0) {
+    const NamespaceStore* ns = ctrl.namespace_store(nsid);
+    return ns ? ns->size() / ctrl.lba_size(nsid) : 0;
+  }
+  uint64_t most = 0;
+  for (uint32_t id = 1; id <= ctrl.namespace_count(); ++id) most = std::max(most, blocks(ctrl, id));
+  return most;
+}
+
+// "" or why nsid and an LBA range do not fit the controller's namespaces.
+std::string check_target(Controller& ctrl, uint32_t nsid, uint64_t last_lba, bool has_lba) {
+  if (nsid != 0 && ctrl.namespace_store(nsid) == nullptr) {
+    return "nsid: no namespace " + std::to_string(nsid) + " (0: any)";
+  }
+  if (const uint64_t n = blocks(ctrl, nsid); has_lba && last_lba >= n) {
+    return "lba: " + std::to_string(last_lba) + " is beyond the namespace (" + std::to_string(n) +
+           " blocks)";
+  }
+  return "";
 }
 
 std::string add_fault(Controller& ctrl, const json& j) {
@@ -57,6 +96,7 @@ std::string add_fault(Controller& ctrl, const json& j) {
       !get_uint(j, "delay_us", &delay_us, &err)) {
     return fail(err);
   }
+  if (delay_us > kMaxDelayUs) return fail("delay_us: at most 3600000000 (an hour)");
   r.delay_ns = delay_us * 1000;
   if (j.contains("queue")) {
     if (!j["queue"].is_string() || (j["queue"] != "io" && j["queue"] != "admin")) {
@@ -74,6 +114,9 @@ std::string add_fault(Controller& ctrl, const json& j) {
     r.lba_lo = l[0].get<uint64_t>();
     r.lba_hi = l[1].get<uint64_t>();
   }
+  if (std::string e = check_target(ctrl, r.nsid, r.lba_hi, j.contains("lba")); !e.empty()) {
+    return fail(e);
+  }
   if (j.contains("probability")) {
     if (!j["probability"].is_number()) return fail("probability: expected a number in [0, 1]");
     r.probability = j["probability"].get<double>();
@@ -89,12 +132,10 @@ std::string add_fault(Controller& ctrl, const json& j) {
   if (r.action == FaultAction::kDelay && r.delay_ns == 0) return fail("delay_us: required for action delay");
   auto id = ctrl.faults().add(r);
   if (!id) return fail(id.error());
-  return json{{"ok", true}, {"id", id.value()}}.dump();
+  return reply({{"ok", true}, {"id", id.value()}});
 }
 
-}  // namespace
-
-std::string apply_fault_command(Controller& ctrl, std::string_view text) {
+std::string apply(Controller& ctrl, std::string_view text) {
   json j;
   try {
     j = json::parse(text);
@@ -108,13 +149,12 @@ std::string apply_fault_command(Controller& ctrl, std::string_view text) {
   if (cmd == "fault") return add_fault(ctrl, j);
   if (cmd == "remove_fault") {
     if (!j.contains("id") || !j["id"].is_number_integer()) return fail("id: required");
-    return ctrl.faults().remove(j["id"].get<int>()) ? json{{"ok", true}}.dump()
-                                                     : fail("id: no such fault");
+    return ctrl.faults().remove(j["id"].get<int>()) ? ok() : fail("id: no such fault");
   }
   if (cmd == "clear") {
     ctrl.faults().clear_rules();
     ctrl.faults().clear_bad_blocks();
-    return json{{"ok", true}}.dump();
+    return ok();
   }
   if (cmd == "bad_block") {
     uint32_t nsid = 1;
@@ -122,31 +162,41 @@ std::string apply_fault_command(Controller& ctrl, std::string_view text) {
     std::string err;
     if (!j.contains("lba")) return fail("lba: required");
     if (!get_uint(j, "nsid", &nsid, &err) || !get_uint(j, "lba", &lba, &err)) return fail(err);
-    if (ctrl.namespace_store(nsid) == nullptr) return fail("nsid: no such namespace");
+    if (nsid == 0) return fail("nsid: a bad block is in one namespace (1, 2, ...)");
+    if (std::string e = check_target(ctrl, nsid, lba, true); !e.empty()) return fail(e);
     ctrl.faults().add_bad_block(nsid, lba);
-    return json{{"ok", true}, {"bad_blocks", ctrl.faults().bad_blocks()}}.dump();
+    return reply({{"ok", true}, {"bad_blocks", ctrl.faults().bad_blocks()}});
   }
   if (cmd == "fatal") {
     ctrl.inject_fatal_status();
-    return json{{"ok", true}}.dump();
+    return ok();
   }
   if (cmd == "disable") {
     ctrl.inject_spontaneous_disable();
-    return json{{"ok", true}}.dump();
+    return ok();
   }
   if (cmd == "stats") {
     const ControllerCounters& c = ctrl.counters();
-    return json{{"ok", true},
-                {"fault_hits", ctrl.fault_hits()},
-                {"bad_blocks", ctrl.faults().bad_blocks()},
-                {"failed_commands", c.failed_commands},
-                {"completions_posted", c.completions_posted},
-                {"resets", c.resets},
-                {"ready", ctrl.ready()},
-                {"fatal", ctrl.fatal()}}
-        .dump();
+    return reply({{"ok", true},
+                  {"fault_hits", ctrl.fault_hits()},
+                  {"bad_blocks", ctrl.faults().bad_blocks()},
+                  {"failed_commands", c.failed_commands},
+                  {"completions_posted", c.completions_posted},
+                  {"resets", c.resets},
+                  {"ready", ctrl.ready()},
+                  {"fatal", ctrl.fatal()}});
   }
   return fail("cmd: '" + cmd + "' is not one of fault, remove_fault, clear, bad_block, fatal, disable, stats");
+}
+
+}  // namespace
+
+std::string apply_fault_command(Controller& ctrl, std::string_view text) {
+  try {
+    return apply(ctrl, text);
+  } catch (const std::exception& e) {  // a client must never take the device down
+    return fail(std::string("cannot apply: ") + e.what());
+  }
 }
 
 }  // namespace pollux::emu::nvme

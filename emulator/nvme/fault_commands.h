@@ -22,7 +22,8 @@
 
 namespace pollux::emu::nvme {
 
-// Applies one command to `ctrl`; returns the reply line (without a newline).
+// Applies one command to `ctrl`; returns the reply line (without a newline). Never throws,
+// whatever the text: a control client must not be able to take the device down.
 std::string apply_fault_command(Controller& ctrl, std::string_view json_text);
 
 }  // namespace pollux::emu::nvme

@@ -201,8 +201,11 @@ Status validate(const Profile& p) {
 }
 
 Result<Profile> parse_profile(std::string_view yaml_text) {
+  if (Status s = yaml::check_utf8(yaml_text); !s) return err("profile: " + s.error());
   try {
-    return parse_root(YAML::Load(std::string(yaml_text)));
+    const YAML::Node root = YAML::Load(std::string(yaml_text));
+    if (Status s = yaml::unique_keys(root); !s) return err("profile: " + s.error());
+    return parse_root(root);
   } catch (const YAML::Exception& e) {
     return err(std::string("profile: YAML syntax error: ") + e.what());
   }

@@ -3,8 +3,11 @@
 // Shared by device profiles and scenario files.
 #pragma once
 
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -12,6 +15,7 @@
 #include <string>
 #include <type_traits>
 
+#include "common/text.h"
 #include "emulator/nvme/config.h"
 #include "emulator/nvme/result.h"
 #include "emulator/timing/sim_time.h"
@@ -26,6 +30,37 @@ inline Error err(std::string msg) { return Error{std::move(msg)}; }
 inline std::string where(const YAML::Node& n) {
   const YAML::Mark m = n.Mark();
   return m.line < 0 ? "" : " (line " + std::to_string(m.line + 1) + ")";
+}
+
+// YAML text is UTF-8 (YAML 1.2, 5.2). yaml-cpp takes any bytes, and a name that is not UTF-8
+// would only fail far away (in a JSON report), so it is refused here with its line.
+inline Status check_utf8(std::string_view text) {
+  const std::size_t at = invalid_utf8_at(text);
+  if (at == std::string_view::npos) return {};
+  const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<long>(at), '\n');
+  return err(fmt::format("line {}: byte 0x{:02X} is not UTF-8 (YAML text is UTF-8)", line,
+                         static_cast<unsigned char>(text[at])));
+}
+
+// yaml-cpp keeps both pairs of a key given twice, and a lookup finds the first: the second
+// value would be dropped without a word. Refused, naming the key and the line of the second.
+inline Status unique_keys(const YAML::Node& n, const std::string& path = "") {
+  if (n.IsSequence()) {
+    for (std::size_t i = 0; i < n.size(); ++i) {
+      if (Status s = unique_keys(n[i], path + "[" + std::to_string(i) + "]"); !s) return s;
+    }
+  } else if (n.IsMap()) {
+    std::set<std::string> seen;
+    for (const auto& kv : n) {
+      const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
+      const std::string field = path.empty() ? key : path + "." + key;
+      if (!key.empty() && !seen.insert(key).second) {
+        return err(field + ": given twice" + where(kv.first));
+      }
+      if (Status s = unique_keys(kv.second, field); !s) return s;
+    }
+  }
+  return {};
 }
 
 // Reads the keys of one mapping; every key must be consumed, so typos are caught.
@@ -43,9 +78,10 @@ class Section {
     if (!n.IsScalar()) return err(f + ": expected an integer" + where(n));
     char* end = nullptr;
     const std::string s = n.Scalar();
+    errno = 0;
     const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
     if (s.empty() || *end || s[0] == '-') return err(f + ": '" + s + "' is not an integer" + where(n));
-    if (v < lo || v > hi) {
+    if (errno == ERANGE || v < lo || v > hi) {  // ERANGE: beyond 64 bits (strtoull saturates)
       return err(f + ": " + s + " is out of range [" + std::to_string(lo) + ", " +
                  std::to_string(hi) + "]" + where(n));
     }

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <utility>
 
+#include "common/text.h"
 #include "nlohmann/json.hpp"
 
 namespace pollux::emu::vfio_user {
@@ -248,7 +249,7 @@ int Server::do_version(const uint8_t* p, std::size_t n, Fds& fds, std::vector<ui
   caps[vu::kCapPgsizes] = opt_.pgsizes;
   nlohmann::json doc = nlohmann::json::object();
   doc[vu::kCapabilities] = caps;
-  const std::string text = doc.dump();
+  const std::string text = json_text(doc);
 
   // Version, then the NUL-terminated JSON.
   out.assign(sizeof(vu::Version) + text.size() + 1, 0);

@@ -6,6 +6,8 @@
 #include <random>
 #include <string>
 
+#include "common/text.h"
+
 namespace pollux::scenarios {
 namespace {
 
@@ -18,7 +20,7 @@ uint64_t uniform(Rng& r, uint64_t lo, uint64_t hi) {
 std::string command(const std::string& action, nlohmann::json extra = {}) {
   nlohmann::json j{{"cmd", "fault"}, {"action", action}};
   if (extra.is_object()) j.update(extra);
-  return j.dump();
+  return json_text(j);
 }
 
 // One fault of a class drawn from the seed, on `device`, at `at`.

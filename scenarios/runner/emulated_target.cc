@@ -6,6 +6,7 @@
 #include "emulator/nvme/fault_commands.h"
 #include "emulator/timing/profile.h"
 #include "emulator/timing/timed_ssd.h"
+#include "scenarios/runner/device_profile.h"
 #include "scenarios/runner/target.h"
 #include "scenarios/sim/rig.h"
 
@@ -188,25 +189,8 @@ std::unique_ptr<Target> make_emulated_target(const Scenario& sc, uint64_t seed,
   };
   std::vector<emu::timing::Profile> profiles;
   for (const DeviceSpec& d : sc.devices) {
-    auto p = emu::timing::load_profile(d.profile);
-    if (!p) return fail("device " + d.name + ": " + p.error());
-    auto f = emu::timing::parse_fidelity(d.fidelity);
-    if (!f) return fail("device " + d.name + ": " + f.error());
-    p.value().fidelity = f.value();
-    if (d.scale_blocks) {
-      if (auto s = emu::timing::scale_capacity(p.value(), d.scale_blocks, d.scale_pages); !s) {
-        return fail("device " + d.name + ": scale_blocks: " + s.error());
-      }
-    }
-    if (!d.precondition.empty()) {
-      using emu::timing::Precondition;
-      if (p.value().media != emu::timing::MediaKind::kNand) {
-        return fail("device " + d.name + ": precondition: profile " + d.profile + " has no NAND");
-      }
-      p.value().ftl.precondition = d.precondition == "steady"       ? Precondition::kSteady
-                                   : d.precondition == "sequential" ? Precondition::kSequential
-                                                                    : Precondition::kNone;
-    }
+    auto p = device_profile(d);
+    if (!p) return fail(p.error());
     profiles.push_back(std::move(p).value());
   }
   sim::RigOptions ro;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli.h"
 #include "driver/metrics/exporter.h"
 #include "scenarios/runner/chaos.h"
 #include "scenarios/runner/report.h"
@@ -59,10 +60,12 @@ int main(int argc, char** argv) {
   run->add_flag("--quiet", quiet, "no progress line");
   std::string metrics_addr, linger = "0s";
   auto metrics_opts = [&](CLI::App* c) {
-    c->add_option("--metrics", metrics_addr,
-                  "serve Prometheus metrics on host:port (e.g. 127.0.0.1:9464; port 0: any)");
+    CLI::Option* m = c->add_option(
+        "--metrics", metrics_addr,
+        "serve Prometheus metrics on host:port (e.g. 127.0.0.1:9464; port 0: any)");
     c->add_option("--linger", linger,
-                  "with --metrics: keep serving this long after the run (e.g. 30s; SIGINT ends it)");
+                  "with --metrics: keep serving this long after the run (e.g. 30s; SIGINT ends it)")
+        ->needs(m);
   };
   metrics_opts(run);
 
@@ -81,7 +84,7 @@ int main(int argc, char** argv) {
   CLI::App* check = app.add_subcommand("check", "parse and validate scenario files");
   check->add_option("files", files, "scenario YAML files")->required();
 
-  CLI11_PARSE(app, argc, argv);
+  if (auto rc = pollux::cli::parse(app, argc, argv)) return *rc;
 
   ps::RunOptions o;
   o.progress = !quiet && isatty(STDERR_FILENO);
@@ -116,8 +119,9 @@ int main(int argc, char** argv) {
   if (check->parsed()) {
     int rc = 0;
     for (const std::string& f : files) {
+      // The same parse and validation as run (errors already name the file).
       auto s = ps::load_scenario(f);
-      std::printf("%s: %s\n", f.c_str(), s ? "ok" : s.error().c_str());
+      std::printf("%s\n", s ? (f + ": ok").c_str() : s.error().c_str());
       if (!s) rc = 2;
     }
     return rc;

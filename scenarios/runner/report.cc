@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/text.h"
+
 namespace pollux::scenarios {
 namespace {
 
@@ -234,7 +236,7 @@ std::string report_json(const RunResult& r) {
                             {"sweep_read_errors", d.sweep_read_errors},
                             {"violations", d.violations}});
   }
-  return j.dump(2) + "\n";
+  return json_text(j, 2) + "\n";
 }
 
 std::string report_html(const RunResult& r) {

@@ -54,9 +54,11 @@ class Engine {
   void settle();
   void sweep();
   std::string zero_spans();
-  // One bdev I/O (submit(cb, arg) returns the submission's rc), run to its end: true if it
-  // succeeded.
-  bool run_io(const std::function<int(bdev::IoCompletionFn, void*)>& submit);
+  // One bdev I/O (submit(cb, arg) returns the submission's rc), run to its end or for at
+  // most io_wait_ns() of the target's time (kHung: given up on, its completion may come).
+  enum class IoEnd { kOk, kFailed, kHung };
+  IoEnd run_io(const std::function<int(bdev::IoCompletionFn, void*)>& submit);
+  uint64_t io_wait_ns() const;
   struct IoDone {
     bool done = false, ok = false;
     static void cb(bdev::BdevIo&, bool success, void* arg) {
@@ -291,15 +293,21 @@ void Engine::fire(Fault& f, uint64_t t) {
       return;
     case FaultKind::kHotInsert:
       if (!pulled_[d]) {
-        o.detail = "already present";
+        // validate() refuses what the timeline makes certain; this is the rest (an order
+        // decided by I/O counts, device states or equal instants).
+        o.detail = "refused: " + sc_.devices[d].name + " is present";
+        fail_fault(f, "hot_insert of " + sc_.devices[d].name +
+                          ", which is present (no hot_remove took it out before)");
       } else {
         if (std::string e = target_->hot_insert(d); !e.empty()) fail_fault(f, e);
         pulled_[d] = false;
-        // Close the window of the removal it ends.
+        // Close the window of the removal it ends; that removal's own re-insertion is moot.
         for (Fault& r : faults_) {
           if (r.window_open && r.out.device == d) {
-            rec_->close_window(r.window, t + (r.out.spec.window_ns ? r.out.spec.window_ns : kDefaultWindowNs));
+            rec_->close_window(r.window, t + (r.out.spec.window_ns ? r.out.spec.window_ns
+                                                                   : kDefaultWindowNs));
             r.window_open = false;
+            r.insert_pending = false;
             r.out.recovery_from_ns = t;
           }
         }
@@ -331,6 +339,7 @@ void Engine::fire(Fault& f, uint64_t t) {
 void Engine::insert(Fault& f, uint64_t t) {
   f.insert_pending = false;
   const uint32_t d = f.out.device;
+  if (!pulled_[d]) return;  // a hot_insert brought it back already (and closed the window)
   if (std::string e = target_->hot_insert(d); !e.empty()) fail_fault(f, e);
   pulled_[d] = false;
   rec_->close_window(f.window, t + (f.out.spec.window_ns ? f.out.spec.window_ns : kDefaultWindowNs));
@@ -404,20 +413,21 @@ void Engine::settle() {
   while (missing() && now() < until) target_->step();
 }
 
-bool Engine::run_io(const std::function<int(bdev::IoCompletionFn, void*)>& submit) {
+// Well past the I/O timeout and the reset it may bring.
+uint64_t Engine::io_wait_ns() const {
+  return std::max<uint64_t>(1'000'000'000, 50 * sc_.host.io_timeout_us * 1000);
+}
+
+Engine::IoEnd Engine::run_io(const std::function<int(bdev::IoCompletionFn, void*)>& submit) {
   auto d = std::make_unique<IoDone>();
   const int rc = submit(IoDone::cb, d.get());
-  // Bounded by the target's time (virtual or real): well past the I/O timeout and its reset.
-  const uint64_t deadline =
-      now() + std::max<uint64_t>(1'000'000'000, 50 * sc_.host.io_timeout_us * 1000);
+  const uint64_t deadline = now() + io_wait_ns();  // the target's time: virtual or real
   while (rc == 0 && !d->done && now() < deadline) target_->step();
-  const bool ok = rc == 0 && d->done && d->ok;
   if (rc == 0 && !d->done) {
-    runtime_errors_.push_back("an I/O of the set-up or the final sweep did not complete by " +
-                              format_ns(deadline));
     abandoned_.push_back(std::move(d));  // its completion may still come
+    return IoEnd::kHung;
   }
-  return ok;
+  return rc == 0 && d->ok ? IoEnd::kOk : IoEnd::kFailed;
 }
 
 // A real device holds what earlier runs left: the span the workloads use is zeroed first, so
@@ -432,10 +442,14 @@ std::string Engine::zero_spans() {
     std::string err;
     for (uint64_t lba = 0; lba < t.written.size() && err.empty(); lba += kChunkBlocks) {
       const uint64_t n = std::min<uint64_t>(kChunkBlocks, t.written.size() - lba);
-      const bool ok = run_io([&](bdev::IoCompletionFn cb, void* arg) {
+      const IoEnd end = run_io([&](bdev::IoCompletionFn cb, void* arg) {
         return mgr_->write_zeroes(desc.value(), ch, lba, n, cb, arg);
       });
-      if (!ok) err = "zeroing " + t.bdev + ": Write Zeroes of LBA " + std::to_string(lba) + " failed";
+      if (end != IoEnd::kOk) {
+        err = "zeroing " + t.bdev + ": Write Zeroes of LBA " + std::to_string(lba) +
+              (end == IoEnd::kHung ? " did not complete within " + format_ns(io_wait_ns())
+                                   : " failed");
+      }
     }
     mgr_->put_io_channel(ch);
     mgr_->close(desc.value());
@@ -468,10 +482,21 @@ void Engine::sweep() {
       uint32_t n = 1;
       while (n < max && lba + n < span && t.written[lba + n]) ++n;
       env::poison(static_cast<uint8_t*>(mem.value()->data()), size_t{n} * t.block_size);
-      const bool ok = run_io([&](bdev::IoCompletionFn cb, void* arg) {
+      const IoEnd end = run_io([&](bdev::IoCompletionFn cb, void* arg) {
         return mgr_->read(desc.value(), ch, mem.value()->data(), lba, n, cb, arg);
       });
-      if (ok) {
+      if (end == IoEnd::kHung) {
+        // The device holds its I/O: every further read would wait as long. One line says so
+        // (a hung device gave one line per read, ~250 of them).
+        uint64_t unchecked = 0;
+        for (uint64_t b = lba; b < span; ++b) unchecked += t.written[b];
+        runtime_errors_.push_back("sweep of " + t.bdev + ": a read of LBA " +
+                                  std::to_string(lba) + " did not complete within " +
+                                  format_ns(io_wait_ns()) + "; " + std::to_string(unchecked) +
+                                  " written blocks from there on not checked");
+        break;
+      }
+      if (end == IoEnd::kOk) {
         t.note(t.oracle->check_read(lba, n, mem.value()->data()));
         t.swept_blocks += n;
       } else {

@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/text.h"
 #include "emulator/nvme/faults.h"
 #include "emulator/timing/yaml_section.h"
 
@@ -39,6 +40,7 @@ Status parse_device(const YAML::Node& n, size_t i, DeviceSpec* d) {
   const std::string prefix = "topology.devices[" + std::to_string(i) + "]";
   if (!n.IsMap()) return err(prefix + ": expected a mapping" + where(n));
   Section s(n, prefix);
+  d->line = line_of(n);
   d->name = "nvme" + std::to_string(i);
   POLLUX_TRY(s.string("name", &d->name));
   std::string type = "emulated";
@@ -100,6 +102,7 @@ Status parse_workload(const YAML::Node& n, size_t i, WorkloadSpec* w) {
   const std::string prefix = "workloads[" + std::to_string(i) + "]";
   if (!n.IsMap()) return err(prefix + ": expected a mapping" + where(n));
   Section s(n, prefix);
+  w->line = line_of(n);
   w->name = "w" + std::to_string(i);
   POLLUX_TRY(s.string("name", &w->name));
   POLLUX_TRY(s.string("bdev", &w->bdev));
@@ -124,8 +127,8 @@ Status parse_workload(const YAML::Node& n, size_t i, WorkloadSpec* w) {
   POLLUX_TRY(s.uint("flush_every", 0, 1u << 30, &w->flush_every));
   if (w->bdev.empty()) return err(prefix + ".bdev: required" + where(n));
   if (w->duration_ns == 0) return err(prefix + ".duration: must be more than 0" + where(n));
-  if (w->range_bytes < w->block_size) {
-    return err(prefix + ".range: smaller than one block_size" + where(n));
+  if (w->range_bytes / w->block_size < w->queue_depth) {
+    return err(prefix + ".range: holds fewer I/Os of block_size than queue_depth" + where(n));
   }
   return s.unknown_keys();
 }
@@ -144,14 +147,7 @@ constexpr ActionName kActions[] = {
 constexpr const char* kCommandActions[] = {"status",      "never_complete", "delay",
                                            "duplicate_completion", "unknown_cid", "stale_phase",
                                            "drop_data",   "misdirect"};
-// Command faults after which only the host's I/O timeout ends the command (the device holds
-// it, or its completion never becomes visible to the host).
-bool loses_completions(const std::string& command_json) {
-  for (const char* a : {"\"never_complete\"", "\"unknown_cid\"", "\"stale_phase\""}) {
-    if (command_json.find(a) != std::string::npos) return true;
-  }
-  return false;
-}
+
 
 int parse_opcode(const std::string& s) {
   if (s == "flush") return 0x00;
@@ -232,13 +228,14 @@ Status parse_command(Section& s, const YAML::Node& n, const std::string& prefix,
     }
     if (lo > hi) return err(prefix + ".lba: first > last" + where(l));
     j["lba"] = {lo, hi};
+    f->lba_last = hi;
   }
   if (action == "delay") {
     POLLUX_TRY(duration_ns(s, "delay", &f->delay_ns));
     if (f->delay_ns < 1000) return err(prefix + ".delay: at least 1us for action delay" + where(n));
     j["delay_us"] = f->delay_ns / 1000;
   }
-  f->command_json = j.dump();
+  f->command_json = json_text(j);
   return {};
 }
 
@@ -434,62 +431,14 @@ uint64_t Scenario::end_ns() const {
   return end;
 }
 
-Status validate(const Scenario& s) {
-  if (s.devices.empty()) return err("topology.devices: required (a list of devices)");
-  std::set<std::string> names;
-  for (const DeviceSpec& d : s.devices) {
-    if (!names.insert(d.name).second) return err("topology.devices: duplicate name '" + d.name + "'");
-  }
-  for (size_t i = 0; i < s.workloads.size(); ++i) {
-    const WorkloadSpec& w = s.workloads[i];
-    bool found = false;
-    for (const DeviceSpec& d : s.devices) found |= w.bdev == d.name + "n1";
-    if (!found) {
-      return err("workloads[" + std::to_string(i) + "].bdev: '" + w.bdev +
-                 "' is no device's bdev (devices' bdevs are <name>n1)");
-    }
-  }
-  const bool qemu = s.devices.front().type == DeviceType::kQemu;
-  for (const DeviceSpec& d : s.devices) {
-    if ((d.type == DeviceType::kQemu) != qemu) {
-      return err("topology.devices: '" + d.name + "' and '" + s.devices.front().name +
-                 "' are of different types (one run drives emulated or qemu devices)");
-    }
-  }
-  if (qemu && s.time != "realtime") {
-    return err("time: qemu devices run in real time (time: realtime)");
-  }
-  for (size_t i = 0; i < s.faults.size(); ++i) {
-    const FaultSpec& f = s.faults[i];
-    const std::string at = "faults[" + std::to_string(i) + "]";
-    const std::string line = f.line ? " (line " + std::to_string(f.line) + ")" : "";
-    if (!f.device.empty() && !names.count(f.device)) {
-      return err(at + ".device: no device '" + f.device + "'" + line);
-    }
-    if (f.kind == FaultKind::kCommand && s.host.io_timeout_us == 0 &&
-        loses_completions(f.command_json)) {
-      return err(at + ": only an I/O timeout ends the commands this fault loses: set " +
-                 "host.io_timeout_us (e.g. 1000; the default is off, as in SPDK)" + line);
-    }
-    // QEMU's controller takes no fault rules: hot-plug goes through its monitor, resets are
-    // the host's.
-    if (!qemu) continue;
-    if (f.kind != FaultKind::kHotRemove && f.kind != FaultKind::kHotInsert &&
-        f.kind != FaultKind::kHostReset) {
-      return err(at + ": '" + to_string(f.kind) + "' needs an emulated device (qemu devices " +
-                 "take hot_remove, hot_insert and host_reset)" + line);
-    }
-    if (f.trigger == TriggerKind::kOnState) {
-      return err(at + ".on: needs an emulated device (qemu devices: at or after_ios)" +
-                 line);
-    }
-  }
-  return {};
-}
-
 Result<Scenario> parse_scenario(std::string_view yaml_text, const std::string& file) {
+  if (Status s = emu::timing::yaml::check_utf8(yaml_text); !s) {
+    return err("scenario: " + s.error());
+  }
   try {
-    return parse_root(YAML::Load(std::string(yaml_text)), file);
+    const YAML::Node root = YAML::Load(std::string(yaml_text));
+    POLLUX_TRY(emu::timing::yaml::unique_keys(root));
+    return parse_root(root, file);
   } catch (const YAML::Exception& e) {
     return err(std::string("scenario: YAML syntax: ") + e.what());
   }

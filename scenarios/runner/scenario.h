@@ -20,6 +20,7 @@ namespace pollux::scenarios {
 enum class DeviceType { kEmulated, kQemu };
 
 struct DeviceSpec {
+  int line = 0;                // in the scenario file (0: generated)
   std::string name;            // controller name; its bdev is "<name>n1"
   DeviceType type = DeviceType::kEmulated;
   // qemu: the PCI function ("auto": the Nth NVMe function of the machine, N counting the
@@ -53,6 +54,7 @@ struct HostSpec {
 enum class Pattern { kRandom, kSequential };
 
 struct WorkloadSpec {
+  int line = 0;                   // in the scenario file (0: generated)
   std::string name;
   std::string bdev;               // e.g. "nvme0n1"
   Pattern pattern = Pattern::kRandom;
@@ -86,6 +88,7 @@ struct FaultSpec {
   std::string device;            // target device name (default: the first)
   FaultKind kind = FaultKind::kCommand;
   std::string command_json;      // kCommand: the device fault command (fault_commands.h)
+  std::optional<uint64_t> lba_last;  // kCommand with an LBA range: its last LBA
   uint64_t delay_ns = 0;         // kReadyDelay: extra time before CSTS.RDY; kHotRemove:
                                  // re-insert after this long (0: stays out unless kHotInsert)
   uint32_t count = 0;            // kBadBlocks: how many (drawn from the seed)
@@ -128,7 +131,10 @@ struct Scenario {
 
 emu::nvme::Result<Scenario> parse_scenario(std::string_view yaml_text, const std::string& file = "");
 emu::nvme::Result<Scenario> load_scenario(const std::string& path);
-// Cross-field checks (bdev names match devices, faults name devices, windows...).
+// Everything that can be known before running (validate.cc): cross-field checks (bdev names
+// match devices, faults name devices, unique names), what the emulated drives hold (their
+// profiles load; workload ranges and fault LBAs fit them), and a hot_insert whose drive the
+// timeline has certainly not removed. parse_scenario() runs it, so `check` and `run` agree.
 emu::nvme::Status validate(const Scenario& s);
 
 // "2s", "1.5ms", "20us", "100ns" -> ns.

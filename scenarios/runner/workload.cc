@@ -36,6 +36,12 @@ std::string Workload::init() {
            " is not a multiple of " + spec_.bdev + "'s block size " +
            std::to_string(track_.block_size);
   }
+  // validate() checked emulated drives; a qemu device's size is known only now.
+  if (spec_.range_bytes / track_.block_size > track_.num_blocks) {
+    return "workload " + spec_.name + ": range " + std::to_string(spec_.range_bytes) +
+           " bytes is larger than " + spec_.bdev + " (" + std::to_string(track_.num_blocks) +
+           " blocks of " + std::to_string(track_.block_size) + " bytes)";
+  }
   io_blocks_ = spec_.block_size / track_.block_size;
   range_blocks_ = std::min<uint64_t>(spec_.range_bytes / track_.block_size, track_.busy.size());
   range_blocks_ -= range_blocks_ % io_blocks_;

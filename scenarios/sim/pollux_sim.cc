@@ -10,6 +10,7 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "common/cli.h"
 #include "emulator/timing/profile.h"
 #include "scenarios/sim/run.h"
 
@@ -32,22 +33,29 @@ int main(int argc, char** argv) {
   app.add_option("-o,--bs", bs, "I/O size in bytes");
   app.add_option("-w,--rw", rw, "randread | randwrite | read | write | randrw");
   app.add_option("-M,--mix", mix, "read percentage for randrw")->check(CLI::Range(0, 100));
-  app.add_option("-t,--time-ms", time_ms, "measured simulated time (ms)");
-  app.add_option("--warmup-ms", warmup_ms, "simulated warm-up before measuring (ms)");
+  // Simulated times become ns counts: at least 1 ns, at most an hour.
+  constexpr double kMaxMs = 3.6e6;
+  app.add_option("-t,--time-ms", time_ms, "measured simulated time (ms)")
+      ->check(CLI::Range(1e-6, kMaxMs));
+  app.add_option("--warmup-ms", warmup_ms, "simulated warm-up before measuring (ms)")
+      ->check(CLI::Range(0.0, kMaxMs));
   app.add_option("--ios", ios, "stop after this many I/Os per device instead of a time");
   app.add_option("-s,--seed", seed, "seed of every random choice");
   app.add_flag("--json", json, "one JSON object on stdout");
   app.add_option("--scale-blocks", scale_blocks,
-                 "NAND: shrink the drive to this many blocks per plane (same spare ratio)");
-  app.add_option("--scale-pages", scale_pages, "NAND: with --scale-blocks, pages per block");
+                 "NAND: shrink the drive to this many blocks per plane (same spare ratio)")
+      ->check(CLI::Range(2u, 1u << 20));
+  app.add_option("--scale-pages", scale_pages, "NAND: with --scale-blocks, pages per block")
+      ->needs("--scale-blocks");
   app.add_option("--precondition", precondition, "NAND: none | sequential | steady");
   std::string metrics_addr;
   double linger_s = 0;
   app.add_option("--metrics", metrics_addr,
                  "serve Prometheus metrics on host:port (e.g. 127.0.0.1:9464; port 0: any)");
   app.add_option("--linger", linger_s, "with --metrics: seconds to keep serving after the run")
-      ->check(CLI::NonNegativeNumber);
-  CLI11_PARSE(app, argc, argv);
+      ->check(CLI::Range(0.0, 86400.0))
+      ->needs("--metrics");
+  if (auto rc = pollux::cli::parse(app, argc, argv)) return *rc;
 
   auto profile = emu::timing::load_profile(profile_name);
   if (!profile) {

@@ -12,6 +12,11 @@ namespace pollux::sim {
 
 RunReport run_perf(const RunSpec& spec) {
   RunReport rep;
+  // Jobs stop at a duration or an I/O count; with neither the run would never end.
+  if (spec.job.duration_ns == 0 && spec.job.max_ios == 0) {
+    rep.error = "the run has no end: give a duration or an I/O count";
+    return rep;
+  }
   const auto wall0 = std::chrono::steady_clock::now();
   RigOptions ro;
   ro.profile = spec.profile;

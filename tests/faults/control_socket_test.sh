@@ -16,17 +16,17 @@ for _ in $(seq 100); do [ -S "$sock" ] && [ -S "$ctl" ] && break; sleep 0.05; do
 
 send() {  # one JSON line in, the reply line out
   python3 - "$ctl" "$1" <<'PY'
-import socket, sys
+import os, socket, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 s.connect(sys.argv[1])
-s.sendall(sys.argv[2].encode() + b"\n")
+s.sendall(os.fsencode(sys.argv[2]) + b"\n")  # the bytes as given, UTF-8 or not
 buf = b""
 while not buf.endswith(b"\n"):
     chunk = s.recv(4096)
     if not chunk:
         break
     buf += chunk
-print(buf.decode().strip())
+print(buf.decode(errors="replace").strip())
 PY
 }
 
@@ -38,6 +38,12 @@ r=$(send '{"cmd":"fault","action":"status","status":"write_fault","lbas":[1,2]}'
 echo "$r"; echo "$r" | grep -q 'lbas: unknown field' || exit 1
 r=$(send 'not json')
 echo "$r"; echo "$r" | grep -q '"ok":false' || exit 1
+# Bytes that are not UTF-8: an error reply, and the device lives on (it aborted on them).
+r=$(send $'\xbd')
+echo "$r"; echo "$r" | grep -q '"ok":false' || exit 1
+r=$(send $'{"cmd":"fault","action":"\xbd"}')
+echo "$r"; echo "$r" | grep -q '"ok":false' || exit 1
+kill -0 $emu_pid || { echo "pollux-emu died"; exit 1; }
 
 "$perf" -r "trtype:vfio-user traddr:$sock" -q 4 -o 4096 -w randread --io-count 400 -t 20 \
   --json "$dir/perf.json" >"$dir/perf.log" 2>&1 || true

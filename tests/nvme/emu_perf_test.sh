@@ -30,4 +30,16 @@ if "$perf" -r "trtype:vfio-user traddr:$sock" -q 1 -o 262144 -w read --io-count 
   echo "an I/O beyond MDTS should have failed"; cat "$dir/big.log"; exit 1
 fi
 grep -q "Argument list too long\|E2BIG\|submit" "$dir/big.log" || { cat "$dir/big.log"; exit 1; }
+# One client at a time: the same controller twice is refused up front; reached through a
+# second spelling of its path, the second connection times out with the reason (it hung).
+rc=0
+"$perf" -r "trtype:vfio-user traddr:$sock" -r "trtype:vfio-user traddr:$sock" -t 1 \
+  >"$dir/twice.log" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "the same controller as an earlier -r" "$dir/twice.log" ||
+  { echo "-r X -r X: exit $rc"; cat "$dir/twice.log"; exit 1; }
+rc=0
+timeout 60 "$perf" -r "trtype:vfio-user traddr:$sock" -r "trtype:vfio-user traddr:$dir/./emu.sock" \
+  -t 1 >"$dir/busy.log" 2>&1 || rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "is another one attached?" "$dir/busy.log" ||
+  { echo "a busy server: exit $rc"; cat "$dir/busy.log"; exit 1; }
 echo "PASS"

@@ -369,6 +369,9 @@ TEST(VfioUserAddress, Parses) {
   EXPECT_EQ(*env::parse_vfio_user_address("traddr:/run/z.sock trtype:VFIO-USER"), "/run/z.sock");
   EXPECT_FALSE(env::parse_vfio_user_address("pcie:0000:01:00.0").ok());
   EXPECT_FALSE(env::parse_vfio_user_address("vfio-user:").ok());
+  auto twice = env::parse_vfio_user_address("trtype:vfio-user traddr:/run/a traddr:/run/b");
+  ASSERT_FALSE(twice.ok());  // the last one won
+  EXPECT_NE(twice.error().message.find("traddr given twice"), std::string::npos);
   MemoryRegistry registry;
   auto none = VfioUserDevice::connect("vfio-user:/nonexistent/dir/x.sock", registry);
   ASSERT_FALSE(none.ok());

@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "common/cli.h"
 #include "tools/top/exposition_parser.h"
 #include "tools/top/http_get.h"
 #include "tools/top/options.h"
@@ -186,7 +187,7 @@ int main(int argc, char** argv) {
   app.add_option("--iterations", c.iterations,
                  "Scrapes before exiting (default: unlimited; with --once 2, as rates need two)")
       ->check(CLI::PositiveNumber);
-  CLI11_PARSE(app, argc, argv);
+  if (auto rc = pollux::cli::parse(app, argc, argv)) return *rc;
 
   c.endpoint = *parse_endpoint(endpoint);
   c.interval = *parse_interval(interval);
@@ -197,8 +198,8 @@ int main(int argc, char** argv) {
       std::string valid;
       for (const std::string& name : sort_columns(c.view))
         valid += (valid.empty() ? "" : ", ") + name;
-      return app.exit(CLI::ValidationError(
-          "--sort", "the " + view + " view sorts by " + valid + "; got " + sort));
+      return pollux::cli::bad_input(
+          app, "--sort: the " + view + " view sorts by " + valid + "; got " + sort);
     }
     c.order.column = *column;
   }

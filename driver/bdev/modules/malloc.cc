@@ -1,6 +1,8 @@
 #include "driver/bdev/modules/malloc.h"
 
+#include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "driver/env/dma_memory.h"
 
@@ -75,8 +77,12 @@ class MallocBackend final : public Backend {
 
 Result<Bdev*> create_malloc_bdev(Manager& mgr, const MallocOptions& o) {
   if (o.num_blocks == 0 || o.block_size == 0) return make_error(EINVAL, "malloc bdev: size 0");
+  const std::string what = "malloc bdev " + o.name + ": " + std::to_string(o.num_blocks) +
+                           " blocks of " + std::to_string(o.block_size) + " bytes";
+  if (o.num_blocks > SIZE_MAX / o.block_size) return make_error(ENOMEM, what + ": too large");
+  // All of it is DMA memory, populated and locked now: DmaRegion refuses more than there is.
   auto mem = env::DmaRegion::create(env::MemoryRegistry::global(), o.num_blocks * o.block_size);
-  if (!mem) return mem.error();
+  if (!mem) return make_error(mem.error().code, what + ": " + mem.error().message);
   BdevProperties p;
   p.name = o.name;
   p.product = "Malloc disk";

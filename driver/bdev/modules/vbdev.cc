@@ -347,6 +347,14 @@ std::vector<std::string> VbdevModule::vbdev_names() {
   return out;
 }
 
+std::vector<std::pair<std::string, std::string>> VbdevModule::unbuilt() {
+  std::lock_guard lock(mu_);
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto& c : configs_)
+    if (c->base == nullptr && !c->building) out.emplace_back(c->id, c->base_name);
+  return out;
+}
+
 std::vector<std::pair<std::string, bool>> VbdevModule::configs() {
   std::lock_guard lock(mu_);
   std::vector<std::pair<std::string, bool>> out;

@@ -135,6 +135,9 @@ class VbdevModule : public VirtualModule {
   std::vector<std::string> vbdev_names();
   // Configurations (their ids) and whether each is built now.
   std::vector<std::pair<std::string, bool>> configs();
+  // Configurations not built now, as (id, base name): their base does not exist (or could
+  // not take them).
+  std::vector<std::pair<std::string, std::string>> unbuilt();
 
  protected:
   // Builds the vbdevs of one configuration on an open, claimed base (register_vbdev for each).

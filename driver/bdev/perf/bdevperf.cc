@@ -9,10 +9,14 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "common/cli.h"
+#include "common/text.h"
 #include "driver/bdev/bdev.h"
 #include "driver/bdev/config.h"
 #include "driver/bdev/modules/config_methods.h"
@@ -110,6 +114,7 @@ struct Run {
 };
 Run* g_run;
 constexpr uint64_t kBdevStatsPeriodUs = 500'000;
+constexpr double kMaxSeconds = 1e6;  // times become clock ticks: far below 2^64 of them
 
 void on_done(bdev::BdevIo& io, bool ok, void* arg);
 
@@ -311,7 +316,7 @@ void start_job(void* arg) {
   }
   j.desc = *d;
   j.ch = j.mgr->get_io_channel(j.desc);
-  j.blocks_per_io = std::max<uint32_t>(1, j.cfg->io_size / j.desc->bdev().block_size());
+  j.blocks_per_io = j.cfg->io_size / j.desc->bdev().block_size();  // fits: check_fit()
   j.slots = j.desc->bdev().num_blocks() / j.blocks_per_io;
   j.started = j.clock->now();
   j.next_reset = j.started;
@@ -334,6 +339,28 @@ bool parse_quick(const std::string& spec, std::string* name, uint64_t* blocks, u
   return *blocks > 0 && *bs >= 512 && *bs % 512 == 0;
 }
 
+
+// Every job's I/O must fit its bdev: whole blocks (the task buffers hold io_size bytes), at
+// least one I/O (the slot choice divides by the count), and with verify one slot per task
+// (tasks stripe the bdev so that no two write a block at once).
+std::string check_fit(const Config& c, const bdev::Bdev& b, uint64_t tasks) {
+  const uint32_t bs = b.block_size();
+  if (c.io_size % bs != 0) {
+    return fmt::format("-o {}: not a multiple of bdev {}'s block size ({} bytes)", c.io_size,
+                       b.name(), bs);
+  }
+  const uint64_t slots = b.num_blocks() / (c.io_size / bs);
+  if (slots == 0) {
+    return fmt::format("-o {}: larger than bdev {} ({} blocks of {} bytes)", c.io_size, b.name(),
+                       b.num_blocks(), bs);
+  }
+  if (c.verify && slots < tasks) {
+    return fmt::format("-w {}: bdev {} holds {} I/Os of {} bytes, fewer than the {} tasks that "
+                       "write it (-q x cores)",
+                       c.workload, b.name(), slots, c.io_size, tasks);
+  }
+  return "";
+}
 
 void set_up(void* arg) {
   Run& run = *static_cast<Run*>(arg);
@@ -381,6 +408,13 @@ void set_up(void* arg) {
       return fail(2);
     }
   }
+  // A virtual bdev whose base is missing is a configuration error, named here (else the run
+  // left it out, or said only that there was no bdev to test).
+  if (const auto unbuilt = run.modules->unbuilt(); !unbuilt.empty()) {
+    fmt::print(stderr, "pollux-bdevperf: {}{}\n", unbuilt.front(),
+               unbuilt.size() > 1 ? fmt::format(" (and {} more)", unbuilt.size() - 1) : "");
+    return fail(2);
+  }
   std::vector<bdev::Bdev*> targets;
   for (bdev::Bdev* b : run.mgr->bdevs()) {
     auto probe = run.mgr->open(b->name(), true);  // refused when a virtual bdev claims it
@@ -392,7 +426,12 @@ void set_up(void* arg) {
     fmt::print(stderr, "pollux-bdevperf: no bdev to test (give --json, --null or --malloc)\n");
     return fail(2);
   }
+  const uint64_t tasks = uint64_t{c.qd} * run.fw->reactor_count();
   for (const bdev::Bdev* b : targets) {
+    if (std::string e = check_fit(c, *b, tasks); !e.empty()) {
+      fmt::print(stderr, "pollux-bdevperf: {}\n", e);
+      return fail(2);
+    }
     if (c.verify && !b->props().stores_data) {
       fmt::print(stderr,
                  "pollux-bdevperf: -w {}: bdev {} ({}) stores no data, so nothing read back "
@@ -459,14 +498,18 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"read", "write", "randread", "randwrite", "rw", "randrw", "verify",
                              "reset", "unmap", "flush"}));
   app.add_option("-M,--read-percent", c.read_pct)->check(CLI::Range(0, 100));
-  app.add_option("-t,--time", c.seconds)->check(CLI::PositiveNumber);
-  app.add_option("--reset-period", c.reset_period, "seconds between resets (-w reset)");
+  app.add_option("-t,--time", c.seconds, "seconds")
+      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(0.0, kMaxSeconds));
+  app.add_option("--reset-period", c.reset_period, "seconds between resets (-w reset)")
+      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(0.0, kMaxSeconds));
   app.add_option("-m,--core-mask", c.core_mask);
   app.add_option("--seed", c.seed);
   app.add_option("--summary", c.summary, "write the JSON summary to this file");
   app.add_option("--metrics", c.metrics,
                  "serve Prometheus metrics on host:port (e.g. 127.0.0.1:9464; port 0: any)");
-  CLI11_PARSE(app, argc, argv);
+  if (auto rc = pollux::cli::parse(app, argc, argv)) return *rc;
   static const std::pair<const char*, Workload> kinds[] = {
       {"read", Workload::kRead},     {"write", Workload::kWrite}, {"randread", Workload::kRandRead},
       {"randwrite", Workload::kRandWrite}, {"rw", Workload::kRw}, {"randrw", Workload::kRandRw},
@@ -479,6 +522,15 @@ int main(int argc, char** argv) {
              c.kind == Workload::kRandRw;
   if (c.kind == Workload::kRead || c.kind == Workload::kRandRead) c.read_pct = 100;
   if (c.kind == Workload::kWrite || c.kind == Workload::kRandWrite) c.read_pct = 0;
+  // Opened before the run: a path that cannot be written is bad input, found now.
+  std::ofstream summary;
+  if (!c.summary.empty()) {
+    summary.open(c.summary);
+    if (!summary) {
+      fmt::print(stderr, "pollux-bdevperf: --summary {}: {}\n", c.summary, std::strerror(errno));
+      return 2;
+    }
+  }
   fmt::print("pollux-bdevperf: seed {}\n", c.seed);
 
   event::FrameworkOptions fo;
@@ -561,8 +613,14 @@ int main(int argc, char** argv) {
              tiops, tmib, us(clock, total.mean()), us(clock, total.min()), us(clock, total.max()));
   js["total"] = {{"iops", tiops}, {"mib_per_s", tmib}, {"errors", terr},
                  {"verify_failures", tver}, {"latency_us", {{"avg", us(clock, total.mean())}}}};
-  fmt::print("{}\n", js.dump());
-  if (!c.summary.empty()) std::ofstream(c.summary) << js.dump(2) << "\n";
+  fmt::print("{}\n", json_text(js));
+  bool written = true;
+  if (summary.is_open()) {
+    summary << json_text(js, 2) << "\n";
+    summary.close();
+    written = !summary.fail();
+    if (!written) fmt::print(stderr, "pollux-bdevperf: --summary {}: write failed\n", c.summary);
+  }
   for (auto& j : run.jobs)
     for (Task& t : j->tasks)
       if (t.buf) {
@@ -570,5 +628,5 @@ int main(int argc, char** argv) {
         run.pool->put_bulk(&b, 1);
       }
   run.jobs.clear();
-  return rc != 0 || terr != 0 || tver != 0 ? 1 : 0;
+  return rc != 0 || terr != 0 || tver != 0 || !written ? 1 : 0;
 }

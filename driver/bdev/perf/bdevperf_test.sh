@@ -23,6 +23,37 @@ check "$dir/verify.json" 0
 check "$dir/reset.json" 4
 "$perf" --null N0:1048576 -q 64 -o 4096 -w randrw -M 70 -t 0.5 --summary "$dir/null.json" >/dev/null
 check "$dir/null.json" 0
-if "$perf" -q 4 >/dev/null 2>&1; then echo "no bdev should be refused"; exit 1; fi
-if "$perf" --null bad -q 4 >/dev/null 2>&1; then echo "bad --null should be refused"; exit 1; fi
+refused() {  # $1 = what stderr must say, then the arguments: exit status 2, nothing run
+  local want=$1 rc=0
+  shift
+  timeout 20 "$perf" "$@" >"$dir/out" 2>"$dir/err" || rc=$?
+  [ $rc -eq 2 ] || { echo "$*: exit $rc, expected 2"; cat "$dir/err"; exit 1; }
+  grep -q -- "$want" "$dir/err" || { echo "$*: '$want' not in:"; cat "$dir/err"; exit 1; }
+  if grep -q "running" "$dir/out"; then echo "$*: jobs ran"; exit 1; fi
+}
+refused "no bdev to test" -q 4
+refused "bad --null" --null bad -q 4
+# I/O that does not fit the bdev (an I/O larger than it divided by zero: SIGFPE).
+refused "-o 4096: larger than bdev X (4 blocks of 512 bytes)" --null X:4:512 -o 4096 -t 0.2
+refused "-o 512: not a multiple of bdev X's block size (4096 bytes)" --null X:64:4096 -o 512 -t 0.2
+refused "bdev X holds 16 I/Os of 512 bytes, fewer than the 32 tasks" \
+  --null X:16:512 -o 512 -q 32 -w verify -t 0.2
+refused "--reset-period" --null X:1024 -w reset --reset-period -1 -t 0.2
+refused "--time" --null X:1024 -t 1e300
+# A virtual bdev on a base that does not exist: named (it said "no bdev to test").
+cat >"$dir/missing.json" <<'JSON'
+{"subsystems": [{"subsystem": "bdev", "config": [
+  {"method": "bdev_passthru_create", "params": {"name": "PT0", "base_bdev_name": "Nope"}},
+  {"method": "bdev_split_create", "params": {"base_bdev": "Gone", "split_count": 2}}]}]}
+JSON
+refused "passthru PT0: base bdev 'Nope' does not exist (and 1 more)" --json "$dir/missing.json"
+refused "passthru PT0: base bdev 'Nope' does not exist" --json "$dir/missing.json" --null N:1024
+# A summary that cannot be written: refused before the run, or the run fails (a full disk).
+refused "--summary /nonexistent/x.json: No such file or directory" --null X:1024 -t 0.1 \
+  --summary /nonexistent/x.json
+rc=0
+"$perf" --null X:1024 -t 0.1 --summary /dev/full >/dev/null 2>"$dir/err" || rc=$?
+[ $rc -eq 1 ] && grep -q "write failed" "$dir/err" || { echo "/dev/full: exit $rc"; exit 1; }
+# A malloc bdev larger than the machine (it grew without bound).
+refused "malloc bdev Big: 4000000000 blocks of 4096 bytes: cannot map" --malloc Big:4000000000:4096
 echo PASS

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli.h"
 #include "driver/env/clock.h"
 #include "driver/env/dma_memory.h"
 #include "driver/env/memory_registry.h"
@@ -472,7 +473,7 @@ int main(int argc, char** argv) {
   app.add_option("--known", known,
                  "CASE=why: a known deviation of this implementation (prints KNOWN, not FAIL)");
   app.add_flag("--list", list, "print the cases and exit");
-  CLI11_PARSE(app, argc, argv);
+  if (auto rc = pollux::cli::parse(app, argc, argv)) return *rc;
   std::map<std::string, std::string> known_why;
   for (const std::string& k : known) {
     const auto eq = k.find('=');

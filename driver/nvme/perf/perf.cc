@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -14,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "common/cli.h"
+#include "common/text.h"
 #include "driver/env/dma_pool.h"
 #include "driver/env/histogram.h"
 #include "driver/env/pattern.h"
@@ -347,22 +350,44 @@ int main(int argc, char** argv) {
   std::string metrics_addr;
   app.add_option("--metrics", metrics_addr,
                  "serve Prometheus metrics on host:port (e.g. 127.0.0.1:9464; port 0: any)");
-  CLI11_PARSE(app, argc, argv);
+  if (auto rc = pollux::cli::parse(app, argc, argv)) return *rc;
   c.random = c.workload.rfind("rand", 0) == 0;
   if (c.workload == "read" || c.workload == "randread") c.read_pct = 100;
   if (c.workload == "write" || c.workload == "randwrite") c.read_pct = 0;
   fmt::print("pollux-perf: seed {}\n", c.seed);
 
+  // The summary file is opened before the run: a path that cannot be written is bad input,
+  // found now rather than silently after the run.
+  std::ofstream json_out;
+  if (!c.json_path.empty() && c.json_path != "-") {
+    json_out.open(c.json_path);
+    if (!json_out) {
+      fmt::print(stderr, "pollux-perf: --json {}: {}\n", c.json_path, std::strerror(errno));
+      return 2;
+    }
+  }
   Run run;
   run.cfg = c;
   g_run = &run;
+  std::vector<nvme::TransportId> trids;
   for (const auto& text : c.trids) {
     auto trid = nvme::parse_transport_id(text);
     if (!trid) {
       fmt::print(stderr, "pollux-perf: {}\n", trid.error().message);
       return 2;
     }
-    auto ctrl = nvme::connect(*trid);
+    // One controller, one owner: a second connection to it would wait for the first.
+    for (const nvme::TransportId& t : trids) {
+      if (t.trtype == trid->trtype && t.traddr == trid->traddr) {
+        fmt::print(stderr, "pollux-perf: -r '{}': the same controller as an earlier -r\n", text);
+        return 2;
+      }
+    }
+    trids.push_back(*trid);
+  }
+  for (std::size_t i = 0; i < trids.size(); ++i) {
+    const std::string& text = c.trids[i];
+    auto ctrl = nvme::connect(trids[i]);
     if (!ctrl) {
       fmt::print(stderr, "pollux-perf: {}: {}\n", text, ctrl.error().message);
       return 1;
@@ -415,7 +440,7 @@ int main(int argc, char** argv) {
     Thread* t = (*fw)->create_thread(fmt::format("perf{}", i), static_cast<int>(i));
     t->send_msg(start_core, &run.cores[i]);
   }
-  const int rc = (*fw)->run(
+  int rc = (*fw)->run(
       [](void*) { Thread::current()->register_poller(poll_admin, nullptr, 10000, "admin"); },
       nullptr);
 
@@ -494,9 +519,14 @@ int main(int argc, char** argv) {
                                  {"p99_9", us(clock, total.quantile(0.999))},
                                  {"p99_99", us(clock, total.quantile(0.9999))}}}};
   if (c.json_path == "-") {
-    fmt::print("{}\n", js.dump(2));
-  } else if (!c.json_path.empty()) {
-    std::ofstream(c.json_path) << js.dump(2) << "\n";
+    fmt::print("{}\n", json_text(js, 2));
+  } else if (json_out.is_open()) {
+    json_out << json_text(js, 2) << "\n";
+    json_out.close();
+    if (!json_out) {
+      fmt::print(stderr, "pollux-perf: --json {}: write failed\n", c.json_path);
+      rc = 1;
+    }
   }
   run.cores.clear();  // per-core buffer caches flush into the pool: before the pool goes
   run.ctrls.clear();

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# pollux-sim's command line: a short run works; a run time that is not a positive finite
+# number (it ran forever), and options that mean nothing alone, are refused with exit 2.
+# Every run is bounded by `timeout`, so a regression fails instead of hanging the test.
+set -euo pipefail
+sim=$1
+err=${TEST_TMPDIR:-$(mktemp -d)}/err
+fail() { echo "FAIL: $*"; exit 1; }
+
+timeout 60 "$sim" --time-ms 0.2 --warmup-ms 0 --json >"$err.out" || fail "a short run failed"
+grep -q '"total_iops"' "$err.out" || fail "no result: $(cat "$err.out")"
+
+refused() {  # $1 = what stderr must say, then the arguments
+  local want=$1 rc=0
+  shift
+  timeout 20 "$sim" "$@" >/dev/null 2>"$err" || rc=$?
+  [ $rc -eq 2 ] || fail "pollux-sim $*: exit $rc, expected 2: $(cat "$err")"
+  grep -q -- "$want" "$err" || fail "pollux-sim $*: '$want' not in: $(cat "$err")"
+}
+for t in -5 0 nan inf -inf 1e300; do refused "--time-ms" -t "$t"; done
+refused "--warmup-ms" --warmup-ms -1
+refused "--scale-pages requires --scale-blocks" --scale-pages 64
+refused "--scale-blocks" --scale-blocks 0
+refused "--linger requires --metrics" --linger 5
+echo PASS

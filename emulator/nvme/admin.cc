@@ -161,9 +161,14 @@ uint16_t Controller::admin_create_sq(const sp::SubmissionEntry& sqe) {
   const uint32_t cqid = sqe.cdw11 >> 16;
   const uint64_t base = sqe.dptr.prp.prp1;
   if (qid == 0 || qid > nsqa_ || sqs_[qid].exists) return cmd_err(sp::sc_cmd::kInvalidQueueIdentifier);
-  if (cqid == 0 || cqid >= cqs_.size() || !cqs_[cqid].exists) {
-    return cmd_err(sp::sc_cmd::kCompletionQueueInvalid);
+  // NVMe Base 2.0, 5.5 (Create I/O Submission Queue, Command Dword 11 CQID, and its command
+  // specific status values): CQID 0 (the admin CQ) or an identifier outside the allocated
+  // range is an Invalid Queue Identifier; Completion Queue Invalid is for an identifier in
+  // range whose CQ does not exist.
+  if (cqid == 0 || cqid > ncqa_ || cqid >= cqs_.size()) {
+    return cmd_err(sp::sc_cmd::kInvalidQueueIdentifier);
   }
+  if (!cqs_[cqid].exists) return cmd_err(sp::sc_cmd::kCompletionQueueInvalid);
   if (qsize < 2 || qsize > config_.max_queue_entries) return cmd_err(sp::sc_cmd::kInvalidQueueSize);
   if (!pc) return kInvalidField;
   if (base == 0 || (base & (page_size_ - 1))) return gen_err(sp::sc::kPrpOffsetInvalid);

@@ -207,10 +207,17 @@ TEST_F(Admin, CreateSqErrorsAndDeletion) {
                 sp::sc_cmd::kInvalidQueueIdentifier);
   expect_status(admin(create_sq(17, 16, sqb, 1)), sp::sct::kCommandSpecific,
                 sp::sc_cmd::kInvalidQueueIdentifier);
+  // CQID in range without a CQ: Completion Queue Invalid. CQID 0 (the admin CQ) and CQIDs
+  // beyond the 16 allocated: Invalid Queue Identifier (NVMe Base 2.0, 5.5; what SPDK's
+  // nvme_compliance admin_create_io_sq_verify_qsize_cqid expects).
   expect_status(admin(create_sq(1, 16, sqb, 2)), sp::sct::kCommandSpecific,
                 sp::sc_cmd::kCompletionQueueInvalid);
   expect_status(admin(create_sq(1, 16, sqb, 0)), sp::sct::kCommandSpecific,
-                sp::sc_cmd::kCompletionQueueInvalid);
+                sp::sc_cmd::kInvalidQueueIdentifier);
+  expect_status(admin(create_sq(1, 16, sqb, 17)), sp::sct::kCommandSpecific,
+                sp::sc_cmd::kInvalidQueueIdentifier);
+  expect_status(admin(create_sq(1, 16, sqb, 0xffff)), sp::sct::kCommandSpecific,
+                sp::sc_cmd::kInvalidQueueIdentifier);
   expect_status(admin(create_sq(1, 1, sqb, 1)), sp::sct::kCommandSpecific,
                 sp::sc_cmd::kInvalidQueueSize);
   expect_status(admin(create_sq(1, 300, sqb, 1)), sp::sct::kCommandSpecific,
@@ -265,6 +272,9 @@ TEST_F(Admin, NumberOfQueues) {
   // Queue identifiers above the allocation are invalid.
   uint8_t* q = h.alloc(16384);
   expect_status(admin(create_cq(2, 16, TestHost::iova(q), 3)), sp::sct::kCommandSpecific,
+                sp::sc_cmd::kInvalidQueueIdentifier);
+  // ... and so is an SQ's CQID of NCQA + 1, even before any CQ exists.
+  expect_status(admin(create_sq(1, 16, TestHost::iova(q), 2)), sp::sct::kCommandSpecific,
                 sp::sc_cmd::kInvalidQueueIdentifier);
   ASSERT_TRUE(h.create_io_queue_pair(1, 16));
   // Once I/O queues exist the feature can't change.

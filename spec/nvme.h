@@ -163,6 +163,9 @@ constexpr uint8_t sct(uint16_t s) { return (s >> 9) & 7; }
 constexpr uint8_t crd(uint16_t s) { return (s >> 12) & 3; }
 constexpr bool more(uint16_t s) { return (s >> 14) & 1; }
 constexpr bool dnr(uint16_t s) { return (s >> 15) & 1; }
+// Command Retry Delay: meaningful only while the host has enabled ACRE (Host Behavior
+// Support) and DNR is clear; reserved otherwise.
+inline constexpr uint16_t kCrdMask = 3u << 12;
 // Status without the phase tag.
 constexpr uint16_t make(uint8_t sct, uint8_t sc, bool dnr = false, bool more = false) {
   return static_cast<uint16_t>(uint16_t{sc} << 1 | uint16_t(sct & 7) << 9 | uint16_t{more} << 14 |
@@ -524,9 +527,24 @@ inline constexpr uint8_t kAutonomousPowerStateTransition = 0x0c;
 inline constexpr uint8_t kHostMemoryBuffer = 0x0d;
 inline constexpr uint8_t kTimestamp = 0x0e;
 inline constexpr uint8_t kKeepAliveTimer = 0x0f;
+inline constexpr uint8_t kHostBehaviorSupport = 0x16;  // data: HostBehaviorSupport (512 B)
 // Get Features CDW10[10:8] select.
 inline constexpr uint8_t kSelCurrent = 0, kSelDefault = 1, kSelSaved = 2, kSelCapabilities = 3;
+// Get Features with select kSelCapabilities: DW0 bits.
+inline constexpr uint32_t kCapSaveable = 1u << 0;
+inline constexpr uint32_t kCapNamespaceSpecific = 1u << 1;
+inline constexpr uint32_t kCapChangeable = 1u << 2;
 }  // namespace feature
+
+// Host Behavior Support (feature 16h, NVMe Base 2.0 5.27.1): a data structure transferred
+// by Set/Get Features. Each defined field is 00h (off) or 01h (on); other values are reserved.
+struct HostBehaviorSupport {
+  uint8_t acre;    // Advanced Command Retry Enable: Command Interrupted and CRD may be used
+  uint8_t etdas;   // Extended Telemetry Data Area 4 Supported
+  uint8_t lbafee;  // LBA Format Extension Enable
+  uint8_t reserved[509];
+};
+static_assert(sizeof(HostBehaviorSupport) == 512);
 
 // ------------------------------------------------------------------------ log pages ---
 namespace log {

@@ -43,6 +43,14 @@ inline constexpr uint16_t kDeviceFeature = 16;  // migration + DMA (dirty page) 
 inline constexpr uint16_t kMigDataRead = 17;
 inline constexpr uint16_t kMigDataWrite = 18;
 inline constexpr uint16_t kMax = 18;
+
+// Commands whose request may carry file descriptors (SCM_RIGHTS): DMA_MAP (the memory to
+// map) and DEVICE_SET_IRQS (eventfds). Every other request carries none; a peer that attaches
+// some anyway (SPDK's host sends the region's fd with DMA_UNMAP) is answered as if it had not,
+// and the fds are closed, as libvfio-user does.
+constexpr bool request_takes_fds(uint16_t command) {
+  return command == kDmaMap || command == kDeviceSetIrqs;
+}
 }  // namespace cmd
 
 // ------------------------------------------------------------------------------- header ---

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "driver/nvme/status.h"
+#include "spec/pci.h"
 
 namespace pollux::nvme {
 
@@ -74,9 +75,7 @@ Result<std::unique_ptr<Controller>> Controller::attach(std::unique_ptr<env::PciD
   }
   if (ctrl->state_ != InitState::kReady) {
     return make_error(EIO, ctrl->device_->address() + ": controller initialisation failed at '" +
-                               to_string(ctrl->state_ == InitState::kFailed ? InitState::kFailed
-                                                                            : ctrl->state_) +
-                               "': " + ctrl->init_error_);
+                               to_string(ctrl->failed_at_) + "': " + ctrl->init_error_);
   }
   return ctrl;
 }
@@ -89,7 +88,9 @@ void Controller::wait_turn() {
   }
 }
 
-// Reads CSTS until (CSTS & mask) == value or the deadline passes. Set-up path only.
+// Reads CSTS until (CSTS & mask) == value or the deadline passes. Set-up path only. Waiting
+// for a state other than "disabled", fatal status ends the wait even if RDY is set; waiting
+// for RDY = 0 it does not: clearing CC.EN is how a controller in fatal status is recovered.
 bool Controller::wait_csts(uint32_t mask, uint32_t value) {
   for (;;) {
     const uint32_t csts = device_->read32(0, sn::reg::kCsts);
@@ -97,11 +98,11 @@ bool Controller::wait_csts(uint32_t mask, uint32_t value) {
       init_error_ = "device reads all ones (removed?)";
       return false;
     }
-    if ((csts & mask) == value) return true;
     if (value != 0 && (csts & sn::csts::kCfs)) {
-      init_error_ = "controller fatal status (CSTS.CFS)";
+      init_error_ = "controller fatal status (CSTS.CFS, CSTS 0x" + hex32(csts) + ")";
       return false;
     }
+    if ((csts & mask) == value) return true;
     if (clock_.now() > deadline_) {
       init_error_ = "timed out after CAP.TO";
       return false;
@@ -110,19 +111,46 @@ bool Controller::wait_csts(uint32_t mask, uint32_t value) {
   }
 }
 
+// "" while the enabled controller is sound, else what is wrong with it.
+std::string Controller::csts_problem() {
+  const uint32_t csts = device_->read32(0, sn::reg::kCsts);
+  if (csts == ~0u) return "device reads all ones (removed?)";
+  if (csts & sn::csts::kCfs) {
+    return "controller fatal status (CSTS.CFS, CSTS 0x" + hex32(csts) + ")";
+  }
+  if (!(csts & sn::csts::kRdy)) return "controller not ready (CSTS 0x" + hex32(csts) + ")";
+  return "";
+}
+
 bool Controller::process_init() {
   auto fail = [this](std::string why) {
     if (!why.empty()) init_error_ = std::move(why);
+    failed_at_ = state_;
     state_ = InitState::kFailed;
     return true;
   };
+  // Once enabled, a controller can go fatal and still complete commands (SPDK's vfio-user
+  // target does when it cannot raise an interrupt), so a command's success says nothing about
+  // CSTS: look before every admin step, and once more before calling the controller ready.
+  switch (state_) {
+    case InitState::kIdentify:
+    case InitState::kSetQueues:
+    case InitState::kIdentifyNamespaces:
+    case InitState::kArmAer:
+      if (std::string e = csts_problem(); !e.empty()) return fail(e);
+      break;
+    default:
+      break;
+  }
   switch (state_) {
     case InitState::kReadCap: {
       // Memory space and bus mastering on: without the latter a real function cannot DMA.
+      // Interrupt Disable too: we poll and give the device no interrupt to signal.
+      namespace pc = spec::pci::command;
       uint16_t command = 0;
-      if (device_->config_read(0x04, &command, 2) == 0) {
-        command |= 0x6;
-        device_->config_write(0x04, &command, 2);
+      if (device_->config_read(spec::pci::kCommand, &command, 2) == 0) {
+        command |= pc::kMemorySpace | pc::kBusMaster | pc::kInterruptDisable;
+        device_->config_write(spec::pci::kCommand, &command, 2);
       }
       cap_ = device_->read64(0, sn::reg::kCap);
       if (cap_ == ~0ull) return fail("CAP reads all ones (device gone?)");
@@ -199,6 +227,7 @@ bool Controller::process_init() {
       return false;
     case InitState::kArmAer: {
       if (std::string e = enable_async_events(); !e.empty()) return fail(e);
+      if (std::string e = csts_problem(); !e.empty()) return fail(e + " after initialisation");
       state_ = InitState::kReady;
       return true;
     }
@@ -672,6 +701,11 @@ int Controller::reset() {
     return fail_reset(rc);
   }
   if (std::string e = enable_async_events(); !e.empty()) {
+    init_error_ = "reset: " + e;
+    state_ = before;
+    return fail_reset(-EIO);
+  }
+  if (std::string e = csts_problem(); !e.empty()) {
     init_error_ = "reset: " + e;
     state_ = before;
     return fail_reset(-EIO);

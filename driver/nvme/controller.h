@@ -174,6 +174,7 @@ class Controller {
   // One step of initialisation; returns false when it must be called again.
   bool process_init();
   bool wait_csts(uint32_t mask, uint32_t value);
+  std::string csts_problem();
   void quiesce_for_removal();  // the admin poller, when the device is wanted back
   void wait_turn();
   void program_admin_queue();
@@ -203,6 +204,7 @@ class Controller {
   const env::Clock& clock_;
   QpairContext qctx_;
   InitState state_ = InitState::kReadCap;
+  InitState failed_at_ = InitState::kReadCap;  // the step initialisation failed in
   std::string init_error_;
   uint64_t deadline_ = 0;
   uint64_t cap_ = 0;

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "spec/pci.h"
+
 namespace pollux::emu::device {
 
 class PciConfigSpace {
@@ -21,9 +23,10 @@ class PciConfigSpace {
   int read(uint64_t offset, void* buf, std::size_t len) const;
   int write(uint64_t offset, const void* buf, std::size_t len);
 
-  uint16_t command() const { return get16(0x04); }
-  bool bus_master() const { return command() & 0x4; }
-  bool memory_enabled() const { return command() & 0x2; }
+  uint16_t command() const { return get16(spec::pci::kCommand); }
+  bool bus_master() const { return command() & spec::pci::command::kBusMaster; }
+  bool memory_enabled() const { return command() & spec::pci::command::kMemorySpace; }
+  bool intx_disabled() const { return command() & spec::pci::command::kInterruptDisable; }
   // True once since the last call if the host requested a function-level reset through the
   // PCI Express Device Control register.
   bool take_flr_request();

@@ -161,9 +161,14 @@ uint16_t Controller::admin_create_sq(const sp::SubmissionEntry& sqe) {
   const uint32_t cqid = sqe.cdw11 >> 16;
   const uint64_t base = sqe.dptr.prp.prp1;
   if (qid == 0 || qid > nsqa_ || sqs_[qid].exists) return cmd_err(sp::sc_cmd::kInvalidQueueIdentifier);
-  if (cqid == 0 || cqid >= cqs_.size() || !cqs_[cqid].exists) {
-    return cmd_err(sp::sc_cmd::kCompletionQueueInvalid);
+  // NVMe Base 2.0, 5.5 (Create I/O Submission Queue, Command Dword 11 CQID, and its command
+  // specific status values): CQID 0 (the admin CQ) or an identifier outside the allocated
+  // range is an Invalid Queue Identifier; Completion Queue Invalid is for an identifier in
+  // range whose CQ does not exist.
+  if (cqid == 0 || cqid > ncqa_ || cqid >= cqs_.size()) {
+    return cmd_err(sp::sc_cmd::kInvalidQueueIdentifier);
   }
+  if (!cqs_[cqid].exists) return cmd_err(sp::sc_cmd::kCompletionQueueInvalid);
   if (qsize < 2 || qsize > config_.max_queue_entries) return cmd_err(sp::sc_cmd::kInvalidQueueSize);
   if (!pc) return kInvalidField;
   if (base == 0 || (base & (page_size_ - 1))) return gen_err(sp::sc::kPrpOffsetInvalid);
@@ -346,9 +351,35 @@ uint16_t Controller::admin_set_features(const sp::SubmissionEntry& sqe, uint32_t
     case sp::feature::kKeepAliveTimer:
       features_.keep_alive_ms = v;
       return kOk;
+    case sp::feature::kHostBehaviorSupport:
+      return set_host_behavior(sqe);
     default:
       return kInvalidField;
   }
+}
+
+// Host Behavior Support travels as a 512-byte data structure. Not saveable; a controller reset
+// returns it to all zeroes (reset_features()).
+uint16_t Controller::set_host_behavior(const sp::SubmissionEntry& sqe) {
+  sp::HostBehaviorSupport hbs;
+  if (uint16_t st = map_dptr(sqe, sizeof hbs, Dir::kFromHost); st != kOk) return st;
+  copy_from_host(&hbs);
+  if (hbs.acre > 1 || hbs.etdas > 1 || hbs.lbafee > 1) return kInvalidField;  // reserved values
+  features_.acre = hbs.acre;
+  features_.etdas = hbs.etdas;
+  features_.lbafee = hbs.lbafee;
+  return kOk;
+}
+
+uint16_t Controller::get_host_behavior(const sp::SubmissionEntry& sqe, bool defaults) {
+  sp::HostBehaviorSupport hbs{};
+  if (!defaults) {
+    hbs.acre = features_.acre;
+    hbs.etdas = features_.etdas;
+    hbs.lbafee = features_.lbafee;
+  }
+  if (uint16_t st = map_dptr(sqe, sizeof hbs, Dir::kToHost); st != kOk) return st;
+  return copy_to_host(&hbs, sizeof hbs, sizeof hbs);
 }
 
 uint16_t Controller::admin_get_features(const sp::SubmissionEntry& sqe, uint32_t* dw0) {
@@ -366,7 +397,7 @@ uint16_t Controller::admin_get_features(const sp::SubmissionEntry& sqe, uint32_t
     nsqa = ncqa = config_.max_io_queue_pairs;
   }
   const bool caps = sel == sp::feature::kSelCapabilities;
-  constexpr uint32_t kChangeable = 1u << 2;
+  constexpr uint32_t kChangeable = sp::feature::kCapChangeable;
   switch (fid) {
     case sp::feature::kArbitration: *dw0 = caps ? kChangeable : f->arbitration; return kOk;
     case sp::feature::kPowerManagement: *dw0 = caps ? kChangeable : f->power_management; return kOk;
@@ -396,6 +427,12 @@ uint16_t Controller::admin_get_features(const sp::SubmissionEntry& sqe, uint32_t
     case sp::feature::kWriteAtomicityNormal: *dw0 = caps ? kChangeable : f->write_atomicity; return kOk;
     case sp::feature::kAsyncEventConfig: *dw0 = caps ? kChangeable : f->async_event_config; return kOk;
     case sp::feature::kKeepAliveTimer: *dw0 = caps ? kChangeable : f->keep_alive_ms; return kOk;
+    case sp::feature::kHostBehaviorSupport:
+      if (caps) {
+        *dw0 = kChangeable;
+        return kOk;
+      }
+      return get_host_behavior(sqe, f != &features_);
     default: return kInvalidField;
   }
 }

@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "emulator/nvme/test_host.h"
 
@@ -206,10 +207,17 @@ TEST_F(Admin, CreateSqErrorsAndDeletion) {
                 sp::sc_cmd::kInvalidQueueIdentifier);
   expect_status(admin(create_sq(17, 16, sqb, 1)), sp::sct::kCommandSpecific,
                 sp::sc_cmd::kInvalidQueueIdentifier);
+  // CQID in range without a CQ: Completion Queue Invalid. CQID 0 (the admin CQ) and CQIDs
+  // beyond the 16 allocated: Invalid Queue Identifier (NVMe Base 2.0, 5.5; what SPDK's
+  // nvme_compliance admin_create_io_sq_verify_qsize_cqid expects).
   expect_status(admin(create_sq(1, 16, sqb, 2)), sp::sct::kCommandSpecific,
                 sp::sc_cmd::kCompletionQueueInvalid);
   expect_status(admin(create_sq(1, 16, sqb, 0)), sp::sct::kCommandSpecific,
-                sp::sc_cmd::kCompletionQueueInvalid);
+                sp::sc_cmd::kInvalidQueueIdentifier);
+  expect_status(admin(create_sq(1, 16, sqb, 17)), sp::sct::kCommandSpecific,
+                sp::sc_cmd::kInvalidQueueIdentifier);
+  expect_status(admin(create_sq(1, 16, sqb, 0xffff)), sp::sct::kCommandSpecific,
+                sp::sc_cmd::kInvalidQueueIdentifier);
   expect_status(admin(create_sq(1, 1, sqb, 1)), sp::sct::kCommandSpecific,
                 sp::sc_cmd::kInvalidQueueSize);
   expect_status(admin(create_sq(1, 300, sqb, 1)), sp::sct::kCommandSpecific,
@@ -265,6 +273,9 @@ TEST_F(Admin, NumberOfQueues) {
   uint8_t* q = h.alloc(16384);
   expect_status(admin(create_cq(2, 16, TestHost::iova(q), 3)), sp::sct::kCommandSpecific,
                 sp::sc_cmd::kInvalidQueueIdentifier);
+  // ... and so is an SQ's CQID of NCQA + 1, even before any CQ exists.
+  expect_status(admin(create_sq(1, 16, TestHost::iova(q), 2)), sp::sct::kCommandSpecific,
+                sp::sc_cmd::kInvalidQueueIdentifier);
   ASSERT_TRUE(h.create_io_queue_pair(1, 16));
   // Once I/O queues exist the feature can't change.
   expect_status(admin(TestHost::set_features(sp::feature::kNumberOfQueues, 3)), sp::sct::kGeneric,
@@ -312,6 +323,87 @@ TEST_F(Admin, FeatureErrors) {
                 sp::sct::kGeneric, sp::sc::kInvalidField);  // only the composite sensor is modelled
   expect_status(admin(TestHost::get_features(sp::feature::kInterruptVectorConfig, 0, 999)),
                 sp::sct::kGeneric, sp::sc::kInvalidField);
+}
+
+// Host Behavior Support (16h): a 512-byte structure in the data buffer, per controller, not
+// saveable, back to zeroes on a controller reset; reserved values refused.
+TEST_F(Admin, HostBehaviorSupport) {
+  auto get = [&](uint32_t sel) {
+    auto c = TestHost::get_features(sp::feature::kHostBehaviorSupport, sel);
+    c.dptr.prp.prp1 = iova();
+    std::memset(buf, 0xa5, sizeof(sp::HostBehaviorSupport));
+    return admin(c);
+  };
+  auto set = [&](uint8_t acre, uint8_t etdas, uint8_t lbafee, bool save = false) {
+    sp::HostBehaviorSupport hbs{};
+    hbs.acre = acre;
+    hbs.etdas = etdas;
+    hbs.lbafee = lbafee;
+    std::memcpy(buf, &hbs, sizeof hbs);
+    auto c = TestHost::set_features(sp::feature::kHostBehaviorSupport, 0);
+    c.dptr.prp.prp1 = iova();
+    if (save) c.cdw10 |= 1u << 31;
+    return admin(c);
+  };
+  auto held = [&] {
+    sp::HostBehaviorSupport hbs;
+    std::memcpy(&hbs, buf, sizeof hbs);
+    for (uint8_t b : hbs.reserved) EXPECT_EQ(b, 0);
+    return std::vector<int>{hbs.acre, hbs.etdas, hbs.lbafee};
+  };
+  ASSERT_TRUE(ok(get(sp::feature::kSelCurrent)));
+  EXPECT_EQ(held(), (std::vector<int>{0, 0, 0}));
+  auto caps = get(sp::feature::kSelCapabilities);
+  ASSERT_TRUE(ok(caps));
+  EXPECT_EQ(caps.dw0, sp::feature::kCapChangeable);
+
+  ASSERT_TRUE(ok(set(1, 0, 1)));
+  ASSERT_TRUE(ok(get(sp::feature::kSelCurrent)));
+  EXPECT_EQ(held(), (std::vector<int>{1, 0, 1}));
+  ASSERT_TRUE(ok(get(sp::feature::kSelDefault)));
+  EXPECT_EQ(held(), (std::vector<int>{0, 0, 0}));
+  expect_status(set(2, 0, 0), sp::sct::kGeneric, sp::sc::kInvalidField);
+  expect_status(set(0, 0, 0, /*save=*/true), sp::sct::kCommandSpecific,
+                sp::sc_cmd::kFeatureIdNotSaveable);
+  ASSERT_TRUE(ok(get(sp::feature::kSelCurrent)));
+  EXPECT_EQ(held(), (std::vector<int>{1, 0, 1}));  // refused changes left it alone
+
+  h.disable();  // controller reset
+  ASSERT_TRUE(h.enable());
+  ASSERT_TRUE(ok(get(sp::feature::kSelCurrent)));
+  EXPECT_EQ(held(), (std::vector<int>{0, 0, 0}));
+}
+
+// ACRE decides whether a completion may carry a Command Retry Delay: without it CRD is
+// reserved (cleared), and so it is whenever DNR is set.
+TEST_F(Admin, CommandRetryDelayOnlyWithAcre) {
+  ASSERT_TRUE(h.create_io_queue_pair(1, 16));
+  FaultRule rule;
+  rule.action = FaultAction::kStatus;
+  rule.opcode = sp::nvm::kRead;
+  rule.status = sp::status::make(sp::sct::kGeneric, sp::sc::kCommandInterrupted) | 1u << 12;
+  ASSERT_TRUE(h.ctrl().faults().add(rule).ok());
+  const auto read = TestHost::rw(sp::nvm::kRead, 1, 0, 1, iova());
+  auto c = h.io(1, read);
+  EXPECT_EQ(sc_of(c), sp::sc::kCommandInterrupted);
+  EXPECT_EQ(sp::status::crd(c.status), 0);
+
+  sp::HostBehaviorSupport hbs{};
+  hbs.acre = 1;
+  std::memcpy(buf, &hbs, sizeof hbs);
+  auto s = TestHost::set_features(sp::feature::kHostBehaviorSupport, 0);
+  s.dptr.prp.prp1 = iova();
+  ASSERT_TRUE(ok(admin(s)));
+  c = h.io(1, read);
+  EXPECT_EQ(sc_of(c), sp::sc::kCommandInterrupted);
+  EXPECT_EQ(sp::status::crd(c.status), 1);
+
+  h.ctrl().faults().clear_rules();
+  rule.status |= 1u << 15;  // DNR
+  ASSERT_TRUE(h.ctrl().faults().add(rule).ok());
+  c = h.io(1, read);
+  EXPECT_TRUE(sp::status::dnr(c.status));
+  EXPECT_EQ(sp::status::crd(c.status), 0);
 }
 
 TEST(AdminNoCache, VolatileWriteCacheAbsent) {

@@ -655,6 +655,10 @@ uint16_t Controller::apply_faults(const sp::SubmissionEntry& sqe, uint16_t sqid,
   switch (hit->action) {
     case FaultAction::kStatus:
       if (sp::status::sct(hit->status) == sp::sct::kMediaError) ++media_errors_;
+      // CRD is reserved unless the host enabled ACRE (Host Behavior Support) and DNR is clear.
+      if (!features_.acre || sp::status::dnr(hit->status)) {
+        return static_cast<uint16_t>(hit->status & ~sp::status::kCrdMask);
+      }
       return hit->status;
     case FaultAction::kNeverComplete:
       *hold = true;

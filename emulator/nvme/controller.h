@@ -251,6 +251,8 @@ class Controller {
   uint16_t admin_get_log_page(const spec::nvme::SubmissionEntry& sqe);
   uint16_t admin_set_features(const spec::nvme::SubmissionEntry& sqe, uint32_t* dw0);
   uint16_t admin_get_features(const spec::nvme::SubmissionEntry& sqe, uint32_t* dw0);
+  uint16_t set_host_behavior(const spec::nvme::SubmissionEntry& sqe);
+  uint16_t get_host_behavior(const spec::nvme::SubmissionEntry& sqe, bool defaults);
   uint16_t admin_abort(const spec::nvme::SubmissionEntry& sqe, uint32_t* dw0);
   uint16_t admin_async_event(uint16_t cid, bool* defer);
   uint16_t admin_format(const spec::nvme::SubmissionEntry& sqe);
@@ -339,6 +341,8 @@ class Controller {
     uint32_t write_atomicity;
     uint32_t async_event_config;
     uint32_t keep_alive_ms;
+    // Host Behavior Support: the defined fields (the rest of the 512 bytes is reserved).
+    uint8_t acre, etdas, lbafee;
   } features_{};
   std::vector<uint8_t> vector_cd_;  // Interrupt Vector Configuration: coalescing disable
 

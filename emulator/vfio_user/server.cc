@@ -37,6 +37,14 @@ class Server::Fds {
   std::size_t size() const { return v_.size(); }
   int get(std::size_t i) const { return v_[i]; }
   int take(std::size_t i) { return std::exchange(v_[i], -1); }
+  // Closes them all now; returns how many there were.
+  std::size_t close_all() {
+    const std::size_t n = v_.size();
+    for (int fd : v_)
+      if (fd >= 0) ::close(fd);
+    v_.clear();
+    return n;
+  }
 
  private:
   std::vector<int> v_;
@@ -184,18 +192,21 @@ void Server::process(const uint8_t* request, std::size_t len, Fds& fds,
 
 int Server::dispatch(const vu::Header& h, const uint8_t* p, std::size_t n, Fds& fds,
                      std::vector<uint8_t>& out, std::vector<int>& out_fds) {
-  if (h.command == vu::cmd::kVersion) return do_version(p, n, fds, out);
+  // Fds attached to a command that takes none change nothing: close them and carry on
+  // (libvfio-user does the same; refusing broke SPDK's host at every DMA_UNMAP).
+  if (!vu::cmd::request_takes_fds(h.command)) stats_.stray_fds += fds.close_all();
+  if (h.command == vu::cmd::kVersion) return do_version(p, n, out);
   if (!negotiated_) return -EINVAL;  // VERSION comes first
   switch (h.command) {
     case vu::cmd::kDmaMap: return do_dma_map(p, n, fds);
-    case vu::cmd::kDmaUnmap: return do_dma_unmap(p, n, fds, out);
-    case vu::cmd::kDeviceGetInfo: return do_device_info(p, n, fds, out);
-    case vu::cmd::kDeviceGetRegionInfo: return do_region_info(p, n, fds, out, out_fds);
-    case vu::cmd::kDeviceGetIrqInfo: return do_irq_info(p, n, fds, out);
+    case vu::cmd::kDmaUnmap: return do_dma_unmap(p, n, out);
+    case vu::cmd::kDeviceGetInfo: return do_device_info(p, n, out);
+    case vu::cmd::kDeviceGetRegionInfo: return do_region_info(p, n, out, out_fds);
+    case vu::cmd::kDeviceGetIrqInfo: return do_irq_info(p, n, out);
     case vu::cmd::kDeviceSetIrqs: return do_set_irqs(p, n, fds);
-    case vu::cmd::kRegionRead: return do_region_read(p, n, fds, out);
-    case vu::cmd::kRegionWrite: return do_region_write(p, n, fds, out);
-    case vu::cmd::kDeviceReset: return do_reset(fds);
+    case vu::cmd::kRegionRead: return do_region_read(p, n, out);
+    case vu::cmd::kRegionWrite: return do_region_write(p, n, out);
+    case vu::cmd::kDeviceReset: return do_reset();
     case vu::cmd::kDmaRead:
     case vu::cmd::kDmaWrite:
       return -EINVAL;  // server -> client commands
@@ -211,8 +222,8 @@ int Server::dispatch(const vu::Header& h, const uint8_t* p, std::size_t n, Fds& 
   }
 }
 
-int Server::do_version(const uint8_t* p, std::size_t n, Fds& fds, std::vector<uint8_t>& out) {
-  if (fds.size() != 0 || n < sizeof(vu::Version)) return -EINVAL;
+int Server::do_version(const uint8_t* p, std::size_t n, std::vector<uint8_t>& out) {
+  if (n < sizeof(vu::Version)) return -EINVAL;
   if (negotiated_) return -EINVAL;  // once per connection
   const auto v = load<vu::Version>(p);
   if (v.major != vu::kMajor) return -ENOTSUP;
@@ -307,8 +318,8 @@ void Server::unmap(std::size_t i) {
   last_hit_ = 0;
 }
 
-int Server::do_dma_unmap(const uint8_t* p, std::size_t n, Fds& fds, std::vector<uint8_t>& out) {
-  if (n != sizeof(vu::DmaUnmap) || fds.size() != 0) return -EINVAL;
+int Server::do_dma_unmap(const uint8_t* p, std::size_t n, std::vector<uint8_t>& out) {
+  if (n != sizeof(vu::DmaUnmap)) return -EINVAL;
   auto u = load<vu::DmaUnmap>(p);
   if (u.argsz < sizeof(vu::DmaUnmap) || u.flags != 0) return -EINVAL;
   for (std::size_t i = 0; i < maps_.size(); ++i) {
@@ -345,9 +356,8 @@ uint8_t* Server::translate(uint64_t iova, std::size_t len) {
 
 // ---------------------------------------------------------------------------- device ---
 
-int Server::do_device_info(const uint8_t* p, std::size_t n, Fds& fds,
-                           std::vector<uint8_t>& out) {
-  if (n < sizeof(vu::DeviceInfo) || fds.size() != 0) return -EINVAL;
+int Server::do_device_info(const uint8_t* p, std::size_t n, std::vector<uint8_t>& out) {
+  if (n < sizeof(vu::DeviceInfo)) return -EINVAL;
   const auto req = load<vu::DeviceInfo>(p);
   if (req.argsz < sizeof(vu::DeviceInfo)) return -EINVAL;
   append(out, vu::DeviceInfo{sizeof(vu::DeviceInfo), vu::kDeviceFlagPci | vu::kDeviceFlagReset,
@@ -355,9 +365,9 @@ int Server::do_device_info(const uint8_t* p, std::size_t n, Fds& fds,
   return 0;
 }
 
-int Server::do_region_info(const uint8_t* p, std::size_t n, Fds& fds, std::vector<uint8_t>& out,
+int Server::do_region_info(const uint8_t* p, std::size_t n, std::vector<uint8_t>& out,
                            std::vector<int>& out_fds) {
-  if (n < sizeof(vu::RegionInfo) || fds.size() != 0) return -EINVAL;
+  if (n < sizeof(vu::RegionInfo)) return -EINVAL;
   const auto req = load<vu::RegionInfo>(p);
   if (req.argsz < sizeof(vu::RegionInfo)) return -EINVAL;
   if (req.index >= vu::region::kNumPciRegions) return -EINVAL;
@@ -401,8 +411,8 @@ int Server::do_region_info(const uint8_t* p, std::size_t n, Fds& fds, std::vecto
   return 0;
 }
 
-int Server::do_irq_info(const uint8_t* p, std::size_t n, Fds& fds, std::vector<uint8_t>& out) {
-  if (n < sizeof(vu::IrqInfo) || fds.size() != 0) return -EINVAL;
+int Server::do_irq_info(const uint8_t* p, std::size_t n, std::vector<uint8_t>& out) {
+  if (n < sizeof(vu::IrqInfo)) return -EINVAL;
   const auto req = load<vu::IrqInfo>(p);
   if (req.argsz < sizeof(vu::IrqInfo) || req.index >= vu::irq::kNumPciIrqs) return -EINVAL;
   vu::IrqInfo info{};
@@ -502,9 +512,8 @@ int Server::check_region_access(uint32_t index, uint64_t offset, uint32_t count,
   return 0;
 }
 
-int Server::do_region_read(const uint8_t* p, std::size_t n, Fds& fds,
-                           std::vector<uint8_t>& out) {
-  if (n != sizeof(vu::RegionAccess) || fds.size() != 0) return -EINVAL;
+int Server::do_region_read(const uint8_t* p, std::size_t n, std::vector<uint8_t>& out) {
+  if (n != sizeof(vu::RegionAccess)) return -EINVAL;
   const auto a = load<vu::RegionAccess>(p);
   RegionDesc d;
   if (int rc = check_region_access(a.region, a.offset, a.count, vu::kRegionFlagRead, &d); rc)
@@ -515,9 +524,8 @@ int Server::do_region_read(const uint8_t* p, std::size_t n, Fds& fds,
   return rc < 0 ? rc : 0;
 }
 
-int Server::do_region_write(const uint8_t* p, std::size_t n, Fds& fds,
-                            std::vector<uint8_t>& out) {
-  if (n < sizeof(vu::RegionAccess) || fds.size() != 0) return -EINVAL;
+int Server::do_region_write(const uint8_t* p, std::size_t n, std::vector<uint8_t>& out) {
+  if (n < sizeof(vu::RegionAccess)) return -EINVAL;
   const auto a = load<vu::RegionAccess>(p);
   if (n - sizeof a != a.count) return -EINVAL;
   RegionDesc d;
@@ -529,8 +537,7 @@ int Server::do_region_write(const uint8_t* p, std::size_t n, Fds& fds,
   return 0;
 }
 
-int Server::do_reset(Fds& fds) {
-  if (fds.size() != 0) return -EINVAL;
+int Server::do_reset() {
   model_.on_reset();
   return 0;
 }

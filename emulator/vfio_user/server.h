@@ -5,6 +5,8 @@
 //   - a UNIX stream socket: listen(path), then poll_once(timeout) from the device's own loop
 //     (one client at a time; fds travel as SCM_RIGHTS; a disconnect drops the client's DMA
 //     mappings and eventfds, keeps the device state, and the server accepts the next client).
+// Fds that come with a command that takes none (anything but DMA_MAP and SET_IRQS) are closed
+// and the command is handled as if they had not been sent (stats().stray_fds counts them).
 //
 // DMA: every DMA_MAP must carry an fd; the server mmaps it (MAP_SHARED) and translate() turns a
 // device address range into a pointer into that mapping. The device model reaches host memory
@@ -77,6 +79,7 @@ struct ServerStats {
   uint64_t errors = 0;       // error replies (or errors of no-reply commands)
   uint64_t connections = 0;  // clients accepted
   uint64_t disconnects = 0;
+  uint64_t stray_fds = 0;    // fds received with commands that take none, closed unused
 };
 
 class Server final : public spec::vfio_user::MessageEndpoint {
@@ -149,17 +152,17 @@ class Server final : public spec::vfio_user::MessageEndpoint {
 
   int dispatch(const spec::vfio_user::Header& h, const uint8_t* payload, std::size_t plen,
                Fds& fds, std::vector<uint8_t>& out, std::vector<int>& out_fds);
-  int do_version(const uint8_t* p, std::size_t n, Fds& fds, std::vector<uint8_t>& out);
+  int do_version(const uint8_t* p, std::size_t n, std::vector<uint8_t>& out);
   int do_dma_map(const uint8_t* p, std::size_t n, Fds& fds);
-  int do_dma_unmap(const uint8_t* p, std::size_t n, Fds& fds, std::vector<uint8_t>& out);
-  int do_device_info(const uint8_t* p, std::size_t n, Fds& fds, std::vector<uint8_t>& out);
-  int do_region_info(const uint8_t* p, std::size_t n, Fds& fds, std::vector<uint8_t>& out,
+  int do_dma_unmap(const uint8_t* p, std::size_t n, std::vector<uint8_t>& out);
+  int do_device_info(const uint8_t* p, std::size_t n, std::vector<uint8_t>& out);
+  int do_region_info(const uint8_t* p, std::size_t n, std::vector<uint8_t>& out,
                      std::vector<int>& out_fds);
-  int do_irq_info(const uint8_t* p, std::size_t n, Fds& fds, std::vector<uint8_t>& out);
+  int do_irq_info(const uint8_t* p, std::size_t n, std::vector<uint8_t>& out);
   int do_set_irqs(const uint8_t* p, std::size_t n, Fds& fds);
-  int do_region_read(const uint8_t* p, std::size_t n, Fds& fds, std::vector<uint8_t>& out);
-  int do_region_write(const uint8_t* p, std::size_t n, Fds& fds, std::vector<uint8_t>& out);
-  int do_reset(Fds& fds);
+  int do_region_read(const uint8_t* p, std::size_t n, std::vector<uint8_t>& out);
+  int do_region_write(const uint8_t* p, std::size_t n, std::vector<uint8_t>& out);
+  int do_reset();
 
   void process(const uint8_t* request, std::size_t len, Fds& fds, std::vector<uint8_t>& reply,
                std::vector<int>& reply_fds);

@@ -84,6 +84,13 @@ TEST_F(DriverOnEmulator, AttachIdentifiesControllerAndNamespaces) {
   EXPECT_TRUE(device_->with_device([](auto& d) { return d.config_space().bus_master(); }));
 }
 
+// A polled driver sets Interrupt Disable: it has no INTx eventfd, and a device that tries to
+// signal INTx anyway may fail (SPDK's vfio-user target sets CSTS.CFS).
+TEST_F(DriverOnEmulator, PolledDriverSetsInterruptDisable) {
+  EXPECT_TRUE(device_->with_device([](auto& d) { return d.config_space().intx_disabled(); }));
+  EXPECT_TRUE(ctrl_->healthy());
+}
+
 // Writes then reads back every size from one block to MDTS, at odd buffer offsets (PRP1 with
 // an offset, PRP lists) on both namespaces and several queue pairs.
 TEST_F(DriverOnEmulator, WriteReadRoundTripsAcrossSizesQueuesAndNamespaces) {

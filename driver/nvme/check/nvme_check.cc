@@ -17,6 +17,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -147,6 +148,26 @@ class Checker {
     return ncqa == 0 || ncqa >= 0xffff ? 0 : static_cast<uint16_t>(ncqa + 1);
   }
   Outcome write_then_read_back(uint8_t fill, uint64_t lba, uint32_t blocks);
+  // Create I/O SQ 2 bound to `cqid` (which must fail): PASS when the command-specific status
+  // is one of `allowed`. An SQ created all the same is deleted again.
+  Outcome create_sq_on(uint16_t cqid, std::initializer_list<uint8_t> allowed) {
+    sn::SubmissionEntry c{};
+    c.opcode = sn::admin::kCreateIoSq;
+    c.cdw10 = 2u | (15u << 16);
+    c.cdw11 = 1u | uint32_t{cqid} << 16;
+    const auto cpl = admin(c, data(), 4096);
+    if (!nvme::cpl_is_error(cpl)) {
+      sn::SubmissionEntry del{};
+      del.opcode = sn::admin::kDeleteIoSq;
+      del.cdw10 = 2;
+      (void)admin(del);
+      return {Outcome::kFail, "success: SQ 2 was created (and deleted again)"};
+    }
+    const nvme::Status s = nvme::Status::from_cqe(cpl.status);
+    const bool ok = s.sct == sn::sct::kCommandSpecific &&
+                    std::find(allowed.begin(), allowed.end(), s.sc) != allowed.end();
+    return {ok ? Outcome::kPass : Outcome::kFail, status_text(cpl)};
+  }
 
   nvme::Controller* ctrl_;
   nvme::Qpair* qp_;
@@ -303,15 +324,25 @@ std::vector<Case> Checker::cases() {
         const auto cpl = admin(c, data(), 4096);
         return expect(cpl, sct::kCommandSpecific, sc_cmd::kInvalidQueueSize);
       });
-  add("create-sq-missing-cq", "5.5 (Figure 157)",
-      "Completion Queue Invalid (CQID names no CQ)", [this] {
+  // Create I/O SQ's CQID (5.5, Command Dword 11): 0 (the admin CQ) or an identifier that names
+  // no I/O CQ should be answered Invalid Queue Identifier; the status table also defines
+  // Completion Queue Invalid for a CQ that does not exist, so for an in-range CQID whose CQ
+  // was never created either is within the spec.
+  add("create-sq-cqid-0", "5.5", "Invalid Queue Identifier (CQID 0 is the admin CQ)", [this] {
+    if (ctrl_->io_queues_granted() < 2) return Outcome{Outcome::kSkip, "one queue granted"};
+    return create_sq_on(0, {sc_cmd::kInvalidQueueIdentifier});
+  });
+  add("create-sq-cqid-beyond-allocated", "5.5", "Invalid Queue Identifier (CQID = NCQA + 1)",
+      [this] {
         if (ctrl_->io_queues_granted() < 2) return Outcome{Outcome::kSkip, "one queue granted"};
-        SubmissionEntry c{};
-        c.opcode = admin::kCreateIoSq;
-        c.cdw10 = 2u | (15u << 16);
-        c.cdw11 = 1u | (2u << 16);  // CQID 2: never created
-        return expect(admin(c, data(), 4096), sct::kCommandSpecific,
-                      sc_cmd::kCompletionQueueInvalid);
+        const uint16_t cqid = cqid_beyond_allocated();
+        if (cqid == 0) return Outcome{Outcome::kSkip, "NCQA unknown or 65535"};
+        return create_sq_on(cqid, {sc_cmd::kInvalidQueueIdentifier});
+      });
+  add("create-sq-missing-cq", "5.5",
+      "Completion Queue Invalid or Invalid Queue Identifier (CQID 2: no such CQ)", [this] {
+        if (ctrl_->io_queues_granted() < 2) return Outcome{Outcome::kSkip, "one queue granted"};
+        return create_sq_on(2, {sc_cmd::kCompletionQueueInvalid, sc_cmd::kInvalidQueueIdentifier});
       });
   add("delete-sq-not-created", "5.7 (Figure 165)", "Invalid Queue Identifier", [this] {
     SubmissionEntry c{};

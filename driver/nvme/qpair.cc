@@ -15,6 +15,7 @@ struct Qpair::Request {
   Request* next = nullptr;     // free list / wait FIFO / outstanding list
   Request* prev = nullptr;     // outstanding list
   uint64_t submit_tick = 0;
+  uint64_t timed_out_tick = 0;  // when its timeout was seen (overdue one timeout later)
   uint64_t* list = nullptr;    // one page for a PRP list or SGL segment
   uint64_t list_iova = 0;
   uint16_t cid = 0;            // as sent: generation << cid_index_bits_ | index
@@ -478,18 +479,20 @@ void Qpair::advance_stage(Request* r) {
 }
 
 // The outstanding list is in submission order, so the oldest is at its head. A request that
-// times out is reported once and moved to the "late" list — in the same order — where a
-// completion still finds it; one timeout later, still there, it is reported overdue once and
-// moved on to the last list, which nothing scans.
+// times out is reported once and moved to the "late" list — in the order of those reports —
+// where a completion still finds it; one timeout after the report (time for what the report
+// set in motion, an Abort), still there, it is reported overdue once and moved on to the last
+// list, which nothing scans.
 void Qpair::check_timeouts() {
   const uint64_t now = ctx_.clock->now();
   while (out_head_ != nullptr && now - out_head_->submit_tick > timeout_ticks_) {
     Request* r = out_head_;
     advance_stage(r);
+    r->timed_out_tick = now;
     ++stats_.timeouts;
     if (options_.timeout_cb) options_.timeout_cb(options_.timeout_ctx, *this, r->cid);
   }
-  while (late_head_ != nullptr && now - late_head_->submit_tick > 2 * timeout_ticks_) {
+  while (late_head_ != nullptr && now - late_head_->timed_out_tick > timeout_ticks_) {
     Request* r = late_head_;
     advance_stage(r);
     ++stats_.overdue;

@@ -37,8 +37,8 @@ struct QpairOptions {
   uint64_t timeout_us = 0;       // 0: no timeout detection
   bool track_latency = false;    // a clock read per doorbell and per completion batch
   TimeoutFn timeout_cb = nullptr;  // a command outlived timeout_us (once per command)
-  // A command already reported is still outstanding timeout_us after that (once per command):
-  // whatever the timeout set in motion (an Abort) did not end it. Same context.
+  // A command already reported is still outstanding timeout_us after the report (once per
+  // command): whatever the timeout set in motion (an Abort) did not end it. Same context.
   TimeoutFn overdue_cb = nullptr;
   void* timeout_ctx = nullptr;
 };

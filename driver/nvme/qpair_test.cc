@@ -258,6 +258,43 @@ TEST_F(Harness, OneHungCommandDoesNotHideLaterTimeouts) {
   EXPECT_EQ(d.calls, 4);
 }
 
+// Overdue: still outstanding one timeout after its timeout was reported — counted from the
+// report, not the submission, so a poll that comes late reports the timeout and leaves time
+// for what it sets in motion (an Abort). Once per command; a completion still finds it.
+TEST_F(Harness, OverdueIsReportedOneTimeoutAfterTheTimeoutOnce) {
+  struct Both {
+    Timeouts timeouts, overdue;
+  } b;
+  QpairOptions o;
+  o.timeout_us = 100;
+  o.timeout_cb = [](void* ctx, Qpair& q, uint16_t cid) { Timeouts::cb(&static_cast<Both*>(ctx)->timeouts, q, cid); };
+  o.overdue_cb = [](void* ctx, Qpair& q, uint16_t cid) { Timeouts::cb(&static_cast<Both*>(ctx)->overdue, q, cid); };
+  o.timeout_ctx = &b;
+  auto qp = make(o);
+  Done d;
+  ASSERT_EQ(qp->read(ns, buf(), 0, 1, Done::cb, &d), 0);
+  ASSERT_EQ(qp->read(ns, buf(), 1, 1, Done::cb, &d), 0);
+  clock.advance_us(1000);  // a late poll: ten timeouts old
+  qp->process_completions();
+  EXPECT_EQ(b.timeouts.cids.size(), 2u);
+  EXPECT_TRUE(b.overdue.cids.empty()) << "not in the scan that reported the timeout";
+  clock.advance_us(60);
+  qp->process_completions();
+  EXPECT_TRUE(b.overdue.cids.empty());
+  clock.advance_us(60);  // 120 us after the report
+  qp->process_completions();
+  ASSERT_EQ(b.overdue.cids.size(), 2u);
+  EXPECT_EQ(b.overdue.cids, b.timeouts.cids);
+  clock.advance_us(1000);
+  qp->process_completions();
+  EXPECT_EQ(b.overdue.cids.size(), 2u) << "once";
+  EXPECT_EQ(qp->stats().overdue, 2u);
+  post(fetch().cid);  // the device completes one after all
+  qp->process_completions();
+  EXPECT_EQ(d.calls, 1);
+  EXPECT_EQ(qp->fail_all(1 << 1), 1u);  // the other is still owned
+}
+
 TEST_F(Harness, FailAllAndRemovedDevice) {
   QpairOptions o;
   o.queue_size = 2;  // 1 slot: the second request waits in software

@@ -56,4 +56,16 @@ print(f"{sum(j['ios'] for j in d['devices'])} reads, {errors} failed as injected
 PY
 r=$(send '{"cmd":"stats"}')
 echo "$r"; echo "$r" | grep -q '"fault_hits":5' || exit 1
+
+# Reads that succeed without moving data: --verify poisons each read buffer first, so they
+# cannot pass on what the task's own write left there (before, all of them passed).
+r=$(send '{"cmd":"fault","action":"drop_data","opcode":2,"count":7}')
+echo "$r"; echo "$r" | grep -q '"ok":true' || exit 1
+rc=0
+"$perf" -r "trtype:vfio-user traddr:$sock" -q 4 -o 4096 -w randwrite --verify --io-count 400 \
+  -t 20 -n 1 --seed 3 >"$dir/verify.log" 2>&1 || rc=$?
+cat "$dir/verify.log" | tail -3
+grep -qE "verify: [0-9]+ reads checked, 7 failures" "$dir/verify.log" ||
+  { echo "the 7 data-less reads were not all caught (exit $rc)"; exit 1; }
+grep -q "no data transferred" "$dir/verify.log" || { echo "not named as data-less"; exit 1; }
 echo PASS

@@ -39,6 +39,9 @@ refused "-o 512: not a multiple of bdev X's block size (4096 bytes)" --null X:64
 refused "bdev X holds 16 I/Os of 512 bytes, fewer than the 32 tasks" \
   --null X:16:512 -o 512 -q 32 -w verify -t 0.2
 refused "--reset-period" --null X:1024 -w reset --reset-period -1 -t 0.2
+# A bdev that stores no data cannot be verified (it "verified" 241 K I/Os with 0 failures).
+refused "-w verify: bdev X (Null disk) stores no data" --null X:1024 -w verify -t 0.2
+refused "-w reset: bdev X (Null disk) stores no data" --null X:1024 -w reset -t 0.2
 refused "--time" --null X:1024 -t 1e300
 # A virtual bdev on a base that does not exist: named (it said "no bdev to test").
 cat >"$dir/missing.json" <<'JSON'

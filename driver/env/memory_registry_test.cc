@@ -40,6 +40,33 @@ TEST(MemoryRegistry, TranslatesInsideRegionsOnly) {
   EXPECT_EQ(reg.find(g_buf[1]).length, 0u);
 }
 
+// The cached form answers as the plain one, and never from a region that is gone: a new
+// snapshot (any add or remove) makes the memo stale.
+TEST(MemoryRegistry, CachedTranslationFollowsRegionChanges) {
+  MemoryRegistry reg(IovaMode::kCompact);
+  TranslateCache cache;
+  EXPECT_EQ(reg.translate(g_buf[0], 8, cache), kInvalidIova);
+  uint64_t iova0 = 0, iova1 = 0;
+  ASSERT_EQ(reg.add({g_buf[0], sizeof g_buf[0], kInvalidIova, -1, 0}, &iova0), 0);
+  ASSERT_EQ(reg.add({g_buf[1], sizeof g_buf[1], kInvalidIova, -1, 0}, &iova1), 0);
+  EXPECT_EQ(reg.translate(g_buf[0] + 100, 8, cache), iova0 + 100);
+  EXPECT_EQ(reg.translate(g_buf[0] + 200, 8, cache), iova0 + 200);  // the memo's region
+  EXPECT_EQ(reg.translate(g_buf[1] + 8, 8, cache), iova1 + 8);      // another region
+  EXPECT_EQ(reg.translate(g_buf[1] + 8190, 8, cache), kInvalidIova) << "runs past its end";
+  for (const char* p : {g_buf[0] + 64, g_buf[1] + 4096}) {
+    EXPECT_EQ(reg.translate(p, 16, cache), reg.translate(p, 16));
+  }
+  // Removed, then registered again: it gets a new IOVA, and the memo must not hand out the old.
+  EXPECT_EQ(reg.translate(g_buf[0], 8, cache), iova0);
+  ASSERT_EQ(reg.remove(g_buf[0]), 0);
+  EXPECT_EQ(reg.translate(g_buf[0], 8, cache), kInvalidIova);
+  ASSERT_EQ(reg.add({g_buf[2], sizeof g_buf[2], kInvalidIova, -1, 0}), 0);
+  uint64_t again = 0;
+  ASSERT_EQ(reg.add({g_buf[0], sizeof g_buf[0], kInvalidIova, -1, 0}, &again), 0);
+  ASSERT_NE(again, iova0) << "compact IOVAs: the freed space went to g_buf[2]";
+  EXPECT_EQ(reg.translate(g_buf[0] + 4, 8, cache), again + 4);
+}
+
 TEST(MemoryRegistry, RejectsOverlapsAndBadRegions) {
   MemoryRegistry reg;
   ASSERT_EQ(reg.add(region_of(1, 0)), 0);

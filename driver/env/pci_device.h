@@ -36,6 +36,8 @@ class PciDevice {
   // True once the backend knows the device is gone (surprise removal, disconnect). A flag
   // load, not a virtual call: queue pairs read it on every submit and poll.
   bool removed() const { return removed_.load(std::memory_order_acquire); }
+  // The flag itself, for a layer above that reads it on its hot path.
+  const std::atomic<bool>& removed_flag() const { return removed_; }
   // Looks actively for removal (may make a syscall); for control paths such as the admin
   // poller. Returns removed() afterwards.
   virtual bool probe_removed() { return removed(); }

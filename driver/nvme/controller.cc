@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "driver/nvme/pcie.h"
 #include "driver/nvme/status.h"
-#include "spec/pci.h"
 
 namespace pollux::nvme {
 
@@ -53,28 +53,35 @@ const char* Controller::to_string(InitState s) {
   return "?";
 }
 
-Controller::Controller(std::unique_ptr<env::PciDevice> device, ControllerOptions options)
-    : device_(std::move(device)),
+Controller::Controller(std::unique_ptr<Transport> transport, ControllerOptions options)
+    : transport_(std::move(transport)),
       options_(options),
       registry_(options.registry ? *options.registry : env::MemoryRegistry::global()),
       clock_(options.clock ? *options.clock : env::system_clock()),
       timeout_action_(options.timeout_action) {
-  qctx_.device = device_.get();
-  qctx_.registry = &registry_;
+  qctx_.gone = &transport_->gone_flag();
   qctx_.clock = &clock_;
 }
 
 Result<std::unique_ptr<Controller>> Controller::attach(std::unique_ptr<env::PciDevice> device,
                                                        ControllerOptions options) {
   if (!device) return make_error(EINVAL, "no device");
-  auto ctrl = std::unique_ptr<Controller>(new Controller(std::move(device), options));
+  env::MemoryRegistry& registry =
+      options.registry ? *options.registry : env::MemoryRegistry::global();
+  return attach(std::make_unique<PcieTransport>(std::move(device), registry), options);
+}
+
+Result<std::unique_ptr<Controller>> Controller::attach(std::unique_ptr<Transport> transport,
+                                                       ControllerOptions options) {
+  if (!transport) return make_error(EINVAL, "no transport");
+  auto ctrl = std::unique_ptr<Controller>(new Controller(std::move(transport), options));
   auto scratch = env::DmaRegion::create(ctrl->registry_, kScratchBytes);
   if (!scratch) return scratch.error();
   ctrl->scratch_ = std::move(scratch).value();
   while (!ctrl->process_init()) {
   }
   if (ctrl->state_ != InitState::kReady) {
-    return make_error(EIO, ctrl->device_->address() + ": controller initialisation failed at '" +
+    return make_error(EIO, ctrl->transport_->address() + ": controller initialisation failed at '" +
                                to_string(ctrl->failed_at_) + "': " + ctrl->init_error_);
   }
   return ctrl;
@@ -93,7 +100,7 @@ void Controller::wait_turn() {
 // for RDY = 0 it does not: clearing CC.EN is how a controller in fatal status is recovered.
 bool Controller::wait_csts(uint32_t mask, uint32_t value) {
   for (;;) {
-    const uint32_t csts = device_->read32(0, sn::reg::kCsts);
+    const uint32_t csts = transport_->read32(sn::reg::kCsts);
     if (csts == ~0u) {
       init_error_ = "device reads all ones (removed?)";
       return false;
@@ -113,7 +120,7 @@ bool Controller::wait_csts(uint32_t mask, uint32_t value) {
 
 // "" while the enabled controller is sound, else what is wrong with it.
 std::string Controller::csts_problem() {
-  const uint32_t csts = device_->read32(0, sn::reg::kCsts);
+  const uint32_t csts = transport_->read32(sn::reg::kCsts);
   if (csts == ~0u) return "device reads all ones (removed?)";
   if (csts & sn::csts::kCfs) {
     return "controller fatal status (CSTS.CFS, CSTS 0x" + hex32(csts) + ")";
@@ -144,33 +151,28 @@ bool Controller::process_init() {
   }
   switch (state_) {
     case InitState::kReadCap: {
-      // Memory space and bus mastering on: without the latter a real function cannot DMA.
-      // Interrupt Disable too: we poll and give the device no interrupt to signal.
-      namespace pc = spec::pci::command;
-      uint16_t command = 0;
-      if (device_->config_read(spec::pci::kCommand, &command, 2) == 0) {
-        command |= pc::kMemorySpace | pc::kBusMaster | pc::kInterruptDisable;
-        device_->config_write(spec::pci::kCommand, &command, 2);
+      if (const int rc = transport_->prepare(); rc == -ENODEV) {
+        return fail("CAP reads all ones (device gone?)");
+      } else if (rc < 0) {
+        return fail("transport set-up failed: error " + std::to_string(-rc));
       }
-      cap_ = device_->read64(0, sn::reg::kCap);
+      cap_ = transport_->read64(sn::reg::kCap);
       if (cap_ == ~0ull) return fail("CAP reads all ones (device gone?)");
-      version_ = device_->read32(0, sn::reg::kVs);
+      version_ = transport_->read32(sn::reg::kVs);
       if (!(sn::cap::css(cap_) & sn::cap::kCssNvm)) return fail("NVM command set not supported");
       if (sn::cap::mpsmin(cap_) != 0) return fail("device does not support 4 KiB pages");
-      qctx_.doorbell_stride = static_cast<uint32_t>(sn::cap::dstrd(cap_));
-      qctx_.page_size = 4096;
       state_ = InitState::kDisable;
       return false;
     }
     case InitState::kDisable: {
       deadline_ = clock_.now() + clock_.us_to_ticks(sn::cap::to(cap_) * 500'000 + 500'000);
-      const uint32_t cc = device_->read32(0, sn::reg::kCc);
+      const uint32_t cc = transport_->read32(sn::reg::kCc);
       if (cc & sn::cc::kEn) {
         // A controller being enabled must finish becoming ready before it can be disabled;
         // one in fatal status (CFS) never will, and clearing EN is its recovery.
-        const uint32_t csts = device_->read32(0, sn::reg::kCsts);
+        const uint32_t csts = transport_->read32(sn::reg::kCsts);
         if (!(csts & sn::csts::kCfs) && !wait_csts(sn::csts::kRdy, sn::csts::kRdy)) return fail("");
-        device_->write32(0, sn::reg::kCc, cc & ~sn::cc::kEn);
+        transport_->write32(sn::reg::kCc, cc & ~sn::cc::kEn);
       }
       state_ = InitState::kWaitNotReady;
       return false;
@@ -185,10 +187,10 @@ bool Controller::process_init() {
       o.queue_size = std::min<uint32_t>(qsize, max_queue_entries());
       o.num_requests = o.queue_size - 1 + options_.async_events;
       o.batch_doorbells = false;
-      auto admin = Qpair::create(qctx_, 0, o);
+      auto admin = make_queue(0, o);
       if (!admin) return fail(admin.error().message);
       admin_ = std::move(admin).value();
-      program_admin_queue();
+      enable_controller();
       state_ = InitState::kWaitReady;
       return false;
     }
@@ -202,11 +204,13 @@ bool Controller::process_init() {
       cmd.cdw10 = sn::cns::kController;
       auto cpl = admin_sync(cmd, &cdata_, sizeof cdata_);
       if (!cpl) return fail("identify controller: " + cpl.error().message);
-      // One PRP list page per request bounds a transfer at 512 pages (2 MiB) whatever MDTS says
-      // (0 = unlimited).
-      qctx_.max_transfer = 512u * 4096;
-      if (cdata_.mdts != 0 && cdata_.mdts < 9) qctx_.max_transfer = (1u << cdata_.mdts) * 4096;
-      qctx_.sgl_supported = (cdata_.sgls & 3) != 0;
+      // MDTS (0 = unlimited), within what the transport can describe in one command.
+      qctx_.max_transfer = transport_->max_transfer();
+      if (cdata_.mdts != 0 && cdata_.mdts < 20) {
+        const uint32_t mdts = (1u << cdata_.mdts) * 4096;
+        if (qctx_.max_transfer == 0 || mdts < qctx_.max_transfer) qctx_.max_transfer = mdts;
+      }
+      sgl_supported_ = (cdata_.sgls & 3) != 0;
       abort_slots_.assign(uint32_t{cdata_.acl} + 1, AbortSlot{});
       state_ = InitState::kSetQueues;
       return false;
@@ -290,19 +294,19 @@ int Controller::admin_submit(const sn::SubmissionEntry& cmd, void* buf, uint32_t
 // back to the application while the device may still write them to the media (a HIL test saw
 // a later write's data land at an earlier write's LBA).
 void Controller::quiesce_for_removal() {
-  const uint32_t cc = device_->read32(0, sn::reg::kCc);
+  const uint32_t cc = transport_->read32(sn::reg::kCc);
   if (cc != ~0u && (cc & sn::cc::kEn)) {
-    device_->write32(0, sn::reg::kCc, cc & ~(sn::cc::kEn | 3u << 14));
+    transport_->write32(sn::reg::kCc, cc & ~(sn::cc::kEn | 3u << 14));
     deadline_ = clock_.now() + clock_.us_to_ticks(sn::cap::to(cap_) * 500'000 + 500'000);
     (void)wait_csts(sn::csts::kRdy, 0);  // stopped, gone, or out of time: it goes now anyway
   }
-  device_->finish_removal();
+  transport_->finish_removal();
 }
 
 int Controller::process_admin_completions() {
   // The control path looks for removal; an orderly one (the device still works) is quiesced.
-  if (!device_->probe_removed() && device_->removal_requested()) quiesce_for_removal();
-  if (device_->removed()) {
+  if (!transport_->probe_gone() && transport_->removal_requested()) quiesce_for_removal();
+  if (transport_->gone()) {
     std::lock_guard lock(admin_mu_);
     if (!admin_removal_handled_) {
       admin_removal_handled_ = true;
@@ -393,7 +397,7 @@ Result<sn::CompletionEntry> Controller::admin_sync(const sn::SubmissionEntry& cm
       // processing commands (and DMA): this one will never complete, so don't wait out the
       // timeout; whoever called us resets it.
       next_check = clock_.now() + check_period;
-      const uint32_t csts = device_->read32(0, sn::reg::kCsts);
+      const uint32_t csts = transport_->read32(sn::reg::kCsts);
       if (csts == ~0u || (csts & sn::csts::kCfs) || !(csts & sn::csts::kRdy)) {
         admin_->fail_all(sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedByRequest));
         admin_stuck_.store(true, std::memory_order_release);
@@ -515,12 +519,12 @@ Result<std::unique_ptr<Qpair>> Controller::alloc_io_qpair(const QpairOptions& op
     o.overdue_cb = on_io_overdue;
     o.timeout_ctx = hook.get();
   }
-  auto qp = Qpair::create(qctx_, qid, o);
+  auto qp = make_queue(qid, o);
   if (!qp) {
     release_qid();
     return qp.error();
   }
-  if (std::string e = create_io_queues(**qp); !e.empty()) {
+  if (std::string e = start_io_queue(**qp); !e.empty()) {
     release_qid();
     return make_error(EIO, e);
   }
@@ -534,16 +538,12 @@ int Controller::free_io_qpair(std::unique_ptr<Qpair> qp) {
   if (!qp) return -EINVAL;
   const uint16_t qid = qp->id();
   int rc = 0;
-  if (!device_->removed()) {
-    sn::SubmissionEntry del{};
-    del.opcode = sn::admin::kDeleteIoSq;
-    del.cdw10 = qid;
-    if (!admin_sync(del)) rc = -EIO;
-    // The SQ is gone: what it held, and what waited for room in it, ends here (reaping now
-    // would move waiting requests into the deleted SQ and ring its doorbell).
-    qp->fail_all(sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedSqDeletion));
-    del.opcode = sn::admin::kDeleteIoCq;
-    if (!admin_sync(del)) rc = -EIO;
+  // Nothing is reaped or placed any more: waiting requests must not go into a queue that is
+  // being deleted. What the queue held, and what waited for room in it, ends after it is gone.
+  qp->pause();
+  if (!transport_->gone()) {
+    const AdminCommand admin = [this](const sn::SubmissionEntry& c) { return admin_sync(c); };
+    if (!transport_->stop_io_queue(qp->transport(), admin).empty()) rc = -EIO;
   }
   qp->fail_all(sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedSqDeletion));
   std::lock_guard lock(admin_mu_);
@@ -578,42 +578,33 @@ std::string Controller::enable_async_events() {
   return "";
 }
 
-// AQA/ASQ/ACQ for the admin queue, then CC.EN = 1; the caller waits for RDY (by CAP.TO).
-void Controller::program_admin_queue() {
-  device_->write32(0, sn::reg::kAqa,
-                   sn::aqa::make(admin_->queue_size() - 1, admin_->queue_size() - 1));
-  device_->write64(0, sn::reg::kAsq, admin_->sq_iova());
-  device_->write64(0, sn::reg::kAcq, admin_->cq_iova());
-  device_->write32(0, sn::reg::kCc, sn::cc::make(true, 0, 0, sn::cc::kAmsRoundRobin,
+// The transport's admin-queue set-up (PCIe: AQA/ASQ/ACQ), then CC.EN = 1; the caller waits
+// for RDY (by CAP.TO).
+void Controller::enable_controller() {
+  transport_->program_admin_queue(admin_->transport());
+  transport_->write32(sn::reg::kCc, sn::cc::make(true, 0, 0, sn::cc::kAmsRoundRobin,
                                                  sn::cc::kShnNone, 6, 4));
   deadline_ = clock_.now() + clock_.us_to_ticks(sn::cap::to(cap_) * 500'000 + 500'000);
 }
 
-// Create I/O CQ then SQ for `qp` (same id, memory and size). "" or what failed; a CQ whose
-// SQ could not be created is deleted again.
-std::string Controller::create_io_queues(Qpair& qp) {
-  const uint16_t qid = qp.id();
-  sn::SubmissionEntry cq{};
-  cq.opcode = sn::admin::kCreateIoCq;
-  cq.dptr.prp.prp1 = qp.cq_iova();
-  cq.cdw10 = (qp.queue_size() - 1) << 16 | qid;
-  cq.cdw11 = 1;  // physically contiguous, interrupts off: we poll
-  if (auto r = admin_sync(cq); !r) {
-    return "create I/O CQ " + std::to_string(qid) + ": " + r.error().message;
-  }
-  sn::SubmissionEntry sq{};
-  sq.opcode = sn::admin::kCreateIoSq;
-  sq.dptr.prp.prp1 = qp.sq_iova();
-  sq.cdw10 = (qp.queue_size() - 1) << 16 | qid;
-  sq.cdw11 = uint32_t{qid} << 16 | 1;  // bound to CQ qid, physically contiguous
-  if (auto r = admin_sync(sq); !r) {
-    sn::SubmissionEntry del{};
-    del.opcode = sn::admin::kDeleteIoCq;
-    del.cdw10 = qid;
-    (void)admin_sync(del);
-    return "create I/O SQ " + std::to_string(qid) + ": " + r.error().message;
-  }
-  return "";
+// A queue pair on a queue of the transport's (created, not yet known to the controller).
+Result<std::unique_ptr<Qpair>> Controller::make_queue(uint16_t qid, const QpairOptions& o) {
+  QueueParams p;
+  p.qid = qid;
+  p.entries = o.queue_size;
+  p.page_size = 4096;  // CC.MPS = 0
+  p.prefer_sgl = o.prefer_sgl;
+  p.sgl_supported = sgl_supported_;
+  auto queue = transport_->create_queue(p);
+  if (!queue) return queue.error();
+  return Qpair::create(qctx_, std::move(queue).value(), qid, o);
+}
+
+// The queue comes into being on the controller (PCIe: Create I/O CQ, then SQ). "" or what
+// failed.
+std::string Controller::start_io_queue(Qpair& qp) {
+  const AdminCommand admin = [this](const sn::SubmissionEntry& c) { return admin_sync(c); };
+  return transport_->start_io_queue(qp.transport(), admin);
 }
 
 int Controller::recreate_io_queues() {
@@ -625,7 +616,7 @@ int Controller::recreate_io_queues() {
   }
   for (Qpair* qp : qps) stats_.reset_aborted_ios += qp->reset_rings(retriable);
   for (Qpair* qp : qps) {
-    if (std::string e = create_io_queues(*qp); !e.empty()) {
+    if (std::string e = start_io_queue(*qp); !e.empty()) {
       init_error_ = "reset: " + e;
       return -EIO;
     }
@@ -637,7 +628,7 @@ int Controller::recreate_io_queues() {
 int Controller::fail_reset(int rc) {
   ++stats_.reset_failures;
   // A removed device does not come back: fail at once, with the removal status.
-  const bool gone = device_->removed();
+  const bool gone = transport_->gone();
   if (++reset_failures_in_a_row_ >= options_.max_reset_failures || gone) {
     state_ = InitState::kFailed;
     const uint16_t final_status =
@@ -653,7 +644,7 @@ int Controller::fail_reset(int rc) {
 }
 
 bool Controller::healthy() {
-  const uint32_t csts = device_->read32(0, sn::reg::kCsts);
+  const uint32_t csts = transport_->read32(sn::reg::kCsts);
   return csts != ~0u && !(csts & sn::csts::kCfs) && (csts & sn::csts::kRdy) &&
          !admin_stuck_.load(std::memory_order_acquire);
 }
@@ -664,12 +655,12 @@ int Controller::reset() {
   recovery_.store(kRecoveryIdle, std::memory_order_release);
   if (state_ == InitState::kFailed) return -ENODEV;
   ++stats_.resets;
-  if (device_->probe_removed()) return fail_reset(-ENODEV);
+  if (transport_->probe_gone()) return fail_reset(-ENODEV);
   // 1. Disable. A controller in fatal status may not answer until EN is cleared.
   deadline_ = clock_.now() + clock_.us_to_ticks(sn::cap::to(cap_) * 500'000 + 500'000);
-  const uint32_t cc = device_->read32(0, sn::reg::kCc);
+  const uint32_t cc = transport_->read32(sn::reg::kCc);
   if (cc == ~0u) return fail_reset(-ENODEV);
-  device_->write32(0, sn::reg::kCc, cc & ~(sn::cc::kEn | 3u << 14));
+  transport_->write32(sn::reg::kCc, cc & ~(sn::cc::kEn | 3u << 14));
   if (!wait_csts(sn::csts::kRdy, 0)) return fail_reset(-ETIMEDOUT);
   // 2. The admin queue's outstanding commands (the AERs) are gone with the controller.
   {
@@ -686,7 +677,7 @@ int Controller::reset() {
   // 3. Enable with the same admin queue, then what a fresh controller needs from us.
   const InitState before = state_;
   state_ = InitState::kEnable;  // admin_sync refuses a failed controller, not this
-  program_admin_queue();
+  enable_controller();
   if (!wait_csts(sn::csts::kRdy, sn::csts::kRdy)) {
     state_ = before;
     return fail_reset(-ETIMEDOUT);
@@ -716,17 +707,17 @@ int Controller::reset() {
 }
 
 void Controller::shutdown() {
-  if (device_->removed() || state_ != InitState::kReady) return;
-  const uint32_t cc = device_->read32(0, sn::reg::kCc);
-  device_->write32(0, sn::reg::kCc, (cc & ~(3u << 14)) | sn::cc::kShnNormal << 14);
+  if (transport_->gone() || state_ != InitState::kReady) return;
+  const uint32_t cc = transport_->read32(sn::reg::kCc);
+  transport_->write32(sn::reg::kCc, (cc & ~(3u << 14)) | sn::cc::kShnNormal << 14);
   const uint64_t deadline = clock_.now() + clock_.us_to_ticks(
       std::max<uint64_t>(cdata_.rtd3e, 5'000'000));
   while (clock_.now() < deadline) {
-    const uint32_t csts = device_->read32(0, sn::reg::kCsts);
+    const uint32_t csts = transport_->read32(sn::reg::kCsts);
     if (csts == ~0u || sn::csts::shst(csts) == sn::csts::kShstComplete) break;
     wait_turn();
   }
-  device_->write32(0, sn::reg::kCc, 0);
+  transport_->write32(sn::reg::kCc, 0);
 }
 
 Controller::~Controller() {

@@ -1,5 +1,6 @@
-// An NVMe controller attached through a PciDevice (vfio-user today, vfio-pci later): the
-// initialisation state machine, the admin queue, namespaces, I/O queue pairs, AERs, abort.
+// An NVMe controller over a Transport (transport.h; PCIe today: pcie.h over a vfio-user or
+// vfio-pci PciDevice): the initialisation state machine, the admin queue, namespaces, I/O
+// queue pairs, AERs, Abort, timeouts and the reset state machine — transport-neutral.
 //
 // Threading: I/O queue pairs have one owner each and take no lock. The admin queue is
 // shared (allocating queues, aborts from timeout handlers on any thread), so admin
@@ -23,6 +24,7 @@
 #include "driver/env/result.h"
 #include "driver/nvme/namespace.h"
 #include "driver/nvme/qpair.h"
+#include "driver/nvme/transport.h"
 #include "spec/nvme.h"
 
 namespace pollux::nvme {
@@ -90,14 +92,17 @@ class Controller {
   };
   static const char* to_string(InitState s);
 
-  // Runs the initialisation state machine to the end. The device is owned from here on.
+  // Runs the initialisation state machine to the end. The transport is owned from here on.
+  static Result<std::unique_ptr<Controller>> attach(std::unique_ptr<Transport> transport,
+                                                    ControllerOptions options = {});
+  // The PCIe transport over `device` (its DMA memory from options.registry).
   static Result<std::unique_ptr<Controller>> attach(std::unique_ptr<env::PciDevice> device,
                                                     ControllerOptions options = {});
   ~Controller();  // normal shutdown (CC.SHN), then disable; I/O queue pairs must be freed first
   Controller(const Controller&) = delete;
   Controller& operator=(const Controller&) = delete;
 
-  env::PciDevice& device() { return *device_; }
+  Transport& transport() { return *transport_; }
   uint64_t cap() const { return cap_; }
   uint32_t version() const { return version_; }
   const sn::IdentifyController& identify() const { return cdata_; }
@@ -170,18 +175,19 @@ class Controller {
     TimeoutFn user_cb;
     void* user_ctx;
   };
-  Controller(std::unique_ptr<env::PciDevice> device, ControllerOptions options);
+  Controller(std::unique_ptr<Transport> transport, ControllerOptions options);
   // One step of initialisation; returns false when it must be called again.
   bool process_init();
   bool wait_csts(uint32_t mask, uint32_t value);
   std::string csts_problem();
   void quiesce_for_removal();  // the admin poller, when the device is wanted back
   void wait_turn();
-  void program_admin_queue();
+  void enable_controller();  // the admin queue's registers, then CC.EN = 1
+  std::string start_io_queue(Qpair& qp);
+  Result<std::unique_ptr<Qpair>> make_queue(uint16_t qid, const QpairOptions& options);
   Result<sn::CompletionEntry> set_number_of_queues(uint32_t pairs);
   std::string enable_async_events();
   int recreate_io_queues();
-  std::string create_io_queues(Qpair& qp);
   int fail_reset(int rc);
   bool identify_namespaces();
   void arm_async_event();
@@ -198,11 +204,12 @@ class Controller {
   // returns it to idle when it starts.
   static constexpr uint8_t kRecoveryIdle = 0, kRecoveryRequested = 1, kRecoveryNotified = 2;
 
-  std::unique_ptr<env::PciDevice> device_;
+  std::unique_ptr<Transport> transport_;
   ControllerOptions options_;
   env::MemoryRegistry& registry_;
   const env::Clock& clock_;
   QpairContext qctx_;
+  bool sgl_supported_ = false;  // Identify SGLS
   InitState state_ = InitState::kReadCap;
   InitState failed_at_ = InitState::kReadCap;  // the step initialisation failed in
   std::string init_error_;

@@ -16,8 +16,6 @@ struct Qpair::Request {
   Request* prev = nullptr;     // outstanding list
   uint64_t submit_tick = 0;
   uint64_t timed_out_tick = 0;  // when its timeout was seen (overdue one timeout later)
-  uint64_t* list = nullptr;    // one page for a PRP list or SGL segment
-  uint64_t list_iova = 0;
   uint16_t cid = 0;            // as sent: generation << cid_index_bits_ | index
   uint16_t index = 0;          // in requests_
   uint16_t gen = 0;
@@ -28,17 +26,7 @@ struct Qpair::Request {
 };
 
 namespace {
-
-constexpr uint32_t kPage = 4096;
-
-std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
-
-inline void store_doorbell(volatile uint32_t* db, uint32_t value) {
-  // A release store: SQEs (or consumed CQEs) are visible before the device sees the doorbell.
-  // On x86 this is a plain mov; the ordering is what the compiler must keep.
-  __atomic_store_n(db, value, __ATOMIC_RELEASE);
-}
-
+constexpr uint32_t kPollBatch = 32;  // completions taken from the transport at once
 }  // namespace
 
 Qpair::Qpair(const QpairContext& ctx, uint16_t qid, const QpairOptions& options)
@@ -46,26 +34,20 @@ Qpair::Qpair(const QpairContext& ctx, uint16_t qid, const QpairOptions& options)
 
 Qpair::~Qpair() = default;
 
-Result<std::unique_ptr<Qpair>> Qpair::create(const QpairContext& ctx, uint16_t qid,
-                                             const QpairOptions& options) {
+Result<std::unique_ptr<Qpair>> Qpair::create(const QpairContext& ctx,
+                                             std::unique_ptr<QueueTransport> transport,
+                                             uint16_t qid, const QpairOptions& options) {
   if (options.queue_size < 2 || options.queue_size > 65536)
     return make_error(EINVAL, "queue size must be 2..65536");
+  if (!transport || ctx.gone == nullptr || ctx.clock == nullptr)
+    return make_error(EINVAL, "queue pair: transport, gone flag and clock are required");
   auto qp = std::unique_ptr<Qpair>(new Qpair(ctx, qid, options));
   const uint32_t nreq = options.num_requests ? options.num_requests : 2 * options.queue_size;
   if (nreq > 65535) return make_error(EINVAL, "at most 65535 requests per queue pair");
-
-  // One DMA region: SQ, CQ, then one list page per request.
-  const std::size_t sq_bytes = align_up(std::size_t{options.queue_size} * 64, kPage);
-  const std::size_t cq_bytes = align_up(std::size_t{options.queue_size} * 16, kPage);
-  auto mem = env::DmaRegion::create(*ctx.registry, sq_bytes + cq_bytes + std::size_t{nreq} * kPage);
-  if (!mem) return mem.error();
-  qp->memory_ = std::move(mem).value();
-  auto* base = static_cast<uint8_t*>(qp->memory_->data());
-  std::memset(base, 0, sq_bytes + cq_bytes);
-  qp->sq_ = reinterpret_cast<sn::SubmissionEntry*>(base);
-  qp->cq_ = reinterpret_cast<sn::CompletionEntry*>(base + sq_bytes);
-  qp->sq_iova_ = qp->memory_->iova();
-  qp->cq_iova_ = qp->memory_->iova() + sq_bytes;
+  if (const int rc = transport->init_requests(nreq); rc < 0)
+    return make_error(-rc, "queue " + std::to_string(qid) + ": transport set-up failed");
+  qp->transport_ = std::move(transport);
+  qp->sq_ = qp->transport_->submission_queue();
 
   qp->num_requests_ = nreq;
   // The CID's spare high bits carry a generation that changes each time a request is reused,
@@ -77,16 +59,9 @@ Result<std::unique_ptr<Qpair>> Qpair::create(const QpairContext& ctx, uint16_t q
     Request& r = qp->requests_[i];
     r.index = static_cast<uint16_t>(i);
     r.cid = static_cast<uint16_t>(i);
-    r.list = reinterpret_cast<uint64_t*>(base + sq_bytes + cq_bytes + std::size_t{i} * kPage);
-    r.list_iova = qp->memory_->iova() + sq_bytes + cq_bytes + std::size_t{i} * kPage;
     r.next = qp->free_;
     qp->free_ = &r;
   }
-
-  const uint32_t sq_db = sn::reg::sq_tail_doorbell(qid, ctx.doorbell_stride);
-  const uint32_t cq_db = sn::reg::cq_head_doorbell(qid, ctx.doorbell_stride);
-  qp->sq_doorbell_ = static_cast<volatile uint32_t*>(ctx.device->bar_map(0, sq_db, 4));
-  qp->cq_doorbell_ = static_cast<volatile uint32_t*>(ctx.device->bar_map(0, cq_db, 4));
   if (options.timeout_us) qp->timeout_ticks_ = ctx.clock->us_to_ticks(options.timeout_us);
   qp->ns_per_tick_q32_ = static_cast<uint64_t>((static_cast<unsigned __int128>(1'000'000'000) << 32) /
                                                ctx.clock->ticks_per_second());
@@ -116,98 +91,10 @@ void Qpair::put_request(Request* r) {
   free_ = r;
 }
 
-// PRP: the first entry may start anywhere (dword aligned); every later page starts at a page
-// boundary, so every iovec but the first must start page-aligned and all but the last must
-// end page-aligned.
-int Qpair::build_prp(Request* r, const iovec* iov, int iovcnt, uint32_t len) {
-  const uint32_t page = ctx_.page_size;
-  if (iovcnt == 1) {  // the common case: one buffer, at most two pages, no list
-    const uint64_t iova = ctx_.registry->translate(iov[0].iov_base, len);
-    if (iova == env::kInvalidIova || (iova & 3) || len == 0) return -EINVAL;
-    const uint64_t in_page = iova & (page - 1);
-    if (in_page + len <= 2ull * page) {
-      r->cmd.dptr.prp.prp1 = iova;
-      r->cmd.dptr.prp.prp2 = in_page + len <= page ? 0 : iova - in_page + page;
-      return 0;
-    }
-  }
-  uint64_t first = 0;
-  uint32_t nlist = 0;
-  uint64_t second = 0;
-  uint32_t pages_seen = 0;
-  uint64_t left = len;  // describe the transfer, not whatever the iovecs hold beyond it
-  for (int i = 0; i < iovcnt && left > 0; ++i) {
-    const auto* p = static_cast<const uint8_t*>(iov[i].iov_base);
-    const std::size_t n = std::min<uint64_t>(iov[i].iov_len, left);
-    left -= n;
-    const uint64_t iova = ctx_.registry->translate(p, n);
-    if (iova == env::kInvalidIova || n == 0) return -EINVAL;
-    if (i > 0 && iova % page != 0) return -EINVAL;
-    if (left > 0 && (iova + n) % page != 0) return -EINVAL;
-    if (iova & 3) return -EINVAL;
-    // Walk the pages of this element.
-    uint64_t cur = iova;
-    const uint64_t end = iova + n;
-    while (cur < end) {
-      if (pages_seen == 0) {
-        first = cur;
-      } else if (pages_seen == 1) {
-        second = cur;
-      } else {
-        if (pages_seen == 2) r->list[nlist++] = second;  // list starts with the 2nd page
-        if (nlist >= page / 8) return -E2BIG;             // one list page: 512 entries
-        r->list[nlist++] = cur;
-      }
-      ++pages_seen;
-      cur = (cur / page + 1) * page;
-    }
-  }
-  r->cmd.dptr.prp.prp1 = first;
-  r->cmd.dptr.prp.prp2 = pages_seen <= 1 ? 0 : (pages_seen == 2 ? second : r->list_iova);
-  return 0;
-}
-
-// SGL: one Data Block descriptor in the SQE for one element, else a Last Segment descriptor
-// pointing at a list of Data Block descriptors in the request's page.
-int Qpair::build_sgl(Request* r, const iovec* iov, int iovcnt, uint32_t len) {
-  // Describe the transfer only: trailing iovec bytes beyond it are left out.
-  uint64_t left = len;
-  int used = 0;
-  while (used < iovcnt && left > 0) left -= std::min<uint64_t>(iov[used++].iov_len, left);
-  iovcnt = used;
-  auto* descs = reinterpret_cast<sn::SglDescriptor*>(r->list);
-  if (static_cast<uint32_t>(iovcnt) > kPage / sizeof(sn::SglDescriptor)) return -E2BIG;
-  const uint8_t data_id = sn::SglDescriptor::make_id(sn::sgl::kTypeDataBlock, sn::sgl::kSubtypeAddress);
-  r->cmd.set_psdt(sn::kPsdtSglMptrContiguous);
-  left = len;
-  for (int i = 0; i < iovcnt; ++i) {
-    const uint64_t iova = ctx_.registry->translate(iov[i].iov_base, iov[i].iov_len);
-    if (iova == env::kInvalidIova || iov[i].iov_len == 0 || iov[i].iov_len > UINT32_MAX)
-      return -EINVAL;
-    sn::SglDescriptor d{};
-    d.address = iova;
-    d.length = static_cast<uint32_t>(std::min<uint64_t>(iov[i].iov_len, left));
-    left -= d.length;
-    d.id = data_id;
-    if (iovcnt == 1) {
-      r->cmd.dptr.sgl1 = d;
-      return 0;
-    }
-    descs[i] = d;
-  }
-  sn::SglDescriptor seg{};
-  seg.address = r->list_iova;
-  seg.length = static_cast<uint32_t>(iovcnt * sizeof(sn::SglDescriptor));
-  seg.id = sn::SglDescriptor::make_id(sn::sgl::kTypeLastSegment, sn::sgl::kSubtypeAddress);
-  r->cmd.dptr.sgl1 = seg;
-  return 0;
-}
-
 int Qpair::build_data(Request* r, const iovec* iov, int iovcnt, uint32_t len) {
   if (iovcnt <= 0) return -EINVAL;
   if (ctx_.max_transfer && len > ctx_.max_transfer) return -E2BIG;
-  if (options_.prefer_sgl && ctx_.sgl_supported) return build_sgl(r, iov, iovcnt, len);
-  return build_prp(r, iov, iovcnt, len);
+  return transport_->map_data(r->index, r->cmd, iov, iovcnt, len);
 }
 
 int Qpair::rw(uint8_t opcode, const Namespace& ns, const iovec* iov, int iovcnt, uint64_t lba,
@@ -217,7 +104,7 @@ int Qpair::rw(uint8_t opcode, const Namespace& ns, const iovec* iov, int iovcnt,
   uint64_t total = 0;
   for (int i = 0; i < iovcnt; ++i) total += iov[i].iov_len;
   if (total < bytes) return -EINVAL;
-  if (ctx_.device->removed()) return -ENODEV;
+  if (gone()) return -ENODEV;
   Request* r = get_request(cb, cb_ctx);
   if (r == nullptr) return -ENOMEM;
   r->cmd.opcode = opcode;
@@ -261,7 +148,7 @@ int Qpair::compare(const Namespace& ns, const void* buf, uint64_t lba, uint32_t 
 }
 
 int Qpair::flush(const Namespace& ns, CompletionFn cb, void* cb_ctx) {
-  if (ctx_.device->removed()) return -ENODEV;
+  if (gone()) return -ENODEV;
   Request* r = get_request(cb, cb_ctx);
   if (r == nullptr) return -ENOMEM;
   r->cmd.opcode = sn::nvm::kFlush;
@@ -272,7 +159,7 @@ int Qpair::flush(const Namespace& ns, CompletionFn cb, void* cb_ctx) {
 int Qpair::write_zeroes(const Namespace& ns, uint64_t lba, uint32_t nlb, CompletionFn cb,
                         void* cb_ctx, uint32_t io_flags) {
   if (nlb == 0 || nlb > 65536) return -EINVAL;
-  if (ctx_.device->removed()) return -ENODEV;
+  if (gone()) return -ENODEV;
   Request* r = get_request(cb, cb_ctx);
   if (r == nullptr) return -ENOMEM;
   r->cmd.opcode = sn::nvm::kWriteZeroes;
@@ -286,9 +173,7 @@ int Qpair::write_zeroes(const Namespace& ns, uint64_t lba, uint32_t nlb, Complet
 int Qpair::deallocate(const Namespace& ns, const sn::nvm::DsmRange* ranges, uint32_t count,
                       CompletionFn cb, void* cb_ctx) {
   if (count == 0 || count > 256) return -EINVAL;
-  if (ctx_.device->removed()) return -ENODEV;
-  const uint64_t iova = ctx_.registry->translate(ranges, count * sizeof *ranges);
-  if (iova == env::kInvalidIova) return -EINVAL;
+  if (gone()) return -ENODEV;
   Request* r = get_request(cb, cb_ctx);
   if (r == nullptr) return -ENOMEM;
   r->cmd.opcode = sn::nvm::kDatasetManagement;
@@ -296,7 +181,7 @@ int Qpair::deallocate(const Namespace& ns, const sn::nvm::DsmRange* ranges, uint
   r->cmd.cdw10 = count - 1;
   r->cmd.cdw11 = sn::nvm::kDsmDeallocate;
   const iovec v{const_cast<sn::nvm::DsmRange*>(ranges), count * sizeof *ranges};
-  if (const int rc = build_prp(r, &v, 1, static_cast<uint32_t>(v.iov_len)); rc != 0) {
+  if (const int rc = build_data(r, &v, 1, static_cast<uint32_t>(v.iov_len)); rc != 0) {
     put_request(r);
     return rc;
   }
@@ -305,14 +190,13 @@ int Qpair::deallocate(const Namespace& ns, const sn::nvm::DsmRange* ranges, uint
 
 int Qpair::submit_raw(const sn::SubmissionEntry& cmd, void* buf, uint32_t len, CompletionFn cb,
                       void* cb_ctx) {
-  if (ctx_.device->removed()) return -ENODEV;
+  if (gone()) return -ENODEV;
   Request* r = get_request(cb, cb_ctx);
   if (r == nullptr) return -ENOMEM;
   r->cmd = cmd;
   r->cmd.cid = r->cid;
   // Without a buffer the caller's DPTR stands (Create I/O SQ/CQ carry the queue's address).
   if (buf != nullptr && len != 0) {
-    r->cmd.set_psdt(sn::kPsdtPrp);
     const iovec v{buf, len};
     if (const int rc = build_data(r, &v, 1, len); rc != 0) {
       put_request(r);
@@ -364,11 +248,7 @@ void Qpair::ring_sq_doorbell() {
       r->submit_tick = now;
     unstamped_ = 0;
   }
-  if (sq_doorbell_) {
-    store_doorbell(sq_doorbell_, sq_tail_);
-  } else {
-    ctx_.device->write32(0, sn::reg::sq_tail_doorbell(qid_, ctx_.doorbell_stride), sq_tail_);
-  }
+  transport_->flush(sq_tail_);
 }
 
 void Qpair::flush_doorbell() { ring_sq_doorbell(); }
@@ -396,8 +276,43 @@ void Qpair::unlink_outstanding(Request* r) {
   r->in_sq = false;
 }
 
+// One completion the transport handed over: matched to its request and delivered.
+inline void Qpair::complete(const sn::CompletionEntry& entry, uint64_t* now) {
+  sn::CompletionEntry cpl = entry;
+  const uint32_t index = cpl.cid & ((1u << cid_index_bits_) - 1);
+  Request* r = index < num_requests_ ? &requests_[index] : nullptr;
+  // A completion we never asked for (unknown CID, a CID not outstanding, a stale generation
+  // of a reused CID, another queue's SQID): ignore it safely, its SQ head included.
+  if (r == nullptr || !r->in_sq || r->cid != cpl.cid || cpl.sqid != qid_) [[unlikely]] {
+    ++stats_.bad_completions;
+    return;
+  }
+  // The controller's SQ head can only move forward, and never past our tail.
+  if (cpl.sqhd < size_ && ring_distance(sq_head_, cpl.sqhd) <= ring_distance(sq_head_, sq_tail_))
+      [[likely]] {
+    sq_head_ = cpl.sqhd;
+  } else {
+    ++stats_.bad_sq_heads;
+  }
+  unlink_outstanding(r);
+  --outstanding_;
+  ++stats_.completed;
+  if (options_.track_latency) {
+    // A request stamped after `now` was read (an unbatched doorbell rung by a callback of
+    // this batch) needs a fresh reading.
+    if (*now < r->submit_tick) *now = ctx_.clock->now();
+    stats_.latency.record(ticks_to_ns(*now - r->submit_tick));
+  }
+  if (r->injected) [[unlikely]] cpl.status = static_cast<uint16_t>((cpl.status & 1) | r->inject_status);
+  if ((cpl.status & 0xfffe) != 0) [[unlikely]] count_error(cpl.status);
+  const CompletionFn cb = r->cb;
+  void* const cb_ctx = r->cb_ctx;
+  put_request(r);  // before the callback, which may submit again
+  if (cb) cb(cb_ctx, cpl);
+}
+
 int Qpair::process_completions(uint32_t max) {
-  if (ctx_.device->removed()) [[unlikely]] {
+  if (gone()) [[unlikely]] {
     if (!removal_handled_) fail_removed();
     return -ENODEV;
   }
@@ -405,53 +320,15 @@ int Qpair::process_completions(uint32_t max) {
   uint32_t reaped = 0;
   if (inj_head_ != nullptr) [[unlikely]] reaped = deliver_injected(max);
   uint64_t now = 0;  // read at the first completion of the batch, when latency is tracked
-  while (max == 0 || reaped < max) {
-    sn::CompletionEntry* slot = &cq_[cq_head_];
-    const uint16_t status = __atomic_load_n(&slot->status, __ATOMIC_ACQUIRE);
-    if ((status & 1) != phase_) break;
-    sn::CompletionEntry cpl = *slot;
-    if (++cq_head_ == size_) {
-      cq_head_ = 0;
-      phase_ ^= 1;
-    }
-    ++reaped;
-    const uint32_t index = cpl.cid & ((1u << cid_index_bits_) - 1);
-    Request* r = index < num_requests_ ? &requests_[index] : nullptr;
-    // A completion we never asked for (unknown CID, a CID not outstanding, a stale generation
-    // of a reused CID, another queue's SQID): ignore it safely, its SQ head included.
-    if (r == nullptr || !r->in_sq || r->cid != cpl.cid || cpl.sqid != qid_) [[unlikely]] {
-      ++stats_.bad_completions;
-      continue;
-    }
-    // The device's SQ head can only move forward, and never past our tail.
-    if (cpl.sqhd < size_ && ring_distance(sq_head_, cpl.sqhd) <= ring_distance(sq_head_, sq_tail_))
-        [[likely]] {
-      sq_head_ = cpl.sqhd;
-    } else {
-      ++stats_.bad_sq_heads;
-    }
-    unlink_outstanding(r);
-    --outstanding_;
-    ++stats_.completed;
-    if (options_.track_latency) {
-      // A request stamped after `now` was read (an unbatched doorbell rung by a callback of
-      // this batch) needs a fresh reading.
-      if (now < r->submit_tick) now = ctx_.clock->now();
-      stats_.latency.record(ticks_to_ns(now - r->submit_tick));
-    }
-    if (r->injected) [[unlikely]] cpl.status = static_cast<uint16_t>((cpl.status & 1) | r->inject_status);
-    if ((cpl.status & 0xfffe) != 0) [[unlikely]] count_error(cpl.status);
-    const CompletionFn cb = r->cb;
-    void* const cb_ctx = r->cb_ctx;
-    put_request(r);  // before the callback, which may submit again
-    if (cb) cb(cb_ctx, cpl);
-  }
-  if (reaped) {
-    if (cq_doorbell_) {
-      store_doorbell(cq_doorbell_, cq_head_);
-    } else {
-      ctx_.device->write32(0, sn::reg::cq_head_doorbell(qid_, ctx_.doorbell_stride), cq_head_);
-    }
+  sn::CompletionEntry batch[kPollBatch];
+  for (;;) {
+    const uint32_t want = max == 0 ? kPollBatch : std::min(kPollBatch, max - reaped);
+    if (want == 0) break;
+    const int n = transport_->poll(batch, want);
+    if (n <= 0) break;  // a transport that lost its connection also raised the gone flag
+    for (int i = 0; i < n; ++i) complete(batch[i], &now);
+    reaped += static_cast<uint32_t>(n);
+    if (static_cast<uint32_t>(n) < want) break;
   }
   while (wait_head_ != nullptr && (sq_tail_ + 1) % size_ != sq_head_) {
     Request* r = wait_head_;
@@ -536,10 +413,8 @@ uint32_t Qpair::end_outstanding(uint16_t status) {
 uint32_t Qpair::reset_rings(uint16_t status) {
   resetting_ = true;  // what the callbacks submit waits (the rings are reset below)
   const uint32_t n = end_outstanding(status);
-  std::memset(static_cast<void*>(sq_), 0, std::size_t{size_} * sizeof(sn::SubmissionEntry));
-  std::memset(static_cast<void*>(cq_), 0, std::size_t{size_} * sizeof(sn::CompletionEntry));
-  sq_tail_ = sq_head_ = cq_head_ = 0;
-  phase_ = 1;
+  transport_->reset();
+  sq_tail_ = sq_head_ = 0;
   doorbell_pending_ = false;  // (end_outstanding cleared unstamped_)
   return n;
 }

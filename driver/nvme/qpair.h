@@ -1,7 +1,8 @@
-// An NVMe queue pair (SQ + CQ) and its preallocated requests. One owner thread; the hot path
-// (submit, process_completions) takes no lock, allocates nothing, makes no syscall: SQEs go
-// straight into DMA memory, the doorbell is a store to a mapped page (batched by default),
-// completions are found by their phase tag.
+// An NVMe queue pair (SQ + CQ) and its preallocated requests, over a QueueTransport
+// (transport.h: PCIe rings and doorbells, or a fabrics connection). The queue pair is the
+// transport-neutral part: requests and CIDs, submission order and the SQ's room, the wait for
+// a free slot, timeouts, error injection, statistics. One owner thread; the hot path (submit,
+// process_completions) takes no lock, allocates nothing, makes no syscall of its own.
 #pragma once
 
 #include <sys/uio.h>
@@ -11,11 +12,9 @@
 #include <memory>
 
 #include "driver/env/clock.h"
-#include "driver/env/dma_memory.h"
-#include "driver/env/memory_registry.h"
 #include "driver/env/owner_counter.h"
-#include "driver/env/pci_device.h"
 #include "driver/env/result.h"
+#include "driver/nvme/transport.h"
 #include "spec/nvme.h"
 
 namespace pollux::nvme {
@@ -32,8 +31,9 @@ struct QpairOptions {
   uint32_t queue_size = 256;     // entries per queue; one SQ slot always stays empty
   uint32_t num_requests = 0;     // 0: 2 × queue_size. Beyond what fits in the SQ, requests
                                  // wait in software and are submitted as completions free slots
-  bool batch_doorbells = true;   // ring the SQ doorbell once per process_completions()/flush()
-  bool prefer_sgl = false;       // describe data with SGLs when the controller supports them
+  bool batch_doorbells = true;   // ring the SQ doorbell (flush the transport) once per
+                                 // process_completions()/flush_doorbell()
+  bool prefer_sgl = false;       // PCIe: describe data with SGLs when the controller takes them
   uint64_t timeout_us = 0;       // 0: no timeout detection
   bool track_latency = false;    // a clock read per doorbell and per completion batch
   TimeoutFn timeout_cb = nullptr;  // a command outlived timeout_us (once per command)
@@ -92,29 +92,26 @@ inline constexpr uint8_t kScHostPathingError = 0x70;
 inline constexpr uint16_t kRemovedStatus =
     sn::status::make(sn::sct::kPath, kScHostPathingError, /*dnr=*/true);
 
-// What the controller knows that a queue pair needs.
+// What the controller knows that a queue pair needs, whatever the transport.
 struct QpairContext {
-  env::PciDevice* device = nullptr;
-  env::MemoryRegistry* registry = nullptr;
+  const std::atomic<bool>* gone = nullptr;  // the transport's gone flag
   const env::Clock* clock = nullptr;
-  uint32_t doorbell_stride = 0;  // CAP.DSTRD
-  uint32_t page_size = 4096;     // CC.MPS
-  uint32_t max_transfer = 0;     // bytes, from MDTS; 0 = unlimited
-  bool sgl_supported = false;
+  uint32_t max_transfer = 0;  // bytes (MDTS, the transport's own limit); 0 = unlimited
 };
 
 class Qpair {
  public:
-  static Result<std::unique_ptr<Qpair>> create(const QpairContext& ctx, uint16_t qid,
-                                               const QpairOptions& options);
+  // The queue pair takes the transport (created for qid and options.queue_size entries).
+  static Result<std::unique_ptr<Qpair>> create(const QpairContext& ctx,
+                                               std::unique_ptr<QueueTransport> transport,
+                                               uint16_t qid, const QpairOptions& options);
   ~Qpair();
   Qpair(const Qpair&) = delete;
   Qpair& operator=(const Qpair&) = delete;
 
   uint16_t id() const { return qid_; }
   uint32_t queue_size() const { return size_; }
-  uint64_t sq_iova() const { return sq_iova_; }
-  uint64_t cq_iova() const { return cq_iova_; }
+  QueueTransport& transport() { return *transport_; }
   const QpairStats& stats() const { return stats_; }
   uint32_t outstanding() const { return outstanding_; }  // submitted or queued, not completed
 
@@ -143,13 +140,14 @@ class Qpair {
                  void* cb_ctx);
 
   // Reaps up to max completions (0: all available), calling their callbacks: first those
-  // injected in software, then the CQ's. Then rings the CQ head doorbell once, moves waiting
-  // requests into freed SQ slots, rings the SQ doorbell once, and checks timeouts. Returns
+  // injected in software, then the transport's (which frees the CQ slots it took). Then moves
+  // waiting requests into freed SQ slots, flushes the transport once (the SQ doorbell), and
+  // checks timeouts. Returns
   // completions reaped, or -ENODEV if the device is gone: the first call that sees removal
   // ends every outstanding and waiting request with kRemovedStatus (DNR), exactly once;
   // nothing of this queue pair is delivered after that.
   int process_completions(uint32_t max = 0);
-  // Rings the SQ doorbell now if submissions are pending (batched mode).
+  // Rings the SQ doorbell (flushes the transport) now if submissions are pending.
   void flush_doorbell();
 
   // Fails every outstanding and waiting request with `status` (no device involved), e.g.
@@ -162,6 +160,8 @@ class Qpair {
   // Returns how many were ended. Until resume(), submissions wait and nothing is reaped.
   uint32_t reset_rings(uint16_t status);
   void resume() { resetting_ = false; }
+  // Nothing is reaped or placed until resume(); submissions wait (the queue is being deleted).
+  void pause() { resetting_ = true; }
   bool resetting() const { return resetting_; }
 
   // Error injection (owner thread, not concurrently with submit/process_completions). 0, or
@@ -178,8 +178,7 @@ class Qpair {
   Request* get_request(CompletionFn cb, void* cb_ctx);
   void put_request(Request* r);
   int build_data(Request* r, const iovec* iov, int iovcnt, uint32_t len);
-  int build_prp(Request* r, const iovec* iov, int iovcnt, uint32_t len);
-  int build_sgl(Request* r, const iovec* iov, int iovcnt, uint32_t len);
+  void complete(const sn::CompletionEntry& entry, uint64_t* now);
   int rw(uint8_t opcode, const Namespace& ns, const iovec* iov, int iovcnt, uint64_t lba,
          uint32_t nlb, CompletionFn cb, void* cb_ctx, uint32_t io_flags);
   int submit(Request* r);
@@ -199,20 +198,16 @@ class Qpair {
   bool inject(Request* r);  // true: completed in software, don't submit
   uint32_t deliver_injected(uint32_t max);
   void fail_removed();
+  bool gone() const { return ctx_.gone->load(std::memory_order_acquire); }
 
   QpairContext ctx_;
   uint16_t qid_;
   uint32_t size_;
   QpairOptions options_;
-  std::unique_ptr<env::DmaRegion> memory_;
+  std::unique_ptr<QueueTransport> transport_;
+  sn::SubmissionEntry* sq_ = nullptr;   // the transport's submission queue
 
-  sn::SubmissionEntry* sq_ = nullptr;
-  sn::CompletionEntry* cq_ = nullptr;
-  uint64_t sq_iova_ = 0, cq_iova_ = 0;
-  volatile uint32_t* sq_doorbell_ = nullptr;  // null: ring through bar_write
-  volatile uint32_t* cq_doorbell_ = nullptr;
-  uint32_t sq_tail_ = 0, sq_head_ = 0, cq_head_ = 0;
-  uint16_t phase_ = 1;
+  uint32_t sq_tail_ = 0, sq_head_ = 0;  // the SQ's room: the controller reports its head
   bool doorbell_pending_ = false;
   // Latency tracking without timeouts: requests placed since the last doorbell, stamped when
   // it rings (one clock read per batch; the device cannot start them earlier).

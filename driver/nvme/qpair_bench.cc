@@ -9,6 +9,7 @@
 
 #include "driver/env/dma_memory.h"
 #include "driver/nvme/namespace.h"
+#include "driver/nvme/pcie.h"
 #include "driver/nvme/qpair.h"
 
 namespace pollux::nvme {
@@ -63,14 +64,14 @@ struct Bench {
     QpairOptions o;
     o.queue_size = 256;
     o.track_latency = track_latency;
-    qp = std::move(Qpair::create(ctx, 1, o)).value();
-    sq = reinterpret_cast<sn::SubmissionEntry*>(qp->sq_iova());
-    cq = reinterpret_cast<sn::CompletionEntry*>(qp->cq_iova());
+    qp = std::move(make_pcie_qpair(ctx, 1, o)).value();
+    sq = reinterpret_cast<sn::SubmissionEntry*>(pcie_queue(*qp).sq_iova());
+    cq = reinterpret_cast<sn::CompletionEntry*>(pcie_queue(*qp).cq_iova());
     buf = std::move(env::DmaRegion::create(registry, 4096 * 128)).value();
   }
   env::MemoryRegistry registry;
   LoopbackDevice dev;
-  QpairContext ctx;
+  PcieQueueContext ctx;
   Namespace ns;
   std::unique_ptr<Qpair> qp;
   std::unique_ptr<env::DmaRegion> buf;

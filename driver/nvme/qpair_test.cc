@@ -1,5 +1,6 @@
 // Queue-pair behaviour against a scripted device: the test plays the controller, reading
 // SQEs the driver wrote to DMA memory and posting CQEs (any CQE, including wrong ones).
+#include "driver/nvme/pcie.h"
 #include "driver/nvme/qpair.h"
 
 #include <gtest/gtest.h>
@@ -102,10 +103,10 @@ TEST_F(Harness, VectoredPrpRulesAndSglFallback) {
   ctx.sgl_supported = true;
   QpairOptions o;
   o.prefer_sgl = true;
-  auto sglqp = Qpair::create(ctx, 2, o);
+  auto sglqp = make_pcie_qpair(ctx, 2, o);
   ASSERT_TRUE(sglqp.ok());
   ASSERT_EQ((*sglqp)->readv(ns, bad, 2, 0, 8, Done::cb, &d), 0);
-  auto* sq2 = reinterpret_cast<spec::nvme::SubmissionEntry*>((*sglqp)->sq_iova());
+  auto* sq2 = reinterpret_cast<spec::nvme::SubmissionEntry*>(pcie_queue(**sglqp).sq_iova());
   const auto& s = sq2[0];
   EXPECT_EQ(s.psdt(), spec::nvme::kPsdtSglMptrContiguous);
   EXPECT_EQ(s.dptr.sgl1.type(), spec::nvme::sgl::kTypeLastSegment);
@@ -124,7 +125,7 @@ TEST_F(Harness, RefusesBadBuffersAndOversizedTransfers) {
   EXPECT_EQ(qp->read(ns, heap.data(), 0, 8, Done::cb, &d), -EINVAL);
   EXPECT_EQ(qp->read(ns, buf(), 0, 0, Done::cb, &d), -EINVAL);
   ctx.max_transfer = 128 * 1024;
-  auto limited = Qpair::create(ctx, 2, {});
+  auto limited = make_pcie_qpair(ctx, 2, {});
   ASSERT_TRUE(limited.ok());
   EXPECT_EQ((*limited)->read(ns, buf(), 0, 257, Done::cb, &d), -E2BIG);
   EXPECT_EQ((*limited)->read(ns, buf(), 0, 256, Done::cb, &d), 0);

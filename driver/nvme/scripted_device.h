@@ -10,6 +10,7 @@
 
 #include "driver/env/dma_memory.h"
 #include "driver/nvme/namespace.h"
+#include "driver/nvme/pcie.h"
 #include "driver/nvme/qpair.h"
 #include "driver/nvme/status.h"
 
@@ -63,11 +64,11 @@ struct Harness : ::testing::Test {
     data = std::move(mem).value();
   }
   std::unique_ptr<Qpair> make(QpairOptions o = {}) {
-    auto qp = Qpair::create(ctx, 1, o);
+    auto qp = make_pcie_qpair(ctx, 1, o);
     EXPECT_TRUE(qp.ok()) << qp.error().message;
     sq = reinterpret_cast<spec::nvme::SubmissionEntry*>(registry.find(
-        reinterpret_cast<void*>((*qp)->sq_iova())).vaddr);
-    cq = reinterpret_cast<spec::nvme::CompletionEntry*>((*qp)->cq_iova());
+        reinterpret_cast<void*>(pcie_queue(**qp).sq_iova())).vaddr);
+    cq = reinterpret_cast<spec::nvme::CompletionEntry*>(pcie_queue(**qp).cq_iova());
     size = o.queue_size;
     return std::move(qp).value();
   }
@@ -97,7 +98,7 @@ struct Harness : ::testing::Test {
   env::MemoryRegistry registry;
   env::VirtualClock clock{1'000'000'000};
   ScriptedDevice dev;
-  QpairContext ctx;
+  PcieQueueContext ctx;
   Namespace ns;
   std::unique_ptr<env::DmaRegion> data;
   spec::nvme::SubmissionEntry* sq = nullptr;

@@ -229,7 +229,7 @@ TEST(ControllerRemoval, ReinsertedBeforeTheDriverLookedIsStillARemoval) {
     return 0;
   });
   EXPECT_EQ(ctrl->process_admin_completions(), -ENODEV);
-  EXPECT_TRUE(ctrl->device().removed());
+  EXPECT_TRUE(ctrl->transport().gone());
   EXPECT_EQ((*qp)->process_completions(), -ENODEV);
   // A DMA region allocated now is not refused because of the dead client.
   EXPECT_TRUE(env::DmaRegion::create(registry, 4096).ok());

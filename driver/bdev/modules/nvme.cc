@@ -103,7 +103,7 @@ class NvmeCtrlr {
   nvme::Controller& ctrlr() { return *ctrlr_; }
   const NvmeBdevOptions& opts() const { return opts_; }
   bool gone() const {
-    return removed_.load(std::memory_order_acquire) || ctrlr_->device().removed();
+    return removed_.load(std::memory_order_acquire) || ctrlr_->transport().gone();
   }
   void count_retry() { retries_.fetch_add(1, std::memory_order_relaxed); }
   bool failed() const { return failed_.load(std::memory_order_acquire); }
@@ -448,7 +448,7 @@ void NvmeCtrlr::run_reset() {
   int rc;
   {
     std::lock_guard reset_lock(reset_mu_);
-    rc = ctrlr_->device().removed() ? -ENODEV : ctrlr_->reset();
+    rc = ctrlr_->transport().gone() ? -ENODEV : ctrlr_->reset();
     std::lock_guard lock(mu_);
     pausing_ = false;
   }
@@ -624,7 +624,7 @@ event::PollStatus NvmeCtrlr::admin_poll(void* arg) {
   // reset that failed without failing the controller is tried again.
   if (!self->failed() && !self->resetting() &&
       (self->reset_again_.load(std::memory_order_acquire) || !self->ctrlr_->healthy())) {
-    if (self->ctrlr_->device().removed()) {
+    if (self->ctrlr_->transport().gone()) {
       self->teardown(/*removed=*/true);
     } else {
       self->reset_controller(nullptr, nullptr);

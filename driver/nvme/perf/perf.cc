@@ -261,7 +261,7 @@ void start_core(void* arg) {
       finish_core(core);
       return;
     }
-    if (g_run->qpair_metrics) g_run->qpair_metrics->add(qp->get(), ctrl->device().address());
+    if (g_run->qpair_metrics) g_run->qpair_metrics->add(qp->get(), ctrl->transport().address());
     core.qpairs.push_back(std::move(qp).value());
   }
   uint64_t seed = c.seed * 1000003 + static_cast<uint64_t>(core_id);
@@ -277,7 +277,7 @@ void start_core(void* arg) {
       job->ns = ns;
       job->qp = core.qpairs[ci].get();
       job->clock = &g_run->fw->clock();
-      job->name = fmt::format("{} NSID {} from core {}", ctrl->device().address(), nsid, core_id);
+      job->name = fmt::format("{} NSID {} from core {}", ctrl->transport().address(), nsid, core_id);
       job->core = core_id;
       job->nlb = c.io_size / ns->block_size;
       job->slots = ns->num_blocks / job->nlb;
@@ -394,7 +394,7 @@ int main(int argc, char** argv) {
     }
     const auto& id = (*ctrl)->identify();
     fmt::print("Attached {}: {:.40s} serial {:.20s}, {} namespace(s), MDTS {} KiB, SGLs {}\n",
-               (*ctrl)->device().address(), id.mn, id.sn, (*ctrl)->namespace_ids().size(),
+               (*ctrl)->transport().address(), id.mn, id.sn, (*ctrl)->namespace_ids().size(),
                (*ctrl)->max_transfer_bytes() / 1024, (id.sgls & 3) ? "yes" : "no");
     std::fflush(stdout);  // a script watching the output learns the device is attached
     run.ctrls.push_back(std::move(ctrl).value());

@@ -41,6 +41,13 @@ Result<std::string> ConfigParams::string_or(const char* field, std::string dflt)
   return string(field);
 }
 
+Result<bool> ConfigParams::bool_or(const char* field, bool dflt) const {
+  if (!j_.contains(field)) return dflt;
+  const auto& v = j_.at(field);
+  if (!v.is_boolean()) return error(field, std::string("expected true or false, got ") + type_name(v));
+  return v.get<bool>();
+}
+
 Result<uint64_t> ConfigParams::u64(const char* field) const {
   if (!j_.contains(field)) return error(field, "missing");
   const auto& v = j_.at(field);

@@ -59,6 +59,7 @@ class ConfigParams {
   Result<std::string> string_or(const char* field, std::string dflt) const;
   Result<uint64_t> u64(const char* field) const;  // required unsigned integer
   Result<uint64_t> u64_or(const char* field, uint64_t dflt) const;
+  Result<bool> bool_or(const char* field, bool dflt) const;  // true or false
   Result<double> number(const char* field) const;  // required, integer or real, >= 0
   // Refuses any parameter not listed.
   Status allow_only(std::initializer_list<const char*> fields) const;

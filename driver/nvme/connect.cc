@@ -3,7 +3,23 @@
 #include "driver/env/vfio_pci.h"
 #include "driver/env/vfio_user_client.h"
 
+#include <map>
+#include <mutex>
+
 namespace pollux::nvme {
+
+namespace {
+std::mutex g_mu;
+std::map<TransportType, TransportFactory>& factories() {
+  static std::map<TransportType, TransportFactory> f;
+  return f;
+}
+}  // namespace
+
+void register_transport(TransportType type, TransportFactory factory) {
+  std::lock_guard lock(g_mu);
+  factories()[type] = std::move(factory);
+}
 
 Result<std::unique_ptr<Controller>> connect(const TransportId& trid, ControllerOptions options) {
   env::MemoryRegistry& registry =
@@ -20,9 +36,21 @@ Result<std::unique_ptr<Controller>> connect(const TransportId& trid, ControllerO
       return Controller::attach(std::move(dev).value(), options);
     }
     case TransportType::kTcp:
-    case TransportType::kRdma:
-      return make_error(ENOTSUP, std::string("trtype:") + to_string(trid.trtype) +
-                                     " host transport is not built yet");
+    case TransportType::kRdma: {
+      TransportFactory make;
+      {
+        std::lock_guard lock(g_mu);
+        auto it = factories().find(trid.trtype);
+        if (it != factories().end()) make = it->second;
+      }
+      if (!make) {
+        return make_error(ENOTSUP, std::string("trtype:") + to_string(trid.trtype) +
+                                       ": this program was built without that host transport");
+      }
+      auto t = make(trid, registry);
+      if (!t) return t.error();
+      return Controller::attach(std::move(t).value(), options);
+    }
   }
   return make_error(EINVAL, "unknown transport type");
 }

@@ -3,11 +3,14 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstring>
+#include <random>
 
 #include "driver/nvme/pcie.h"
 #include "driver/nvme/status.h"
+#include "spec/nvme_fabrics.h"
 
 namespace pollux::nvme {
 
@@ -25,6 +28,31 @@ constexpr std::size_t kScratchBytes = 64 * 1024;
 bool to_device(uint8_t opcode) { return opcode & 1; }
 bool from_device(uint8_t opcode) { return opcode & 2; }
 
+namespace nf = spec::nvmf;
+
+// This process's host identifier (a random UUID, version 4), the same on every fabrics
+// Connect: a target tells its hosts apart by it.
+const std::array<uint8_t, 16>& host_id() {
+  static const std::array<uint8_t, 16> id = [] {
+    std::array<uint8_t, 16> u{};
+    std::random_device rd;
+    for (auto& b : u) b = static_cast<uint8_t>(rd());
+    u[6] = static_cast<uint8_t>((u[6] & 0x0f) | 0x40);
+    u[8] = static_cast<uint8_t>((u[8] & 0x3f) | 0x80);
+    return u;
+  }();
+  return id;
+}
+
+std::string uuid_text(const std::array<uint8_t, 16>& u) {
+  char b[37];
+  std::snprintf(b, sizeof b,
+                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
+                u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+                u[14], u[15]);
+  return b;
+}
+
 }  // namespace
 
 const char* to_string(TimeoutAction a) {
@@ -38,6 +66,7 @@ const char* to_string(TimeoutAction a) {
 
 const char* Controller::to_string(InitState s) {
   switch (s) {
+    case InitState::kConnect: return "connect the admin queue";
     case InitState::kReadCap: return "read CAP";
     case InitState::kDisable: return "disable";
     case InitState::kWaitNotReady: return "wait for CSTS.RDY = 0";
@@ -61,6 +90,8 @@ Controller::Controller(std::unique_ptr<Transport> transport, ControllerOptions o
       timeout_action_(options.timeout_action) {
   qctx_.gone = &transport_->gone_flag();
   qctx_.clock = &clock_;
+  hostnqn_ = options_.hostnqn.empty() ? std::string(nf::kNqnUuidPrefix) + uuid_text(host_id())
+                                      : options_.hostnqn;
 }
 
 Result<std::unique_ptr<Controller>> Controller::attach(std::unique_ptr<env::PciDevice> device,
@@ -100,7 +131,7 @@ void Controller::wait_turn() {
 // for RDY = 0 it does not: clearing CC.EN is how a controller in fatal status is recovered.
 bool Controller::wait_csts(uint32_t mask, uint32_t value) {
   for (;;) {
-    const uint32_t csts = transport_->read32(sn::reg::kCsts);
+    const uint32_t csts = reg32(sn::reg::kCsts);
     if (csts == ~0u) {
       init_error_ = "device reads all ones (removed?)";
       return false;
@@ -120,7 +151,7 @@ bool Controller::wait_csts(uint32_t mask, uint32_t value) {
 
 // "" while the enabled controller is sound, else what is wrong with it.
 std::string Controller::csts_problem() {
-  const uint32_t csts = transport_->read32(sn::reg::kCsts);
+  const uint32_t csts = reg32(sn::reg::kCsts);
   if (csts == ~0u) return "device reads all ones (removed?)";
   if (csts & sn::csts::kCfs) {
     return "controller fatal status (CSTS.CFS, CSTS 0x" + hex32(csts) + ")";
@@ -150,15 +181,31 @@ bool Controller::process_init() {
       break;
   }
   switch (state_) {
+    case InitState::kConnect: {
+      // Fabrics: the admin queue is a connection and a Connect before any register can be
+      // read (they are properties, reached through it). PCIe has nothing to do here.
+      if (transport_->fabrics()) {
+        QpairOptions o;
+        o.queue_size = std::clamp<uint32_t>(options_.admin_queue_size, 2, 4096);
+        o.num_requests = o.queue_size - 1 + options_.async_events;
+        o.batch_doorbells = false;
+        auto admin = make_queue(0, o);
+        if (!admin) return fail(admin.error().message);
+        admin_ = std::move(admin).value();
+        if (std::string e = connect_queue(*admin_); !e.empty()) return fail(e);
+      }
+      state_ = InitState::kReadCap;
+      return false;
+    }
     case InitState::kReadCap: {
       if (const int rc = transport_->prepare(); rc == -ENODEV) {
         return fail("CAP reads all ones (device gone?)");
       } else if (rc < 0) {
         return fail("transport set-up failed: error " + std::to_string(-rc));
       }
-      cap_ = transport_->read64(sn::reg::kCap);
+      cap_ = reg64(sn::reg::kCap);
       if (cap_ == ~0ull) return fail("CAP reads all ones (device gone?)");
-      version_ = transport_->read32(sn::reg::kVs);
+      version_ = reg32(sn::reg::kVs);
       if (!(sn::cap::css(cap_) & sn::cap::kCssNvm)) return fail("NVM command set not supported");
       if (sn::cap::mpsmin(cap_) != 0) return fail("device does not support 4 KiB pages");
       state_ = InitState::kDisable;
@@ -166,13 +213,13 @@ bool Controller::process_init() {
     }
     case InitState::kDisable: {
       deadline_ = clock_.now() + clock_.us_to_ticks(sn::cap::to(cap_) * 500'000 + 500'000);
-      const uint32_t cc = transport_->read32(sn::reg::kCc);
+      const uint32_t cc = reg32(sn::reg::kCc);
       if (cc & sn::cc::kEn) {
         // A controller being enabled must finish becoming ready before it can be disabled;
         // one in fatal status (CFS) never will, and clearing EN is its recovery.
-        const uint32_t csts = transport_->read32(sn::reg::kCsts);
+        const uint32_t csts = reg32(sn::reg::kCsts);
         if (!(csts & sn::csts::kCfs) && !wait_csts(sn::csts::kRdy, sn::csts::kRdy)) return fail("");
-        transport_->write32(sn::reg::kCc, cc & ~sn::cc::kEn);
+        set_reg32(sn::reg::kCc, cc & ~sn::cc::kEn);
       }
       state_ = InitState::kWaitNotReady;
       return false;
@@ -182,14 +229,16 @@ bool Controller::process_init() {
       state_ = InitState::kEnable;
       return false;
     case InitState::kEnable: {
-      const uint32_t qsize = std::min<uint32_t>(options_.admin_queue_size, 4096);
-      QpairOptions o;
-      o.queue_size = std::min<uint32_t>(qsize, max_queue_entries());
-      o.num_requests = o.queue_size - 1 + options_.async_events;
-      o.batch_doorbells = false;
-      auto admin = make_queue(0, o);
-      if (!admin) return fail(admin.error().message);
-      admin_ = std::move(admin).value();
+      if (!admin_) {  // PCIe: the admin queue's memory, for AQA/ASQ/ACQ
+        const uint32_t qsize = std::min<uint32_t>(options_.admin_queue_size, 4096);
+        QpairOptions o;
+        o.queue_size = std::min<uint32_t>(qsize, max_queue_entries());
+        o.num_requests = o.queue_size - 1 + options_.async_events;
+        o.batch_doorbells = false;
+        auto admin = make_queue(0, o);
+        if (!admin) return fail(admin.error().message);
+        admin_ = std::move(admin).value();
+      }
       enable_controller();
       state_ = InitState::kWaitReady;
       return false;
@@ -211,6 +260,7 @@ bool Controller::process_init() {
         if (qctx_.max_transfer == 0 || mdts < qctx_.max_transfer) qctx_.max_transfer = mdts;
       }
       sgl_supported_ = (cdata_.sgls & 3) != 0;
+      transport_->identified(cdata_);
       abort_slots_.assign(uint32_t{cdata_.acl} + 1, AbortSlot{});
       state_ = InitState::kSetQueues;
       return false;
@@ -294,9 +344,9 @@ int Controller::admin_submit(const sn::SubmissionEntry& cmd, void* buf, uint32_t
 // back to the application while the device may still write them to the media (a HIL test saw
 // a later write's data land at an earlier write's LBA).
 void Controller::quiesce_for_removal() {
-  const uint32_t cc = transport_->read32(sn::reg::kCc);
+  const uint32_t cc = reg32(sn::reg::kCc);
   if (cc != ~0u && (cc & sn::cc::kEn)) {
-    transport_->write32(sn::reg::kCc, cc & ~(sn::cc::kEn | 3u << 14));
+    set_reg32(sn::reg::kCc, cc & ~(sn::cc::kEn | 3u << 14));
     deadline_ = clock_.now() + clock_.us_to_ticks(sn::cap::to(cap_) * 500'000 + 500'000);
     (void)wait_csts(sn::csts::kRdy, 0);  // stopped, gone, or out of time: it goes now anyway
   }
@@ -321,6 +371,7 @@ int Controller::process_admin_completions() {
   }
   std::lock_guard lock(admin_mu_);
   send_aborts();
+  keep_alive();
   const int rc = admin_->process_completions();
   send_aborts();  // slots the completions freed
   return rc;
@@ -397,10 +448,16 @@ Result<sn::CompletionEntry> Controller::admin_sync(const sn::SubmissionEntry& cm
       // processing commands (and DMA): this one will never complete, so don't wait out the
       // timeout; whoever called us resets it.
       next_check = clock_.now() + check_period;
-      const uint32_t csts = transport_->read32(sn::reg::kCsts);
+      // Fabrics: CSTS is itself an admin command away; the connection is what can fail here.
+      const uint32_t csts = transport_->fabrics()
+                                ? (admin_->transport().broken() ? ~0u : sn::csts::kRdy)
+                                : transport_->read32(sn::reg::kCsts);
       if (csts == ~0u || (csts & sn::csts::kCfs) || !(csts & sn::csts::kRdy)) {
         admin_->fail_all(sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedByRequest));
         admin_stuck_.store(true, std::memory_order_release);
+        if (transport_->fabrics()) {
+          return make_error(ECONNRESET, "the admin connection broke under a command");
+        }
         return make_error(csts == ~0u ? ENODEV : EIO,
                           "controller stopped (CSTS 0x" + hex32(csts) +
                               ") while an admin command was outstanding");
@@ -553,6 +610,161 @@ int Controller::free_io_qpair(std::unique_ptr<Qpair> qp) {
   return rc;
 }
 
+// --------------------------------------------------------------- registers, fabrics ---
+
+uint32_t Controller::reg32(uint32_t offset) {
+  if (!transport_->fabrics()) return transport_->read32(offset);
+  auto v = property_get(offset, nf::property::kSize4);
+  return v ? static_cast<uint32_t>(*v) : ~0u;
+}
+
+uint64_t Controller::reg64(uint32_t offset) {
+  if (!transport_->fabrics()) return transport_->read64(offset);
+  auto v = property_get(offset, nf::property::kSize8);
+  return v ? *v : ~0ull;
+}
+
+void Controller::set_reg32(uint32_t offset, uint32_t value) {
+  if (!transport_->fabrics()) {
+    transport_->write32(offset, value);
+  } else {
+    (void)property_set(offset, nf::property::kSize4, value);  // a failure shows in CSTS next
+  }
+}
+
+void Controller::set_reg64(uint32_t offset, uint64_t value) {
+  if (!transport_->fabrics()) {
+    transport_->write64(offset, value);
+  } else {
+    (void)property_set(offset, nf::property::kSize8, value);
+  }
+}
+
+Result<uint64_t> Controller::property_get(uint32_t offset, uint8_t attrib) {
+  nf::PropertyGetCommand c{};
+  c.opcode = nf::kOpcodeFabrics;
+  c.fctype = nf::fctype::kPropertyGet;
+  c.attrib = attrib;
+  c.ofst = offset;
+  sn::SubmissionEntry cmd;
+  std::memcpy(&cmd, &c, sizeof cmd);
+  auto cpl = admin_sync(cmd);
+  if (!cpl) return cpl.error();
+  return nf::property_value(*cpl);
+}
+
+Result<sn::CompletionEntry> Controller::property_set(uint32_t offset, uint8_t attrib,
+                                                     uint64_t value) {
+  nf::PropertySetCommand c{};
+  c.opcode = nf::kOpcodeFabrics;
+  c.fctype = nf::fctype::kPropertySet;
+  c.attrib = attrib;
+  c.ofst = offset;
+  c.value = value;
+  sn::SubmissionEntry cmd;
+  std::memcpy(&cmd, &c, sizeof cmd);
+  return admin_sync(cmd);
+}
+
+Result<sn::CompletionEntry> Controller::run_on(Qpair& qp, const sn::SubmissionEntry& cmd,
+                                               void* data, uint32_t len) {
+  struct Wait {
+    bool done = false;
+    sn::CompletionEntry cpl{};
+  } wait;
+  const int rc = qp.submit_first(
+      cmd, data, len,
+      [](void* ctx, const sn::CompletionEntry& cpl) {
+        auto* w = static_cast<Wait*>(ctx);
+        w->cpl = cpl;
+        w->done = true;
+      },
+      &wait);
+  if (rc != 0) return make_error(-rc, "submit failed");
+  const uint64_t deadline = clock_.now() + clock_.us_to_ticks(options_.admin_timeout_us);
+  while (!wait.done) {
+    if (qp.process_completions() < 0) return make_error(ENODEV, "gone");
+    if (wait.done) break;
+    if (qp.transport().broken() || clock_.now() > deadline) {
+      qp.fail_all(sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedByRequest));
+      return make_error(qp.transport().broken() ? ECONNRESET : ETIMEDOUT,
+                        qp.transport().broken() ? "the connection broke" : "no answer in time");
+    }
+    wait_turn();
+  }
+  if (cpl_is_error(wait.cpl)) return make_error(EIO, describe(Status::from_cqe(wait.cpl.status)));
+  return wait.cpl;
+}
+
+// Fabrics Connect on `qp`: the admin queue creates the association (and learns the CNTLID),
+// an I/O queue joins it. SQ flow control is turned off: completions then carry no SQ head
+// (the queue pair counts completions instead) and C2H success needs no response capsule.
+std::string Controller::connect_queue(Qpair& qp) {
+  const bool admin = qp.id() == nf::connect::kAdminQid;
+  nf::ConnectCommand c{};
+  c.opcode = nf::kOpcodeFabrics;
+  c.fctype = nf::fctype::kConnect;
+  c.recfmt = nf::connect::kRecfmt;
+  c.qid = qp.id();
+  c.sqsize = static_cast<uint16_t>(qp.queue_size() - 1);
+  c.cattr = nf::connect::kCattrDisableSqFlowControl;
+  c.kato = admin ? options_.keep_alive_timeout_ms : 0;
+  nf::ConnectData data{};
+  std::memcpy(data.hostid, host_id().data(), sizeof data.hostid);
+  data.cntlid = admin ? nf::connect::kCntlidDynamic : cntlid_;
+  const std::string subnqn = transport_->subsystem_nqn();
+  if (subnqn.empty() || subnqn.size() > nf::kNqnMaxLength) return "connect: bad subsystem NQN";
+  if (hostnqn_.size() > nf::kNqnMaxLength) return "connect: host NQN longer than 223 bytes";
+  std::memcpy(data.subnqn, subnqn.data(), subnqn.size());
+  std::memcpy(data.hostnqn, hostnqn_.data(), hostnqn_.size());
+  sn::SubmissionEntry cmd;
+  std::memcpy(&cmd, &c, sizeof cmd);
+  qp.begin_connect();  // the Connect goes first; the rest waits until it is done
+  auto cpl = run_on(qp, cmd, &data, sizeof data);
+  const std::string what = "connect queue " + std::to_string(qp.id()) + " to " + subnqn;
+  std::string e;
+  if (!cpl) {
+    e = what + ": " + cpl.error().message;
+  } else if (nf::connect::authreq(cpl->dw0) != 0) {
+    e = what + ": the subsystem requires in-band authentication (not supported)";
+  }
+  if (!e.empty()) {
+    qp.pause();  // not connected: nothing may go out on it until a reset connects it again
+    return e;
+  }
+  if (admin) cntlid_ = nf::connect::cntlid(cpl->dw0);
+  qp.resume();
+  return "";
+}
+
+// Fabrics: the association lives while the controller hears from the host within KATO.
+void Controller::keep_alive() {
+  if (!transport_->fabrics() || options_.keep_alive_timeout_ms == 0) return;
+  const uint64_t now = clock_.now();
+  if (now < next_keep_alive_) return;
+  next_keep_alive_ = now + clock_.us_to_ticks(uint64_t{options_.keep_alive_timeout_ms} * 500);
+  sn::SubmissionEntry cmd{};
+  cmd.opcode = sn::admin::kKeepAlive;
+  (void)admin_->submit_raw(
+      cmd, nullptr, 0,
+      [](void* ctx, const sn::CompletionEntry& cpl) {
+        // A refused Keep Alive (not a reset ending it): the association is in doubt.
+        if (cpl_is_error(cpl) && sn::status::sc(cpl.status) != sn::sc::kAbortedByRequest) {
+          static_cast<Controller*>(ctx)->request_reset();
+        }
+      },
+      this);
+}
+
+// Fabrics: every queue's connection holds (the caller holds admin_mu_).
+bool Controller::connections_ok() {
+  if (admin_ && admin_->transport().broken()) return false;
+  for (Qpair* qp : io_qpairs_) {
+    if (qp->transport().broken()) return false;
+  }
+  return true;
+}
+
 // ---------------------------------------------------------------------------- reset ---
 
 Result<sn::CompletionEntry> Controller::set_number_of_queues(uint32_t pairs) {
@@ -582,7 +794,7 @@ std::string Controller::enable_async_events() {
 // for RDY (by CAP.TO).
 void Controller::enable_controller() {
   transport_->program_admin_queue(admin_->transport());
-  transport_->write32(sn::reg::kCc, sn::cc::make(true, 0, 0, sn::cc::kAmsRoundRobin,
+  set_reg32(sn::reg::kCc, sn::cc::make(true, 0, 0, sn::cc::kAmsRoundRobin,
                                                  sn::cc::kShnNone, 6, 4));
   deadline_ = clock_.now() + clock_.us_to_ticks(sn::cap::to(cap_) * 500'000 + 500'000);
 }
@@ -603,6 +815,7 @@ Result<std::unique_ptr<Qpair>> Controller::make_queue(uint16_t qid, const QpairO
 // The queue comes into being on the controller (PCIe: Create I/O CQ, then SQ). "" or what
 // failed.
 std::string Controller::start_io_queue(Qpair& qp) {
+  if (transport_->fabrics()) return connect_queue(qp);
   const AdminCommand admin = [this](const sn::SubmissionEntry& c) { return admin_sync(c); };
   return transport_->start_io_queue(qp.transport(), admin);
 }
@@ -644,7 +857,12 @@ int Controller::fail_reset(int rc) {
 }
 
 bool Controller::healthy() {
-  const uint32_t csts = transport_->read32(sn::reg::kCsts);
+  if (transport_->fabrics()) {
+    // A register read is a round trip here: the connections and the Keep Alives tell.
+    std::lock_guard lock(admin_mu_);
+    return connections_ok() && !admin_stuck_.load(std::memory_order_acquire);
+  }
+  const uint32_t csts = reg32(sn::reg::kCsts);
   return csts != ~0u && !(csts & sn::csts::kCfs) && (csts & sn::csts::kRdy) &&
          !admin_stuck_.load(std::memory_order_acquire);
 }
@@ -656,12 +874,19 @@ int Controller::reset() {
   if (state_ == InitState::kFailed) return -ENODEV;
   ++stats_.resets;
   if (transport_->probe_gone()) return fail_reset(-ENODEV);
-  // 1. Disable. A controller in fatal status may not answer until EN is cleared.
+  // 1. Disable. A controller in fatal status may not answer until EN is cleared. Fabrics: the
+  // same through properties while the admin connection holds; when it broke, the target has
+  // dropped the association, and connecting again starts a fresh one.
+  const bool fabrics = transport_->fabrics();
   deadline_ = clock_.now() + clock_.us_to_ticks(sn::cap::to(cap_) * 500'000 + 500'000);
-  const uint32_t cc = transport_->read32(sn::reg::kCc);
-  if (cc == ~0u) return fail_reset(-ENODEV);
-  transport_->write32(sn::reg::kCc, cc & ~(sn::cc::kEn | 3u << 14));
-  if (!wait_csts(sn::csts::kRdy, 0)) return fail_reset(-ETIMEDOUT);
+  if (!fabrics || !admin_->transport().broken()) {
+    const uint32_t cc = reg32(sn::reg::kCc);
+    if (cc == ~0u && !fabrics) return fail_reset(-ENODEV);
+    if (cc != ~0u) {
+      set_reg32(sn::reg::kCc, cc & ~(sn::cc::kEn | 3u << 14));
+      if (!wait_csts(sn::csts::kRdy, 0) && !fabrics) return fail_reset(-ETIMEDOUT);
+    }
+  }
   // 2. The admin queue's outstanding commands (the AERs) are gone with the controller.
   {
     std::lock_guard lock(admin_mu_);
@@ -673,6 +898,14 @@ int Controller::reset() {
     admin_->reset_rings(sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedByRequest));
     admin_->resume();
     admin_stuck_.store(false, std::memory_order_release);  // disabled: nothing is the device's
+  }
+  // Fabrics: the admin queue connected again (reset_rings); Connect makes the association.
+  if (fabrics) {
+    std::lock_guard lock(admin_mu_);
+    if (std::string e = connect_queue(*admin_); !e.empty()) {
+      init_error_ = "reset: " + e;
+      return fail_reset(-ECONNRESET);
+    }
   }
   // 3. Enable with the same admin queue, then what a fresh controller needs from us.
   const InitState before = state_;
@@ -708,16 +941,16 @@ int Controller::reset() {
 
 void Controller::shutdown() {
   if (transport_->gone() || state_ != InitState::kReady) return;
-  const uint32_t cc = transport_->read32(sn::reg::kCc);
-  transport_->write32(sn::reg::kCc, (cc & ~(3u << 14)) | sn::cc::kShnNormal << 14);
+  const uint32_t cc = reg32(sn::reg::kCc);
+  set_reg32(sn::reg::kCc, (cc & ~(3u << 14)) | sn::cc::kShnNormal << 14);
   const uint64_t deadline = clock_.now() + clock_.us_to_ticks(
       std::max<uint64_t>(cdata_.rtd3e, 5'000'000));
   while (clock_.now() < deadline) {
-    const uint32_t csts = transport_->read32(sn::reg::kCsts);
+    const uint32_t csts = reg32(sn::reg::kCsts);
     if (csts == ~0u || sn::csts::shst(csts) == sn::csts::kShstComplete) break;
     wait_turn();
   }
-  transport_->write32(sn::reg::kCc, 0);
+  set_reg32(sn::reg::kCc, 0);
 }
 
 Controller::~Controller() {

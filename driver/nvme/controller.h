@@ -68,6 +68,11 @@ struct ControllerOptions {
   // lock not held), and the owner quiesces the I/O queue pairs' threads (e.g. with
   // for_each_channel) and then calls reset() itself.
   std::function<void()> on_reset_request;
+  // NVMe over Fabrics. The host NQN in every Connect ("": nqn.2014-08.org.nvmexpress:uuid:
+  // followed by this process's host identifier, a random UUID) and the keep-alive timeout
+  // asked for in the admin Connect (KATO, ms; a Keep Alive goes every half of it; 0: none).
+  std::string hostnqn;
+  uint32_t keep_alive_timeout_ms = 10'000;
 };
 
 struct ControllerStats {
@@ -87,7 +92,7 @@ struct ControllerStats {
 class Controller {
  public:
   enum class InitState {
-    kReadCap, kDisable, kWaitNotReady, kEnable, kWaitReady, kIdentify, kSetQueues,
+    kConnect, kReadCap, kDisable, kWaitNotReady, kEnable, kWaitReady, kIdentify, kSetQueues,
     kIdentifyNamespaces, kArmAer, kReady, kFailed
   };
   static const char* to_string(InitState s);
@@ -180,6 +185,22 @@ class Controller {
   bool process_init();
   bool wait_csts(uint32_t mask, uint32_t value);
   std::string csts_problem();
+  // Registers: the transport's (PCIe MMIO) or, on fabrics, properties through the admin queue.
+  // A controller that cannot be reached reads all ones.
+  uint32_t reg32(uint32_t offset);
+  uint64_t reg64(uint32_t offset);
+  void set_reg32(uint32_t offset, uint32_t value);
+  void set_reg64(uint32_t offset, uint64_t value);
+  Result<uint64_t> property_get(uint32_t offset, uint8_t attrib);
+  Result<sn::CompletionEntry> property_set(uint32_t offset, uint8_t attrib, uint64_t value);
+  // Fabrics: the Connect command on `qp` (qid 0: the admin queue, which learns the CNTLID).
+  std::string connect_queue(Qpair& qp);
+  // One command on `qp`, ahead of anything waiting there (Qpair::submit_first), polled to its
+  // end (set-up paths; `qp` must not be polled elsewhere).
+  Result<sn::CompletionEntry> run_on(Qpair& qp, const sn::SubmissionEntry& cmd, void* data,
+                                     uint32_t len);
+  void keep_alive();  // admin lock held
+  bool connections_ok();
   void quiesce_for_removal();  // the admin poller, when the device is wanted back
   void wait_turn();
   void enable_controller();  // the admin queue's registers, then CC.EN = 1
@@ -210,11 +231,14 @@ class Controller {
   const env::Clock& clock_;
   QpairContext qctx_;
   bool sgl_supported_ = false;  // Identify SGLS
-  InitState state_ = InitState::kReadCap;
+  InitState state_ = InitState::kConnect;
   InitState failed_at_ = InitState::kReadCap;  // the step initialisation failed in
   std::string init_error_;
   uint64_t deadline_ = 0;
   uint64_t cap_ = 0;
+  uint16_t cntlid_ = 0xffff;        // fabrics: what the admin Connect returned
+  uint64_t next_keep_alive_ = 0;    // fabrics: clock tick of the next Keep Alive
+  std::string hostnqn_;
   uint32_t version_ = 0;
 
   std::mutex admin_mu_;

@@ -69,7 +69,7 @@ class PcieTransport final : public Transport {
   bool removal_requested() const override { return device_->removal_requested(); }
   void finish_removal() override { device_->finish_removal(); }
   int prepare() override;
-  uint32_t read32(uint32_t offset) override { return device_->read32(0, offset); }
+  uint32_t read32(uint32_t offset) override { return device_->read32(0, offset); }  // BAR0
   uint64_t read64(uint32_t offset) override { return device_->read64(0, offset); }
   int write32(uint32_t offset, uint32_t v) override { return device_->write32(0, offset, v); }
   int write64(uint32_t offset, uint64_t v) override { return device_->write64(0, offset, v); }

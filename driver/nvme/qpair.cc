@@ -48,6 +48,7 @@ Result<std::unique_ptr<Qpair>> Qpair::create(const QpairContext& ctx,
     return make_error(-rc, "queue " + std::to_string(qid) + ": transport set-up failed");
   qp->transport_ = std::move(transport);
   qp->sq_ = qp->transport_->submission_queue();
+  qp->sq_head_reported_ = qp->transport_->reports_sq_head();
 
   qp->num_requests_ = nreq;
   // The CID's spare high bits carry a generation that changes each time a request is reused,
@@ -206,13 +207,34 @@ int Qpair::submit_raw(const sn::SubmissionEntry& cmd, void* buf, uint32_t len, C
   return submit(r);
 }
 
+int Qpair::submit_first(const sn::SubmissionEntry& cmd, void* buf, uint32_t len, CompletionFn cb,
+                        void* cb_ctx) {
+  if (gone()) return -ENODEV;
+  if ((sq_tail_ + 1) % size_ == sq_head_) return -EBUSY;  // a fresh queue has room
+  Request* r = get_request(cb, cb_ctx);
+  if (r == nullptr) return -ENOMEM;
+  r->cmd = cmd;
+  r->cmd.cid = r->cid;
+  if (buf != nullptr && len != 0) {
+    const iovec v{buf, len};
+    if (const int rc = build_data(r, &v, 1, len); rc != 0) {
+      put_request(r);
+      return rc;
+    }
+  }
+  ++outstanding_;
+  place_in_sq(r);
+  ring_sq_doorbell();
+  return 0;
+}
+
 int Qpair::submit(Request* r) {
   ++outstanding_;
   if (inject_armed_) [[unlikely]] {
     if (inject(r)) return 0;
   }
   const bool sq_full = (sq_tail_ + 1) % size_ == sq_head_;
-  if (wait_head_ != nullptr || sq_full || resetting_) {  // keep order: wait behind the others
+  if (wait_head_ != nullptr || sq_full || resetting_ || connecting_) {  // keep order
     r->next = nullptr;
     if (wait_tail_) wait_tail_->next = r; else wait_head_ = r;
     wait_tail_ = r;
@@ -287,9 +309,12 @@ inline void Qpair::complete(const sn::CompletionEntry& entry, uint64_t* now) {
     ++stats_.bad_completions;
     return;
   }
-  // The controller's SQ head can only move forward, and never past our tail.
-  if (cpl.sqhd < size_ && ring_distance(sq_head_, cpl.sqhd) <= ring_distance(sq_head_, sq_tail_))
-      [[likely]] {
+  // The controller's SQ head can only move forward, and never past our tail. Without SQ heads
+  // (fabrics, SQ flow control off) each completion frees one slot.
+  if (!sq_head_reported_) [[unlikely]] {
+    sq_head_ = sq_head_ + 1 == size_ ? 0 : sq_head_ + 1;
+  } else if (cpl.sqhd < size_ &&
+             ring_distance(sq_head_, cpl.sqhd) <= ring_distance(sq_head_, sq_tail_)) [[likely]] {
     sq_head_ = cpl.sqhd;
   } else {
     ++stats_.bad_sq_heads;
@@ -330,7 +355,7 @@ int Qpair::process_completions(uint32_t max) {
     reaped += static_cast<uint32_t>(n);
     if (static_cast<uint32_t>(n) < want) break;
   }
-  while (wait_head_ != nullptr && (sq_tail_ + 1) % size_ != sq_head_) {
+  while (wait_head_ != nullptr && !connecting_ && (sq_tail_ + 1) % size_ != sq_head_) {
     Request* r = wait_head_;
     wait_head_ = r->next;
     if (wait_head_ == nullptr) wait_tail_ = nullptr;

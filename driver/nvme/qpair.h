@@ -159,7 +159,16 @@ class Qpair {
   // queues exist again), and returns both rings to their initial state (empty, phase 1).
   // Returns how many were ended. Until resume(), submissions wait and nothing is reaped.
   uint32_t reset_rings(uint16_t status);
-  void resume() { resetting_ = false; }
+  void resume() { resetting_ = connecting_ = false; }
+  // Fabrics: the queue's connection is (again) open and must carry its Connect command first.
+  // Until resume(), completions are reaped but only submit_first() commands are placed: what
+  // other submissions (and requests waiting from before a reset) send waits behind it.
+  void begin_connect() {
+    resetting_ = false;
+    connecting_ = true;
+  }
+  int submit_first(const sn::SubmissionEntry& cmd, void* buf, uint32_t len, CompletionFn cb,
+                   void* cb_ctx);
   // Nothing is reaped or placed until resume(); submissions wait (the queue is being deleted).
   void pause() { resetting_ = true; }
   bool resetting() const { return resetting_; }
@@ -208,6 +217,7 @@ class Qpair {
   sn::SubmissionEntry* sq_ = nullptr;   // the transport's submission queue
 
   uint32_t sq_tail_ = 0, sq_head_ = 0;  // the SQ's room: the controller reports its head
+  bool sq_head_reported_ = true;        // else each completion frees one slot
   bool doorbell_pending_ = false;
   // Latency tracking without timeouts: requests placed since the last doorbell, stamped when
   // it rings (one clock read per batch; the device cannot start them earlier).
@@ -217,6 +227,7 @@ class Qpair {
     return static_cast<uint64_t>((static_cast<unsigned __int128>(ticks) * ns_per_tick_q32_) >> 32);
   }
   bool resetting_ = false;  // between reset_rings() and resume(): the queues don't exist
+  bool connecting_ = false;  // between begin_connect() and resume(): only submit_first()
 
   std::unique_ptr<Request[]> requests_;
   uint32_t num_requests_ = 0;

@@ -12,6 +12,7 @@
 #include <sys/uio.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -49,8 +50,15 @@ class QueueTransport {
   // Takes up to `max` completions into out[], in the order the controller posted them:
   // how many, or -ENODEV when the device or connection is gone.
   virtual int poll(sn::CompletionEntry* out, uint32_t max) = 0;
-  // Recovery (set-up path, the Qpair stopped): back to the initial state, nothing in flight.
+  // Recovery (set-up path, the Qpair stopped): back to the initial state, nothing in flight
+  // (a fabrics queue connects again; the controller then sends its Connect).
   virtual void reset() = 0;
+  // false: completions carry no SQ head (a fabrics queue with SQ flow control disabled), so
+  // each completion frees one SQ slot.
+  virtual bool reports_sq_head() const { return true; }
+  // The connection under the queue broke (fabrics): nothing more will complete until the
+  // controller resets, which the health check asks for. Any thread.
+  virtual bool broken() const { return false; }
 };
 
 // What a queue is created with (the controller's findings and the caller's options).
@@ -89,12 +97,22 @@ class Transport {
   // off). 0 or a negative errno.
   virtual int prepare() { return 0; }
 
-  // Controller registers by offset (spec::nvme::reg), 4 or 8 bytes. A device that is gone
-  // reads all ones. Set-up and admin paths only.
-  virtual uint32_t read32(uint32_t offset) = 0;
-  virtual uint64_t read64(uint32_t offset) = 0;
-  virtual int write32(uint32_t offset, uint32_t value) = 0;
-  virtual int write64(uint32_t offset, uint64_t value) = 0;
+  // NVMe over Fabrics: the controller reaches registers as properties (Property Get/Set on
+  // the admin queue, not through read32...), connects every queue with a Connect command of
+  // its own (to subsystem_nqn()), and keeps the association alive (Keep Alive).
+  virtual bool fabrics() const { return false; }
+  virtual std::string subsystem_nqn() const { return ""; }
+  // What Identify Controller said, for what a transport adapts to (fabrics: IOCCSZ, the
+  // in-capsule data an I/O command may carry).
+  virtual void identified(const sn::IdentifyController&) {}
+
+  // Controller registers by offset (spec::nvme::reg), 4 or 8 bytes, where the transport
+  // reaches them itself (PCIe: MMIO). A device that is gone reads all ones. Set-up and admin
+  // paths only. A fabrics transport leaves them: properties go through the admin queue.
+  virtual uint32_t read32(uint32_t) { return ~0u; }
+  virtual uint64_t read64(uint32_t) { return ~0ull; }
+  virtual int write32(uint32_t, uint32_t) { return -ENOTSUP; }
+  virtual int write64(uint32_t, uint64_t) { return -ENOTSUP; }
 
   // The largest transfer one command can describe on this transport (0: no limit of its own).
   virtual uint32_t max_transfer() const { return 0; }

@@ -27,6 +27,8 @@ std::string TransportId::to_string() const {
   std::string s = std::string("trtype:") + nvme::to_string(trtype) + " traddr:" + traddr;
   if (!trsvcid.empty()) s += " trsvcid:" + trsvcid;
   if (!subnqn.empty()) s += " subnqn:" + subnqn;
+  if (header_digest) s += " hdgst:1";
+  if (data_digest) s += " ddgst:1";
   return s;
 }
 
@@ -59,6 +61,11 @@ Result<TransportId> parse_transport_id(const std::string& text) {
       id.trsvcid = value;
     } else if (key == "subnqn") {
       id.subnqn = value;
+    } else if (key == "hdgst" || key == "ddgst") {
+      if (value != "0" && value != "1") {
+        return make_error(EINVAL, "transport id: " + key + ":" + value + " (expected 0 or 1)");
+      }
+      (key == "hdgst" ? id.header_digest : id.data_digest) = value == "1";
     } else if (key != "adrfam") {
       return make_error(EINVAL, "transport id: unknown key '" + key + "'");
     }

@@ -1,6 +1,7 @@
 // Transport IDs in SPDK's notation: "trtype:vfio-user traddr:/tmp/emu.sock",
-// "trtype:pcie traddr:0000:01:00.0". Keys are case-insensitive and given once; values are kept
-// as given.
+// "trtype:pcie traddr:0000:01:00.0", "trtype:tcp adrfam:ipv4 traddr:10.0.0.1 trsvcid:4420
+// subnqn:nqn.2016-06.io.spdk:cnode1" (plus hdgst:1 / ddgst:1 for NVMe/TCP digests). Keys are
+// case-insensitive and given once; values are kept as given.
 #pragma once
 
 #include <string>
@@ -16,6 +17,9 @@ struct TransportId {
   std::string traddr;
   std::string trsvcid;  // port, for fabrics
   std::string subnqn;
+  // NVMe/TCP digests to ask for (Pollux's keys hdgst:1 / ddgst:1; SPDK takes them as options).
+  bool header_digest = false;
+  bool data_digest = false;
 
   std::string to_string() const;
 };

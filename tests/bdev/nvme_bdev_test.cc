@@ -1128,7 +1128,10 @@ TEST_F(NvmeBdevTest, HotRemoveFailsOutstandingIoAndRemovesBdevs) {
     o.name = "Hot";
     o.admin_poll_period_us = 1000;
     // The config method's entry point refuses a bad transport type.
-    EXPECT_FALSE(bdev::nvme_attach_controller_by_address(*mgr_, "Bad", "nonsense", path).ok());
+    bdev::NvmeAddress bad;
+    bad.trtype = "nonsense";
+    bad.traddr = path;
+    EXPECT_FALSE(bdev::nvme_attach_controller_by_address(*mgr_, "Bad", bad).ok());
     auto trid = nvme::parse_transport_id("trtype:vfio-user traddr:" + path);
     ASSERT_TRUE(trid.ok()) << trid.error().message;
     auto names = bdev::nvme_attach_controller(*mgr_, *trid, o);

@@ -9,16 +9,28 @@ void register_nvme_config_methods(ConfigMethods& methods) {
   methods.replace("bdev_nvme_attach_controller",
                   [](ConfigContext& ctx, const ConfigParams& p) -> Status {
                     if (auto st = p.allow_only({"name", "trtype", "traddr", "adrfam",
-                                                "trsvcid", "subnqn"});
+                                                "trsvcid", "subnqn", "hdgst", "ddgst"});
                         !st)
                       return st.error();
                     auto name = p.string("name");
                     if (!name) return name.error();
-                    auto trtype = p.string("trtype");
-                    if (!trtype) return trtype.error();
-                    auto traddr = p.string("traddr");
-                    if (!traddr) return traddr.error();
-                    auto r = nvme_attach_controller_by_address(ctx.mgr, *name, *trtype, *traddr);
+                    NvmeAddress a;
+                    for (auto [key, out] : {std::pair{"trtype", &a.trtype}, {"traddr", &a.traddr}}) {
+                      auto v = p.string(key);
+                      if (!v) return v.error();
+                      *out = *v;
+                    }
+                    for (auto [key, out] : {std::pair{"trsvcid", &a.trsvcid}, {"subnqn", &a.subnqn}}) {
+                      auto v = p.string_or(key, "");
+                      if (!v) return v.error();
+                      *out = *v;
+                    }
+                    for (auto [key, out] : {std::pair{"hdgst", &a.hdgst}, {"ddgst", &a.ddgst}}) {
+                      auto v = p.bool_or(key, false);
+                      if (!v) return v.error();
+                      *out = *v;
+                    }
+                    auto r = nvme_attach_controller_by_address(ctx.mgr, *name, a);
                     if (!r) return p.error("attach " + *name + ": " + r.error().message);
                     return ok_status();
                   });

@@ -798,9 +798,13 @@ NvmeBdevOptions nvme_default_options(Manager& mgr) {
 
 Result<std::vector<std::string>> nvme_attach_controller_by_address(Manager& mgr,
                                                                    const std::string& name,
-                                                                   const std::string& trtype,
-                                                                   const std::string& traddr) {
-  auto trid = nvme::parse_transport_id("trtype:" + trtype + " traddr:" + traddr);
+                                                                   const NvmeAddress& a) {
+  std::string text = "trtype:" + a.trtype + " traddr:" + a.traddr;
+  if (!a.trsvcid.empty()) text += " trsvcid:" + a.trsvcid;
+  if (!a.subnqn.empty()) text += " subnqn:" + a.subnqn;
+  if (a.hdgst) text += " hdgst:1";
+  if (a.ddgst) text += " ddgst:1";
+  auto trid = nvme::parse_transport_id(text);
   if (!trid) return make_error(trid.error().code, "bdev_nvme_attach_controller: " + trid.error().message);
   NvmeBdevOptions o = nvme_default_options(mgr);
   o.name = name;

@@ -100,13 +100,16 @@ void nvme_set_default_options(Manager& mgr, const NvmeBdevOptions& options);
 NvmeBdevOptions nvme_default_options(Manager& mgr);
 
 // The body of the JSON-RPC/config method "bdev_nvme_attach_controller" {name, trtype,
-// traddr}: builds the transport ID ("trtype:<trtype> traddr:<traddr>") and attaches with
-// the manager's default options. A config handler only has to pull the three strings out
-// of its JSON.
+// traddr, trsvcid, subnqn, hdgst, ddgst}: builds the transport ID ("trtype:<trtype>
+// traddr:<traddr> ...", empty fields left out) and attaches with the manager's default
+// options.
+struct NvmeAddress {
+  std::string trtype, traddr, trsvcid, subnqn;
+  bool hdgst = false, ddgst = false;
+};
 Result<std::vector<std::string>> nvme_attach_controller_by_address(Manager& mgr,
                                                                    const std::string& name,
-                                                                   const std::string& trtype,
-                                                                   const std::string& traddr);
+                                                                   const NvmeAddress& address);
 
 // Unregisters the controller's bdevs (descriptors get kRemove); once every descriptor has
 // closed and every channel is gone the controller is shut down and freed, and done(ctx) runs

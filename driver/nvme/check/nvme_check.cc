@@ -64,6 +64,7 @@ class Checker {
   Checker(nvme::Controller* ctrl, nvme::Qpair* qp, env::DmaRegion* buf)
       : ctrl_(ctrl), qp_(qp), buf_(buf) {
     if (ctrl != nullptr) ns_ = ctrl_->ns(ctrl_->namespace_ids().front());
+    fabrics_ = ctrl != nullptr && ctrl->transport().fabrics();
   }
   std::vector<Case> cases();
   // A command got no completion: the controller still owns it (and maybe the buffer), so
@@ -173,6 +174,11 @@ class Checker {
   nvme::Qpair* qp_;
   env::DmaRegion* buf_;
   const nvme::Namespace* ns_ = nullptr;
+  bool fabrics_ = false;  // NVMe-oF: queues come by Connect, data by SGL (no PRP lists)
+  // PCIe-only cases (Create/Delete I/O queues, a hand-built PRP list) are skipped on fabrics.
+  static Outcome fabrics_skip() {
+    return Outcome{Outcome::kSkip, "PCIe only: a fabrics controller's queues come by Connect"};
+  }
   std::deque<Wait> waits_;  // stable addresses, kept to the end
   bool stalled_ = false;
 };
@@ -294,6 +300,7 @@ std::vector<Case> Checker::cases() {
   // ---- admin: queue management errors
   add("create-cq-qid-0", "5.4 (Figure 153)", "Invalid Queue Identifier (QID 0 is the admin CQ)",
       [this] {
+        if (fabrics_) return fabrics_skip();
         SubmissionEntry c{};
         c.opcode = admin::kCreateIoCq;
         c.cdw10 = 0 | (15u << 16);
@@ -303,6 +310,7 @@ std::vector<Case> Checker::cases() {
       });
   add("create-cq-qid-beyond-allocated", "5.4 (Figure 153)",
       "Invalid Queue Identifier (QID = NCQA + 1)", [this] {
+        if (fabrics_) return fabrics_skip();
         const uint16_t qid = cqid_beyond_allocated();
         if (qid == 0) return Outcome{Outcome::kSkip, "NCQA unknown or 65535"};
         SubmissionEntry c{};
@@ -314,6 +322,7 @@ std::vector<Case> Checker::cases() {
       });
   add("create-cq-size-above-mqes", "5.4 (Figure 153)", "Invalid Queue Size (QSIZE > CAP.MQES)",
       [this] {
+        if (fabrics_) return fabrics_skip();
         const uint32_t mqes = ctrl_->max_queue_entries() - 1;
         if (mqes >= 0xffff) return Outcome{Outcome::kSkip, "CAP.MQES is 65535"};
         if (ctrl_->io_queues_granted() < 2) return Outcome{Outcome::kSkip, "one queue granted"};
@@ -329,11 +338,13 @@ std::vector<Case> Checker::cases() {
   // Completion Queue Invalid for a CQ that does not exist, so for an in-range CQID whose CQ
   // was never created either is within the spec.
   add("create-sq-cqid-0", "5.5", "Invalid Queue Identifier (CQID 0 is the admin CQ)", [this] {
+        if (fabrics_) return fabrics_skip();
     if (ctrl_->io_queues_granted() < 2) return Outcome{Outcome::kSkip, "one queue granted"};
     return create_sq_on(0, {sc_cmd::kInvalidQueueIdentifier});
   });
   add("create-sq-cqid-beyond-allocated", "5.5", "Invalid Queue Identifier (CQID = NCQA + 1)",
       [this] {
+        if (fabrics_) return fabrics_skip();
         if (ctrl_->io_queues_granted() < 2) return Outcome{Outcome::kSkip, "one queue granted"};
         const uint16_t cqid = cqid_beyond_allocated();
         if (cqid == 0) return Outcome{Outcome::kSkip, "NCQA unknown or 65535"};
@@ -341,10 +352,12 @@ std::vector<Case> Checker::cases() {
       });
   add("create-sq-missing-cq", "5.5",
       "Completion Queue Invalid or Invalid Queue Identifier (CQID 2: no such CQ)", [this] {
+        if (fabrics_) return fabrics_skip();
         if (ctrl_->io_queues_granted() < 2) return Outcome{Outcome::kSkip, "one queue granted"};
         return create_sq_on(2, {sc_cmd::kCompletionQueueInvalid, sc_cmd::kInvalidQueueIdentifier});
       });
   add("delete-sq-not-created", "5.7 (Figure 165)", "Invalid Queue Identifier", [this] {
+        if (fabrics_) return fabrics_skip();
     SubmissionEntry c{};
     c.opcode = admin::kDeleteIoSq;
     c.cdw10 = ctrl_->io_queues_granted() > 1 ? 2 : queues_allocated().first + 1;
@@ -352,6 +365,7 @@ std::vector<Case> Checker::cases() {
   });
   add("delete-cq-with-sq", "5.6 (Figure 163)",
       "Invalid Queue Deletion (SQ 1 still uses CQ 1)", [this] {
+        if (fabrics_) return fabrics_skip();
         SubmissionEntry c{};
         c.opcode = admin::kDeleteIoCq;
         c.cdw10 = qp_->id();
@@ -381,6 +395,7 @@ std::vector<Case> Checker::cases() {
     return expect(io(c), sct::kGeneric, sc::kInvalidOpcode);
   });
   add("read-above-mdts", "5.17.2.1 (MDTS)", "Invalid Field in Command (MDTS + 1 page)", [this] {
+        if (fabrics_) return fabrics_skip();
     const uint32_t mdts = ctrl_->max_transfer_bytes();
     if (mdts == 0 || mdts + 4096 > kBufferBytes / 2)
       return Outcome{Outcome::kSkip, "MDTS unlimited or above 1 MiB"};

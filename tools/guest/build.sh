@@ -3,12 +3,27 @@
 # kernel (fetched with `apt-get download`, never installed), the modules the tests need
 # (NVMe, VFIO) and a busybox-static userland with the /init in this folder. Idempotent: an
 # existing cache for the same kernel and the same inputs is kept.
-#   tools/guest/build.sh [CACHE_DIR]      (default /var/cache/pollux-guest; prints its path)
+#   tools/guest/build.sh [CACHE_DIR]         builds (if needed) and prints the guest's directory
+#   tools/guest/build.sh --path [CACHE_DIR]  prints it only, and fails if it is not built
+# CACHE_DIR: default POLLUX_GUEST_CACHE or /var/cache/pollux-guest. The guest lives in
+# CACHE_DIR/<key>, the key a hash of this script, init and modules.txt: a guest built from
+# other inputs (another module list) is never picked up, and worktrees with different lists
+# each keep theirs (tests/hil/qemu_run.sh asks with --path; older layouts kept the guest in
+# CACHE_DIR itself, untouched here).
 # The tests add Pollux's binaries (with their shared libraries: Debian ships no static
 # prometheus-cpp or fmt archives) and a run script with tools/guest/pack.sh.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-cache=${1:-${POLLUX_GUEST_CACHE:-/var/cache/pollux-guest}}
+path_only=0
+[ "${1:-}" = --path ] && { path_only=1; shift; }
+key=$(cat "$here/init" "$here/modules.txt" "$0" | sha256sum | cut -c1-16)
+cache=${1:-${POLLUX_GUEST_CACHE:-/var/cache/pollux-guest}}/$key
+if [ $path_only = 1 ]; then
+  echo "$cache"
+  [ -f "$cache/STAMP" ] && [ -f "$cache/vmlinuz" ] ||
+    { echo "build.sh: no guest built from these inputs (tools/guest at key $key) in $cache: run tools/setup.sh" >&2; exit 1; }
+  exit 0
+fi
 mkdir -p "$cache"
 
 newest_kernel() {
@@ -21,7 +36,7 @@ if [ -z "$pkg" ]; then  # apt's lists may never have been fetched on this machin
   pkg=$(newest_kernel)
 fi
 [ -n "$pkg" ] || { echo "build.sh: no linux-image-*-amd64-unsigned package in apt's lists" >&2; exit 1; }
-stamp="$pkg $(cat "$here/init" "$here/modules.txt" "$0" | sha256sum | cut -c1-16)"
+stamp="$pkg $key"
 if [ -f "$cache/STAMP" ] && [ "$(cat "$cache/STAMP")" = "$stamp" ]; then
   echo "$cache"
   exit 0

@@ -61,6 +61,8 @@ root=$cache/root
 mkdir -p "$root"/{bin,sbin,dev,proc,sys,tmp,run,lib/modules/"$kver",hil}
 cp "$(command -v busybox)" "$root/bin/busybox"
 ln -s busybox "$root/bin/sh"
+# The kernel's request_module() (crypto algorithms, nvmet transports) runs /sbin/modprobe.
+ln -s ../bin/busybox "$root/sbin/modprobe"
 cp "$here/init" "$root/init"
 chmod +x "$root/init"
 # The modules the tests load, with what they depend on (from each module's own depends=).
@@ -77,11 +79,17 @@ add_module() {
   deps=$( (tr '\0' '\n' <"$path" | grep -a -m1 '^depends=' || true) | cut -d= -f2 | tr ',' ' ')
   for d in $deps; do add_module "$d"; done
   cp "$path" "$root/lib/modules/$kver/"
-  basename "$path" >>"$root/lib/modules/$kver/$order"
+  [ -z "$order" ] || basename "$path" >>"$root/lib/modules/$kver/$order"
 }
 while read -r m; do
   [ -z "$m" ] || [ "${m:0:1}" = "#" ] && continue
-  case $m in later\ *) order=later-order; add_module "${m#later }" ;; *) order=load-order; add_module "$m" ;; esac
+  case $m in
+    later\ *) order=later-order; add_module "${m#later }" ;;
+    pack\ *) order=; add_module "${m#pack }" ;;
+    *) order=load-order; add_module "$m" ;;
+  esac
 done <"$here/modules.txt"
+# modules.dep (and aliases) for modprobe in the guest: a test loads "pack" modules by name.
+busybox depmod -b "$root" "$kver"
 echo "$stamp" >"$cache/STAMP"
 echo "$cache"

@@ -10,7 +10,9 @@ def hil_test(name, guest_script, binaries, host_tools = [], hotplug = "", env = 
     args = ["--hotplug=%s:$(location qmp_hotplug.py)" % hotplug] if hotplug else []
     args += ["$(location //tools/guest:pack.sh)", "$(location %s)" % guest_script]
     args += ["$(location %s)" % b for b in binaries] + host_tools
-    data = [guest_script, "//tools/guest:pack.sh"] + binaries
+    # build.sh, init and modules.txt beside pack.sh: qemu_run.sh picks the guest they key.
+    data = [guest_script, "//tools/guest:pack.sh", "//tools/guest:build.sh",
+            "//tools/guest:init", "//tools/guest:modules.txt"] + binaries
     if hotplug:
         data.append("qmp_hotplug.py")
     native.sh_test(

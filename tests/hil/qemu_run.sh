@@ -4,7 +4,9 @@
 # port (hot-pluggable), a QMP socket. Runs GUEST_SCRIPT in the guest with BINARY... packed in
 # (by tools/guest/pack.sh, PACK) and passes when the guest reports exit status 0.
 #   qemu_run.sh [--hotplug=MODE:QMP_SCRIPT] PACK GUEST_SCRIPT BINARY...
-# (the guest cache: POLLUX_GUEST_CACHE or /var/cache/pollux-guest, built by tools/setup.sh).
+# The guest: tools/setup.sh builds it (tools/guest/build.sh) under POLLUX_GUEST_CACHE or
+# /var/cache/pollux-guest, keyed by build.sh, init and modules.txt; PACK's folder holds those
+# three, and the guest used is the one built from them (build.sh --path), never another.
 # --hotplug: one namespace on a -blockdev (it survives the controller's unplug), and
 # QMP_SCRIPT (qmp_hotplug.py) pulls and re-plugs the controller when the guest asks: MODE
 # console (markers on the console) or agent (requests on the guest's second serial port,
@@ -14,9 +16,7 @@ qmp_script= qmp_mode=
 case $1 in --hotplug=*) qmp_mode=${1#--hotplug=}; qmp_script=${qmp_mode#*:}; qmp_mode=${qmp_mode%%:*}; shift ;; esac
 pack=$1 script=$2
 shift 2
-cache=${POLLUX_GUEST_CACHE:-/var/cache/pollux-guest}
-[ -f "$cache/STAMP" ] && [ -f "$cache/vmlinuz" ] ||
-  { echo "no guest in $cache: run tools/setup.sh (it runs tools/guest/build.sh)"; exit 1; }
+cache=$("$(dirname "$pack")/build.sh" --path) || { echo "FAIL"; exit 1; }  # it said why
 command -v qemu-system-x86_64 >/dev/null || { echo "qemu-system-x86_64 missing: run tools/setup.sh"; exit 1; }
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 sock_dir=$(mktemp -d /tmp/pollux-hil.XXXXXX)  # UNIX socket paths must stay short

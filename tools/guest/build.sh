@@ -3,12 +3,27 @@
 # kernel (fetched with `apt-get download`, never installed), the modules the tests need
 # (NVMe, VFIO) and a busybox-static userland with the /init in this folder. Idempotent: an
 # existing cache for the same kernel and the same inputs is kept.
-#   tools/guest/build.sh [CACHE_DIR]      (default /var/cache/pollux-guest; prints its path)
+#   tools/guest/build.sh [CACHE_DIR]         builds (if needed) and prints the guest's directory
+#   tools/guest/build.sh --path [CACHE_DIR]  prints it only, and fails if it is not built
+# CACHE_DIR: default POLLUX_GUEST_CACHE or /var/cache/pollux-guest. The guest lives in
+# CACHE_DIR/<key>, the key a hash of this script, init and modules.txt: a guest built from
+# other inputs (another module list) is never picked up, and worktrees with different lists
+# each keep theirs (tests/hil/qemu_run.sh asks with --path; older layouts kept the guest in
+# CACHE_DIR itself, untouched here).
 # The tests add Pollux's binaries (with their shared libraries: Debian ships no static
 # prometheus-cpp or fmt archives) and a run script with tools/guest/pack.sh.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-cache=${1:-${POLLUX_GUEST_CACHE:-/var/cache/pollux-guest}}
+path_only=0
+[ "${1:-}" = --path ] && { path_only=1; shift; }
+key=$(cat "$here/init" "$here/modules.txt" "$0" | sha256sum | cut -c1-16)
+cache=${1:-${POLLUX_GUEST_CACHE:-/var/cache/pollux-guest}}/$key
+if [ $path_only = 1 ]; then
+  echo "$cache"
+  [ -f "$cache/STAMP" ] && [ -f "$cache/vmlinuz" ] ||
+    { echo "build.sh: no guest built from these inputs (tools/guest at key $key) in $cache: run tools/setup.sh" >&2; exit 1; }
+  exit 0
+fi
 mkdir -p "$cache"
 
 newest_kernel() {
@@ -21,7 +36,7 @@ if [ -z "$pkg" ]; then  # apt's lists may never have been fetched on this machin
   pkg=$(newest_kernel)
 fi
 [ -n "$pkg" ] || { echo "build.sh: no linux-image-*-amd64-unsigned package in apt's lists" >&2; exit 1; }
-stamp="$pkg $(cat "$here/init" "$here/modules.txt" "$0" | sha256sum | cut -c1-16)"
+stamp="$pkg $key"
 if [ -f "$cache/STAMP" ] && [ "$(cat "$cache/STAMP")" = "$stamp" ]; then
   echo "$cache"
   exit 0
@@ -46,6 +61,8 @@ root=$cache/root
 mkdir -p "$root"/{bin,sbin,dev,proc,sys,tmp,run,lib/modules/"$kver",hil}
 cp "$(command -v busybox)" "$root/bin/busybox"
 ln -s busybox "$root/bin/sh"
+# The kernel's request_module() (crypto algorithms, nvmet transports) runs /sbin/modprobe.
+ln -s ../bin/busybox "$root/sbin/modprobe"
 cp "$here/init" "$root/init"
 chmod +x "$root/init"
 # The modules the tests load, with what they depend on (from each module's own depends=).
@@ -62,11 +79,17 @@ add_module() {
   deps=$( (tr '\0' '\n' <"$path" | grep -a -m1 '^depends=' || true) | cut -d= -f2 | tr ',' ' ')
   for d in $deps; do add_module "$d"; done
   cp "$path" "$root/lib/modules/$kver/"
-  basename "$path" >>"$root/lib/modules/$kver/$order"
+  [ -z "$order" ] || basename "$path" >>"$root/lib/modules/$kver/$order"
 }
 while read -r m; do
   [ -z "$m" ] || [ "${m:0:1}" = "#" ] && continue
-  case $m in later\ *) order=later-order; add_module "${m#later }" ;; *) order=load-order; add_module "$m" ;; esac
+  case $m in
+    later\ *) order=later-order; add_module "${m#later }" ;;
+    pack\ *) order=; add_module "${m#pack }" ;;
+    *) order=load-order; add_module "$m" ;;
+  esac
 done <"$here/modules.txt"
+# modules.dep (and aliases) for modprobe in the guest: a test loads "pack" modules by name.
+busybox depmod -b "$root" "$kver"
 echo "$stamp" >"$cache/STAMP"
 echo "$cache"

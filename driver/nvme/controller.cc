@@ -776,14 +776,19 @@ Result<sn::CompletionEntry> Controller::set_number_of_queues(uint32_t pairs) {
 }
 
 // Notices are sent only when enabled (Asynchronous Event Configuration): ask for SMART
-// critical warnings plus whichever notices the controller advertises in OAES; then keep
-// AERs outstanding. "" or what failed.
+// critical warnings plus whichever notices the controller advertises in OAES; a controller
+// that refuses the SMART bits (Linux's nvmet takes only the notices) gets the notices alone,
+// one that refuses both works without them. Then keep AERs outstanding. "" or what failed.
 std::string Controller::enable_async_events() {
   sn::SubmissionEntry aec{};
   aec.opcode = sn::admin::kSetFeatures;
   aec.cdw10 = sn::feature::kAsyncEventConfig;
   aec.cdw11 = 0xff | (cdata_.oaes & 0x300u);
-  if (auto r = admin_sync(aec); !r) return "async event configuration: " + r.error().message;
+  if (!admin_sync(aec) && (cdata_.oaes & 0x300u) != 0) {
+    aec.cdw11 = cdata_.oaes & 0x300u;
+    (void)admin_sync(aec);
+  }
+  if (admin_stuck_.load(std::memory_order_acquire)) return "async event configuration: no answer";
   std::lock_guard lock(admin_mu_);
   const uint32_t n = std::min<uint32_t>(options_.async_events, uint32_t{cdata_.aerl} + 1);
   for (uint32_t i = 0; i < n; ++i) arm_async_event();

@@ -413,7 +413,9 @@ std::vector<Case> Checker::cases() {
   // ---- NVM: data
   add("write-read-full-mdts", "5.17.2.1 (MDTS)", "success, data back (one MDTS-sized transfer)",
       [this] {
-        const uint32_t blocks = std::min<uint32_t>(ctrl_->max_transfer_bytes(), kBufferBytes) / bs();
+        // MDTS 0 is no limit (Linux's nvmet reports it): the buffer's size then.
+        const uint32_t mdts = ctrl_->max_transfer_bytes();
+        const uint32_t blocks = std::min<uint32_t>(mdts ? mdts : kBufferBytes, kBufferBytes) / bs();
         return write_then_read_back(0x3c, 8, blocks);
       });
   add("write-fua", "7.1 (FUA)", "success", [this] {

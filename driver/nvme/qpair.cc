@@ -189,14 +189,15 @@ int Qpair::deallocate(const Namespace& ns, const sn::nvm::DsmRange* ranges, uint
   return submit(r);
 }
 
-int Qpair::submit_raw(const sn::SubmissionEntry& cmd, void* buf, uint32_t len, CompletionFn cb,
-                      void* cb_ctx) {
+// A request for the caller's command: its CID, and its data if a buffer is given (without
+// one the caller's DPTR stands: Create I/O SQ/CQ carry the queue's address). 0 or -errno.
+int Qpair::raw_request(const sn::SubmissionEntry& cmd, void* buf, uint32_t len, CompletionFn cb,
+                       void* cb_ctx, Request** out) {
   if (gone()) return -ENODEV;
   Request* r = get_request(cb, cb_ctx);
   if (r == nullptr) return -ENOMEM;
   r->cmd = cmd;
   r->cmd.cid = r->cid;
-  // Without a buffer the caller's DPTR stands (Create I/O SQ/CQ carry the queue's address).
   if (buf != nullptr && len != 0) {
     const iovec v{buf, len};
     if (const int rc = build_data(r, &v, 1, len); rc != 0) {
@@ -204,24 +205,22 @@ int Qpair::submit_raw(const sn::SubmissionEntry& cmd, void* buf, uint32_t len, C
       return rc;
     }
   }
+  *out = r;
+  return 0;
+}
+
+int Qpair::submit_raw(const sn::SubmissionEntry& cmd, void* buf, uint32_t len, CompletionFn cb,
+                      void* cb_ctx) {
+  Request* r = nullptr;
+  if (const int rc = raw_request(cmd, buf, len, cb, cb_ctx, &r); rc != 0) return rc;
   return submit(r);
 }
 
 int Qpair::submit_first(const sn::SubmissionEntry& cmd, void* buf, uint32_t len, CompletionFn cb,
                         void* cb_ctx) {
-  if (gone()) return -ENODEV;
   if ((sq_tail_ + 1) % size_ == sq_head_) return -EBUSY;  // a fresh queue has room
-  Request* r = get_request(cb, cb_ctx);
-  if (r == nullptr) return -ENOMEM;
-  r->cmd = cmd;
-  r->cmd.cid = r->cid;
-  if (buf != nullptr && len != 0) {
-    const iovec v{buf, len};
-    if (const int rc = build_data(r, &v, 1, len); rc != 0) {
-      put_request(r);
-      return rc;
-    }
-  }
+  Request* r = nullptr;
+  if (const int rc = raw_request(cmd, buf, len, cb, cb_ctx, &r); rc != 0) return rc;
   ++outstanding_;
   place_in_sq(r);
   ring_sq_doorbell();

@@ -187,6 +187,8 @@ class Qpair {
   Request* get_request(CompletionFn cb, void* cb_ctx);
   void put_request(Request* r);
   int build_data(Request* r, const iovec* iov, int iovcnt, uint32_t len);
+  int raw_request(const sn::SubmissionEntry& cmd, void* buf, uint32_t len, CompletionFn cb,
+                  void* cb_ctx, Request** out);
   void complete(const sn::CompletionEntry& entry, uint64_t* now);
   int rw(uint8_t opcode, const Namespace& ns, const iovec* iov, int iovcnt, uint64_t lba,
          uint32_t nlb, CompletionFn cb, void* cb_ctx, uint32_t io_flags);

@@ -11,6 +11,7 @@
 #include "emulator/nvme/faults.h"
 #include "emulator/timing/profile.h"
 #include "scenarios/sim/rig.h"
+#include "tests/recovery/rig_queue.h"
 
 namespace pollux::sim {
 namespace {
@@ -30,44 +31,14 @@ struct Io {
   }
 };
 
-struct Fixture {
-  std::unique_ptr<Rig> rig;
-  std::unique_ptr<nvme::Qpair> qp;
-  std::unique_ptr<env::DmaRegion> mem;
-  nvme::Controller* ctrl = nullptr;
-  const nvme::Namespace* ns = nullptr;
-
-  Fixture() {
-    auto p = emu::timing::load_profile("p4800x");
-    EXPECT_TRUE(p.ok());
-    RigOptions o;
-    o.profile = p.value();
-    o.seed = 21;
-    std::string err;
-    rig = Rig::create(o, &err);
-    EXPECT_NE(rig, nullptr) << err;
-    ctrl = &rig->controller(0);
+struct Fixture : testing::RigQueue {
+  Fixture() : RigQueue("p4800x", 21, kTimeoutUs, 16) {
     EXPECT_EQ(ctrl->timeout_action(), nvme::TimeoutAction::kAbort) << "the driver's default";
-    nvme::QpairOptions qo;
-    qo.timeout_us = kTimeoutUs;
-    auto q = ctrl->alloc_io_qpair(qo);
-    EXPECT_TRUE(q.ok());
-    qp = std::move(q).value();
-    rig->lockstep().watch(qp.get());
-    auto m = env::DmaRegion::create(rig->registry(), 16 * 4096);
-    EXPECT_TRUE(m.ok());
-    mem = std::move(m).value();
-    ns = ctrl->ns(1);
-  }
-  ~Fixture() {
-    rig->lockstep().unwatch(qp.get());
-    EXPECT_EQ(ctrl->free_io_qpair(std::move(qp)), 0);
   }
   en::Controller& device() { return rig->device(0).controller(); }
   void add(en::FaultRule r) { ASSERT_TRUE(device().faults().add(r).ok()); }
-  uint8_t* buf(uint32_t i) { return static_cast<uint8_t*>(mem->data()) + std::size_t{i} * 4096; }
-  // A single-threaded host: I/O poll, admin poll (sends Aborts, runs a requested reset), then
-  // the device catches up. Steps until every I/O has ended, or `virtual_ns` have passed.
+  // Steps (the admin poll sends Aborts and runs a requested reset) until every I/O has ended,
+  // or `virtual_ns` have passed.
   bool run(std::vector<Io>& ios, uint64_t virtual_ns = 50'000'000) {
     qp->flush_doorbell();
     const uint64_t until = rig->lockstep().now_ns() + virtual_ns;
@@ -75,9 +46,7 @@ struct Fixture {
       bool all = true;
       for (const Io& io : ios) all &= io.calls > 0;
       if (all) return true;
-      qp->process_completions();
-      ctrl->process_admin_completions();
-      rig->lockstep().step();
+      step();
     }
     return false;
   }

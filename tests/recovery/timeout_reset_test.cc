@@ -13,6 +13,7 @@
 #include "driver/nvme/status.h"
 #include "emulator/timing/profile.h"
 #include "scenarios/sim/rig.h"
+#include "tests/recovery/rig_queue.h"
 
 namespace pollux::sim {
 namespace {
@@ -31,46 +32,10 @@ struct Io {
   }
 };
 
-struct Fixture {
-  std::unique_ptr<Rig> rig;
-  std::unique_ptr<nvme::Qpair> qp;
-  std::unique_ptr<env::DmaRegion> mem;
-  nvme::Controller* ctrl = nullptr;
-  const nvme::Namespace* ns = nullptr;
-
-  explicit Fixture(uint64_t timeout_us) {
-    auto p = emu::timing::load_profile("p3700");
-    EXPECT_TRUE(p.ok());
-    RigOptions o;
-    o.profile = p.value();
-    o.seed = 3;
-    std::string err;
-    rig = Rig::create(o, &err);
-    EXPECT_NE(rig, nullptr) << err;
-    ctrl = &rig->controller(0);
+struct Fixture : testing::RigQueue {
+  // A p3700 (NAND reads ~70 us), reset on timeout.
+  explicit Fixture(uint64_t timeout_us) : RigQueue("p3700", 3, timeout_us, 64) {
     ctrl->set_timeout_action(nvme::TimeoutAction::kReset);
-    nvme::QpairOptions qo;
-    qo.timeout_us = timeout_us;
-    auto q = ctrl->alloc_io_qpair(qo);
-    EXPECT_TRUE(q.ok());
-    qp = std::move(q).value();
-    rig->lockstep().watch(qp.get());
-    auto m = env::DmaRegion::create(rig->registry(), 64 * 4096);
-    EXPECT_TRUE(m.ok());
-    mem = std::move(m).value();
-    ns = ctrl->ns(1);
-  }
-  ~Fixture() {
-    rig->lockstep().unwatch(qp.get());
-    EXPECT_EQ(ctrl->free_io_qpair(std::move(qp)), 0);
-  }
-  uint8_t* buf(uint32_t i) { return static_cast<uint8_t*>(mem->data()) + std::size_t{i} * 4096; }
-  // One turn of a single-threaded host: the I/O poll, the admin poll (which runs a requested
-  // reset inline: this thread owns the queue pair), then the devices catch up.
-  void step() {
-    qp->process_completions();
-    ctrl->process_admin_completions();
-    rig->lockstep().step();
   }
   bool run_until_done(std::vector<Io>& ios) {
     for (int guard = 0; guard < 200000; ++guard) {

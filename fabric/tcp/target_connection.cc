@@ -27,7 +27,6 @@ uint32_t crc_update(uint32_t raw, const void* p, std::size_t n) {
 constexpr uint32_t kCrcSeed = ~0u;
 constexpr uint32_t kRxBytes = 64 * 1024;
 constexpr uint32_t kDirectRead = 4096;  // data this large goes from the socket straight to its buffer
-constexpr uint8_t kZeroes[nt::kMaxHlen] = {};
 // Offset of SGL1's fields in a CapsuleCmd PDU (FEI of a C2HTermReq).
 constexpr uint32_t kSglAddressFei = offsetof(nt::CapsuleCmd, sqe) + offsetof(sn::SubmissionEntry, dptr);
 constexpr uint32_t kSglIdFei = kSglAddressFei + offsetof(sn::SglDescriptor, id);
@@ -557,7 +556,8 @@ bool TcpConnection::on_capsule() {
   hdr_need_ = nt::kCommonHeaderLength;
   r->cmd = pdu.sqe;
   r->xfer = xfer;
-  if (entries != 0) sq_head = static_cast<uint16_t>((sq_head + 1) % entries);
+  // The Connect is the queue's first entry, taken before its size is known.
+  sq_head = static_cast<uint16_t>(entries ? (sq_head + 1) % entries : sq_head + 1);
   if (has_data) {
     r->state = TcpRequest::State::kCapsuleData;
     r->data = r->icd;

@@ -131,6 +131,10 @@ class Target {
 
   // fn runs on the target thread once every change made so far has reached every group.
   void when_settled(std::function<void()> fn);
+  // Runs step on every group in index order (step calls next() when done, on the group's
+  // thread), then done on the target thread. Counted for when_settled().
+  using Step = std::function<void(PollGroup& g, std::function<void()> next)>;
+  void for_each_group(Step step, std::function<void()> done);
   // Ends every association, removes every subsystem, stops the transports' groups; done()
   // runs on the target thread when all is gone.
   void stop(std::function<void()> done);
@@ -151,14 +155,6 @@ class Target {
 
  private:
   Target(event::Framework& fw, bdev::Manager& bdevs, event::Thread* thread);
-  // Runs step on every group in index order (step calls next() when done, on the group's
-  // thread), then done on the target thread. Counted for when_settled().
-
- public:
-  using Step = std::function<void(PollGroup& g, std::function<void()> next)>;
-
- private:
-  void for_each_group(Step step, std::function<void()> done);
   void walk(std::shared_ptr<struct Walk> w);
   void settle_one();
   void notify_changed(uint32_t slot, uint32_t nsid);

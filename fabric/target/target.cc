@@ -534,7 +534,8 @@ std::vector<uint8_t> Target::discovery_log(const std::string& hostnqn) const {
       e.trtype = t ? t->limits().discovery_trtype : nf::trtype::kTcp;
       e.adrfam = lower(a.adrfam) == "ipv6" ? nf::adrfam::kIpv6 : nf::adrfam::kIpv4;
       e.subtype = nf::subtype::kNvm;
-      e.treq = nf::treq::kSecureChannelNotRequired | nf::treq::kSqFlowControlDisableSupported;
+      // No secure channel (TLS) is offered, none asked for; SQ flow control may be turned off.
+      e.treq = nf::treq::kSecureChannelNotSpecified | nf::treq::kSqFlowControlDisableSupported;
       auto pid = port_ids_.find(a.to_string());
       e.portid = pid == port_ids_.end() ? 0 : pid->second;
       e.cntlid = nf::connect::kCntlidDynamic;

@@ -138,8 +138,9 @@ uint16_t Controller::set_cc(uint32_t v) {
   } else if (!en && was_en) {
     // Controller reset: its I/O queues go (the host connects them again), held AERs end,
     // RDY drops once the queues are gone.
-    for (Request* a : aers_) finish(*a, generic(sn::sc::kAbortedSqDeletion));
+    std::vector<Request*> held = std::move(aers_);
     aers_.clear();
+    for (Request* a : held) finish(*a, generic(sn::sc::kAbortedSqDeletion));
     events_.clear();
     ns_notice_masked_ = discovery_notice_masked_ = false;
     io_queues_set_ = false;
@@ -218,8 +219,11 @@ void Controller::disconnect_all(const char*) {
 }
 
 void Controller::release_held(Qpair&) {
-  for (Request* a : aers_) finish(*a, generic(sn::sc::kAbortedSqDeletion));
+  // The last completion may end the admin queue, and with it this controller: nothing of it
+  // is touched after the loop.
+  std::vector<Request*> held = std::move(aers_);
   aers_.clear();
+  for (Request* a : held) finish(*a, generic(sn::sc::kAbortedSqDeletion));
 }
 
 void Controller::admin_gone() {

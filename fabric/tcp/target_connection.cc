@@ -324,8 +324,10 @@ void TcpConnection::on_readable() {
     if (!parse()) return;
     ssize_t got;
     uint32_t direct = 0;
+    std::size_t asked = rx_.size();
     if (stage_ == Rx::kData && data_left_ >= kDirectRead) {
       iovec v[2] = {{data_dst_, data_left_}, {rx_.data(), rx_.size()}};
+      asked += data_left_;
       got = ::readv(fd_, v, 2);
       if (got > 0) {
         direct = static_cast<uint32_t>(std::min<ssize_t>(got, data_left_));
@@ -350,6 +352,12 @@ void TcpConnection::on_readable() {
       } else {
         on_pdu_end();
       }
+    }
+    // Less than asked for: the socket is empty for now. Parse and stop, rather than pay a
+    // recv that would say EAGAIN (epoll tells when more comes).
+    if (static_cast<std::size_t>(got) < asked) {
+      parse();
+      return;
     }
   }
 }

@@ -277,6 +277,17 @@ event::PollStatus TcpTargetGroup::poll(void* arg) {
   auto& g = *static_cast<TcpTargetGroup*>(arg);
   ++g.stats_.polls;
   bool busy = false;
+  // Responses completed since the last poll (by the bdev layer's pollers) go first: they
+  // should not wait behind an epoll_wait.
+  auto flush_all = [&g, &busy] {
+    for (TcpConnection* c : g.conns_) {
+      if (c->wants_flush()) {
+        c->flush();
+        busy = true;
+      }
+    }
+  };
+  flush_all();
   // Requests that waited for a data buffer, first come first served.
   while (!g.waits_.empty()) {
     void* b = g.cache_.get();
@@ -290,17 +301,13 @@ event::PollStatus TcpTargetGroup::poll(void* arg) {
   const int n = ::epoll_wait(g.epfd_, evs, kMaxEvents, 0);
   for (int i = 0; i < n; ++i) static_cast<TcpConnection*>(evs[i].data.ptr)->on_readable();
   busy = busy || n > 0;
-  for (std::size_t i = 0; i < g.conns_.size(); ++i) {
-    TcpConnection* c = g.conns_[i];
+  for (TcpConnection* c : g.conns_) {
     if (!c->closing() && c->wants_resume()) {
       c->on_readable();
       busy = true;
     }
-    if (c->wants_flush()) {
-      c->flush();
-      busy = true;
-    }
   }
+  flush_all();  // what this poll's commands produced at once (R2Ts, errors, admin answers)
   for (std::size_t i = 0; i < g.conns_.size();) {
     TcpConnection* c = g.conns_[i];
     if (c->finished()) {

@@ -5,13 +5,14 @@
 # subsystem's host list, save_config restarting the same target, bad configurations refused
 # with exit status 2 and a message that names the entry, SIGTERM ending with status 0.
 set -euo pipefail
-tgt=$1 perf=$2 rpc=$3
+tgt=$1 perf=$2 rpc=$3 emu=$4
 dir=${TEST_TMPDIR:-$(mktemp -d)}
 run=$(mktemp -d /tmp/pollux-tgt-test.XXXXXX)  # UNIX socket paths must stay short
 sock=$run/rpc.sock
-pid=
+pid= emu_pid=
 cleanup() {
   if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; fi
+  if [ -n "$emu_pid" ] && kill -0 "$emu_pid" 2>/dev/null; then kill -KILL "$emu_pid"; fi
   rm -rf "$run"
 }
 trap cleanup EXIT
@@ -142,6 +143,35 @@ cmp -s "$dir/saved.json" "$dir/saved2.json" || { diff "$dir/saved.json" "$dir/sa
 perf_verify $nqn1 -q 8 -o 8192 -t 0.5
 stop
 echo "ok: save_config round trip"
+
+# NVMe namespaces under the target: bdev_nvme over vfio-user to pollux-emu (two namespaces,
+# 512-byte and 4 KiB blocks). The in-capsule buffers and the pool's data buffers go to the
+# device by DMA: they must be registered DMA memory, or the device's commands fail.
+"$emu" --socket "$run/emu.sock" -q &
+emu_pid=$!
+for _ in $(seq 100); do [ -S "$run/emu.sock" ] && break; sleep 0.05; done
+[ -S "$run/emu.sock" ] || fail "pollux-emu did not create its socket"
+cat >"$dir/nvme.json" <<JSON
+{"subsystems": [
+  {"subsystem": "bdev", "config": [
+    {"method": "bdev_nvme_attach_controller", "params": {"name": "Nvme0", "trtype": "vfio-user", "traddr": "$run/emu.sock"}}]},
+  {"subsystem": "nvmf", "config": [
+    {"method": "nvmf_create_transport", "params": {"trtype": "TCP", "num_shared_buffers": 64}},
+    {"method": "nvmf_create_subsystem", "params": {"nqn": "$nqn1", "allow_any_host": true}},
+    {"method": "nvmf_subsystem_add_ns", "params": {"nqn": "$nqn1", "namespace": {"bdev_name": "Nvme0n1"}}},
+    {"method": "nvmf_subsystem_add_ns", "params": {"nqn": "$nqn1", "namespace": {"bdev_name": "Nvme0n2"}}},
+    {"method": "nvmf_subsystem_add_listener", "params": {"nqn": "$nqn1",
+      "listen_address": {"trtype": "TCP", "adrfam": "IPv4", "traddr": "127.0.0.1", "trsvcid": "0"}}}]}]}
+JSON
+start "$dir/nvme.json"
+perf_verify $nqn1 -q 16 -o 4096 -t 1      # in-capsule buffers to the device
+perf_verify $nqn1 -q 4 -o 131072 -t 1     # pool buffers
+grep -q "2 namespace(s)" "$dir/perf.out" || fail "not both of pollux-emu's namespaces"
+stop
+kill -TERM "$emu_pid"
+wait "$emu_pid" 2>/dev/null || true
+emu_pid=
+echo "ok: bdev_nvme (vfio-user, pollux-emu) namespaces exported over TCP, verified"
 
 # Bad configurations: exit status 2, the entry named, nothing left running.
 refused() {  # $1 = what stderr must say, $2 = the nvmf config entries (JSON)

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "driver/bdev/bdev.h"
+#include "driver/env/owner_counter.h"
 #include "driver/event/framework.h"
 #include "fabric/target/qpair.h"
 #include "fabric/target/types.h"
@@ -49,16 +50,17 @@ struct PgSubsystem {
   }
 };
 
-// Counters of one group, written by its thread only (read there too, by nvmf_get_stats).
+// Counters of one group, written by its thread only (a plain load and store), readable from
+// any thread (a metrics scrape).
 struct PollGroupStats {
-  uint64_t admin_qpairs = 0;  // connected since start
-  uint64_t io_qpairs = 0;
-  uint64_t current_admin_qpairs = 0;
-  uint64_t current_io_qpairs = 0;
-  uint64_t pending_bdev_io = 0;  // in the bdev layer now
-  uint64_t completed_nvme_io = 0;
-  uint64_t io_errors = 0;
-  uint64_t bdev_io_retries = 0;  // waits for a bdev_io (the layer's pool was empty)
+  env::OwnerCounter admin_qpairs = 0;  // connected since start
+  env::OwnerCounter io_qpairs = 0;
+  env::OwnerCounter current_admin_qpairs = 0;
+  env::OwnerCounter current_io_qpairs = 0;
+  env::OwnerCounter pending_bdev_io = 0;  // in the bdev layer now
+  env::OwnerCounter completed_nvme_io = 0;
+  env::OwnerCounter io_errors = 0;
+  env::OwnerCounter bdev_io_retries = 0;  // waits for a bdev_io (the layer's pool was empty)
 };
 
 class PollGroup {

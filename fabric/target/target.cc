@@ -94,6 +94,7 @@ Result<std::unique_ptr<Target>> Target::create(event::Framework& fw, bdev::Manag
   event::Thread* self = event::Thread::current();
   if (self == nullptr) return make_error(EINVAL, "nvmf target: create it on a framework thread");
   std::unique_ptr<Target> t(new Target(fw, bdevs, self));
+  t->transports_.reserve(kMaxTransports);
   for (std::size_t i = 0; i < fw.reactor_count(); ++i) {
     event::Thread* th = fw.create_thread(fmt::format("nvmf_pg{}", i), static_cast<int>(i));
     t->groups_.push_back(std::make_unique<PollGroup>(*t, bdevs, th, static_cast<uint32_t>(i)));
@@ -180,8 +181,11 @@ void Target::when_settled(std::function<void()> fn) {
 Status Target::add_transport(std::unique_ptr<Transport> t) {
   if (transport(t->trtype()) != nullptr)
     return fail(fmt::format("transport {} already exists", t->trtype()), EEXIST);
+  if (transports_.size() == kMaxTransports)
+    return fail(fmt::format("at most {} transports", kMaxTransports), ENOSPC);
   Transport* raw = t.get();
   transports_.push_back(std::move(t));
+  published_transports_.store(transports_.size(), std::memory_order_release);
   for_each_group([raw](PollGroup& g, std::function<void()> next) {
     raw->add_group(g);
     next();
@@ -190,14 +194,16 @@ Status Target::add_transport(std::unique_ptr<Transport> t) {
 }
 
 Transport* Target::transport(const std::string& trtype) const {
-  for (const auto& t : transports_)
-    if (lower(t->trtype()) == lower(trtype)) return t.get();
+  const std::size_t n = published_transports_.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < n; ++i)
+    if (lower(transports_[i]->trtype()) == lower(trtype)) return transports_[i].get();
   return nullptr;
 }
 
 std::vector<Transport*> Target::transports() const {
+  const std::size_t n = published_transports_.load(std::memory_order_acquire);
   std::vector<Transport*> out;
-  for (const auto& t : transports_) out.push_back(t.get());
+  for (std::size_t i = 0; i < n; ++i) out.push_back(transports_[i].get());
   return out;
 }
 

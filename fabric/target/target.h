@@ -9,6 +9,7 @@
 // runs its callback once every change made so far has reached every group.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -111,8 +112,10 @@ class Target {
 
   // ---- target thread
   Status add_transport(std::unique_ptr<Transport> t);
+  // Any thread (a metrics scrape): transports are published once and never removed.
   Transport* transport(const std::string& trtype) const;  // case-insensitive
   std::vector<Transport*> transports() const;
+  static constexpr std::size_t kMaxTransports = 4;
 
   Result<Subsystem*> create_subsystem(const SubsystemOptions& o);
   // Disconnects its controllers, removes its namespaces and listeners.
@@ -169,7 +172,8 @@ class Target {
   std::vector<std::unique_ptr<PollGroup>> groups_;
   std::vector<event::Thread*> group_threads_;
   uint32_t next_group_ = 0;
-  std::vector<std::unique_ptr<Transport>> transports_;
+  std::vector<std::unique_ptr<Transport>> transports_;  // capacity kMaxTransports: no realloc
+  std::atomic<std::size_t> published_transports_{0};
   std::vector<std::unique_ptr<Subsystem>> subsystems_;  // by slot; null: a free slot
   std::vector<std::pair<ListenAddress, int>> listening_;  // address, subsystems using it
   std::map<std::string, uint16_t> port_ids_;              // discovery log PORTID by address

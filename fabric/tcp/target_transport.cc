@@ -213,10 +213,13 @@ nlohmann::json TcpTargetTransport::group_stats(target::PollGroup& g) const {
   TcpTargetGroup* tg = group_of(g);
   if (tg == nullptr) return nlohmann::json::object();
   const auto& s = tg->stats();
-  return {{"trtype", "TCP"},           {"connections", tg->connections()},
-          {"accepted", s.accepted},    {"closed", s.closed},
-          {"polls", s.polls},          {"busy_polls", s.busy_polls},
-          {"buffer_waits", s.buffer_waits}};
+  return {{"trtype", "TCP"},
+          {"connections", tg->connections()},
+          {"accepted", s.accepted.load()},
+          {"closed", s.closed.load()},
+          {"polls", s.polls.load()},
+          {"busy_polls", s.busy_polls.load()},
+          {"buffer_waits", s.buffer_waits.load()}};
 }
 
 // ---------------------------------------------------------------------- poll group ---

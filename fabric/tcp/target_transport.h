@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "driver/env/dma_pool.h"
+#include "driver/env/owner_counter.h"
 #include "fabric/target/target.h"
 #include "fabric/tcp/target_connection.h"
 
@@ -89,8 +90,9 @@ class TcpTargetGroup {
   void wait_for_buffer(TcpRequest& r, TcpConnection& c);
   void forget_waits(TcpConnection& c);
 
+  // Written by the group's thread, readable from any (metrics).
   struct Stats {
-    uint64_t polls = 0, busy_polls = 0, accepted = 0, closed = 0, buffer_waits = 0;
+    env::OwnerCounter polls = 0, busy_polls = 0, accepted = 0, closed = 0, buffer_waits = 0;
   };
   const Stats& stats() const { return stats_; }
   std::size_t connections() const { return conns_.size(); }

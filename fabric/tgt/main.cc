@@ -16,6 +16,7 @@
 #include "driver/metrics/event_source.h"
 #include "driver/metrics/exporter.h"
 #include "fabric/tgt/app.h"
+#include "fabric/tgt/nvmf_metrics.h"
 
 using namespace pollux;
 
@@ -58,7 +59,10 @@ void start(void* arg) {
     shutdown(run, st.error().code == -EINVAL ? 2 : 1);
     return;
   }
-  if (run.exporter && run.app->bdev_collector()) run.exporter->add_source(run.app->bdev_collector()->source());
+  if (run.exporter) {
+    if (run.app->bdev_collector()) run.exporter->add_source(run.app->bdev_collector()->source());
+    run.exporter->add_source(fabric::tgt::nvmf_source(run.app->target()));
+  }
   run.signal_poller =
       event::Thread::current()->register_poller(watch_signals, &run, 100'000, "tgt_signals");
   const std::size_t subsystems = run.app->target().subsystems().size() - 1;

@@ -200,14 +200,14 @@ void TargetApp::register_rpc_methods() {
     tgt_->for_each_group([groups, ts](target::PollGroup& g, std::function<void()> next) {
       const target::PollGroupStats& s = g.stats();
       json j = {{"name", g.thread()->name()},
-                {"admin_qpairs", s.admin_qpairs},
-                {"io_qpairs", s.io_qpairs},
-                {"current_admin_qpairs", s.current_admin_qpairs},
-                {"current_io_qpairs", s.current_io_qpairs},
-                {"pending_bdev_io", s.pending_bdev_io},
-                {"completed_nvme_io", s.completed_nvme_io},
-                {"io_errors", s.io_errors},
-                {"bdev_io_retries", s.bdev_io_retries},
+                {"admin_qpairs", s.admin_qpairs.load()},
+                {"io_qpairs", s.io_qpairs.load()},
+                {"current_admin_qpairs", s.current_admin_qpairs.load()},
+                {"current_io_qpairs", s.current_io_qpairs.load()},
+                {"pending_bdev_io", s.pending_bdev_io.load()},
+                {"completed_nvme_io", s.completed_nvme_io.load()},
+                {"io_errors", s.io_errors.load()},
+                {"bdev_io_retries", s.bdev_io_retries.load()},
                 {"transports", json::array()}};
       for (target::Transport* t : ts) j["transports"].push_back(t->group_stats(g));
       groups->push_back(std::move(j));

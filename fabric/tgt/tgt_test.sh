@@ -42,9 +42,12 @@ cat >"$dir/tgt.json" <<JSON
       "listen_address": {"trtype": "TCP", "adrfam": "IPv4", "traddr": "127.0.0.1", "trsvcid": "0"}}}]}]}
 JSON
 
-# start CONFIG: pollux-tgt in the background, waiting for its "ready" line; sets pid and port.
+# start CONFIG [ARGS...]: pollux-tgt in the background, waiting for its "ready" line; sets pid
+# and port.
 start() {
-  "$tgt" -m 0x3 --json "$1" --rpc "$sock" >"$dir/tgt.out" 2>"$dir/tgt.err" &
+  local cfg=$1
+  shift
+  "$tgt" -m 0x3 --json "$cfg" --rpc "$sock" "$@" >"$dir/tgt.out" 2>"$dir/tgt.err" &
   pid=$!
   for _ in $(seq 200); do
     grep -q "pollux-tgt: ready" "$dir/tgt.out" && break
@@ -82,7 +85,7 @@ perf_verify() {
     { cat "$dir/perf.out"; fail "pollux-perf $*: verify"; }
 }
 
-start "$dir/tgt.json"
+start "$dir/tgt.json" --metrics 127.0.0.1:0
 echo "target on port $port"
 perf_verify $nqn1 -q 16 -o 4096 -t 1                          # in-capsule writes
 perf_verify $nqn1 -q 4 -o 131072 -t 1                         # R2T, 128 KiB
@@ -114,6 +117,17 @@ json_check "$dir/pollers.json" "any(p['name'] == 'nvmf_tcp_poll_group' for t in 
 r thread_get_stats >"$dir/tstats.json"
 json_check "$dir/tstats.json" "any(t['name'] == 'nvmf_pg0' and t['active_pollers_count'] >= 1 for t in j['threads'])"
 echo "ok: nvmf_get_subsystems, bdev_get_bdevs, bdev_get_iostat, nvmf_get_stats, framework_get_reactors, thread_get_pollers, thread_get_stats"
+url=$(sed -n 's/^pollux-tgt: metrics on \(http:.*\)$/\1/p' "$dir/tgt.out")
+[ -n "$url" ] || fail "no metrics line"
+python3 - "$url" <<'PY' || fail "metrics"
+import sys, urllib.request
+text = urllib.request.urlopen(sys.argv[1], timeout=10).read().decode()
+done = sum(float(l.split()[-1]) for l in text.splitlines() if l.startswith("pollux_nvmf_completed_io_total{"))
+conns = sum(float(l.split()[-1]) for l in text.splitlines() if l.startswith("pollux_nvmf_tcp_connections_accepted_total{"))
+assert done > 0 and conns >= 4, (done, conns)
+assert "pollux_bdev_ops_total{" in text and "pollux_reactor_busy_seconds_total{" in text
+print(f"ok: metrics: {done:.0f} NVM commands completed, {conns:.0f} connections accepted")
+PY
 
 # A namespace hot-added by RPC is seen by the next host; hot-removing its bdev removes it.
 [ "$(r bdev_malloc_create -b Hot0 16 512)" = '"Hot0"' ] || fail "bdev_malloc_create"

@@ -9,6 +9,10 @@
 #     connect again with header and data digests, read everything back and compare; write
 #     pattern B; disconnect; connect without digests, read back and compare — each read over a
 #     new controller (reads come from the target's RAM, not the host's page cache);
+#   - a namespace hot-added by RPC while the host is connected: the target's Asynchronous Event
+#     (namespace attribute notice) makes the kernel read the changed-namespace log and rescan,
+#     and the namespace appears (no nvme ns-rescan); data written to it reads back; its bdev
+#     deleted by RPC: the namespace goes from the host too;
 #   - nvme disconnect; the target ends every association and exits 0 on SIGTERM.
 set -euo pipefail
 echo  # ends the firmware's escape sequences' line: the first "hil:" line starts a line
@@ -176,6 +180,40 @@ step "wrote B (header and data digests)"
 disconnect
 connect
 check /tmp/b "B, no digests, a new controller"
+
+# Namespace hot-add and hot-remove, seen by the connected host through the target's notice.
+rpc() { pollux-rpc-call /tmp/tgt.sock "$@"; }
+ns_of() {  # NSID: sets dev2 to the host's block device of namespace NSID, if it has one
+  for s in /sys/class/nvme-subsystem/nvme-subsys*; do
+    [ -e "$s/$ctrl" ] || continue
+    for d in "$s"/nvme*n*; do
+      [ -e "$d/nsid" ] && [ "$(cat "$d/nsid")" = "$1" ] && [ -b "/dev/${d##*/}" ] &&
+        { dev2=/dev/${d##*/}; return 0; }
+    done
+  done
+  return 1
+}
+no_ns() { ! ns_of "$1"; }
+run "bdev_malloc_create" rpc bdev_malloc_create '{"name": "Malloc1", "num_blocks": 8192, "block_size": 4096}'
+nsid=$(rpc nvmf_subsystem_add_ns "{\"nqn\": \"$nqn\", \"namespace\": {\"bdev_name\": \"Malloc1\"}}") ||
+  fail "nvmf_subsystem_add_ns"
+[ "$nsid" = 2 ] || fail "nvmf_subsystem_add_ns answered '$nsid', not NSID 2"
+wait_for 100 "namespace 2 not on the host 10 s after it was added (no notice, or no rescan)" ns_of 2
+size2=$(blockdev --getsize64 "$dev2")
+[ "$size2" = $((8192 * 4096)) ] || fail "$dev2 has $size2 bytes, namespace 2 $((8192 * 4096))"
+step "namespace 2 hot-added by RPC: the host rescanned on the notice, $dev2 ($size2 bytes," \
+  "$(cat "/sys/block/${dev2#/dev/}/queue/logical_block_size")-byte blocks)"
+run "writing $dev2" "$dd" if=/tmp/a of="$dev2" bs=1M count=4 oflag=direct
+run "reading $dev2" "$dd" if="$dev2" of=/tmp/r bs=1M count=4 iflag=direct
+"$dd" if=/tmp/a of=/tmp/w bs=1M count=4 2>/dev/null
+"$cmp" /tmp/w /tmp/r >/dev/null 2>&1 || fail "namespace 2: what was read back differs"
+rm -f /tmp/w /tmp/r
+step "namespace 2: 4 MiB written and read back equal"
+run "bdev_malloc_delete" rpc bdev_malloc_delete '{"name": "Malloc1"}'
+wait_for 100 "namespace 2 still on the host 10 s after its bdev was deleted" no_ns 2
+ns_of 1 || fail "namespace 1 went with namespace 2"
+step "Malloc1 deleted by RPC: namespace 2 removed on the host, namespace 1 stays"
+dmesg | grep -iE "nvme0: (rescan|.*async event|.*namespace)" | tail -5 | sed 's/^/hil: kernel: /' || true
 disconnect
 sed 's/^/hil:   /' /tmp/tgt.log | grep -v "listening on" || true
 

@@ -141,11 +141,11 @@ void AdminCommands::identify_controller(Controller& c, sn::IdentifyController& i
   id.cntlid = cfg.cntlid;
   id.ver = c.vs_;
   id.oaes = cfg.discovery ? 1u << 31 : 1u << 8;  // discovery log / namespace attribute notices
-  id.ctratt = 1u << 0;                            // 128-bit host identifier
+  id.ctratt = 1u << 0;                           // 128-bit host identifier
   id.cntrltype = cfg.discovery ? 2 : 1;
   id.acl = 3;
   id.aerl = Controller::kAerLimit - 1;
-  id.frmw = 0x3;  // one slot, read-only
+  id.frmw = 0x3;     // one slot, read-only
   id.lpa = 1u << 2;  // extended Get Log Page: offset and NUMDU
   id.elpe = Controller::kErrorLogEntries - 1;
   id.kas = Controller::kKas;
@@ -187,7 +187,8 @@ uint16_t AdminCommands::identify(Controller& c, Request& r) {
   if (s == nullptr) return generic(sn::sc::kInternalError);
   switch (cns) {
     case sn::cns::kNamespace: {
-      if (nsid == 0 || nsid > c.cfg_.max_namespaces) return generic(sn::sc::kInvalidNamespaceOrFormat);
+      if (nsid == 0 || nsid > c.cfg_.max_namespaces)
+        return generic(sn::sc::kInvalidNamespaceOrFormat);
       std::memset(out, 0, 4096);
       const PgNamespace* ns = s->active(nsid);
       if (ns == nullptr) return kSuccess;  // an inactive NSID: all zeroes
@@ -327,24 +328,27 @@ void AdminCommands::smart_log(Controller& c, Request& r, const LogRequest& lr) {
       if (w->next == w->ns.size()) return done(w);
       PgNamespace* n = w->ns[w->next];
       auto* hold = new std::shared_ptr<Walk>(w);
-      w->mgr->get_stats(*n->bdev, [](const bdev::IoStats& st, void* arg) {
-        std::unique_ptr<std::shared_ptr<Walk>> h(static_cast<std::shared_ptr<Walk>*>(arg));
-        Walk& w = **h;
-        const auto& rd = st.by_type[static_cast<int>(bdev::IoType::kRead)];
-        const auto& wr = st.by_type[static_cast<int>(bdev::IoType::kWrite)];
-        w.read_bytes += rd.bytes;
-        w.write_bytes += wr.bytes;
-        w.reads += rd.ops;
-        w.writes += wr.ops;
-        for (const auto& t : st.by_type) w.errors += t.errors;
-        PgNamespace* ns = w.ns[w.next++];
-        if (--ns->outstanding == 0 && ns->drained) {
-          auto fn = std::move(ns->drained);
-          ns->drained = nullptr;
-          fn();
-        }
-        next(*h);
-      }, hold);
+      w->mgr->get_stats(
+          *n->bdev,
+          [](const bdev::IoStats& st, void* arg) {
+            std::unique_ptr<std::shared_ptr<Walk>> h(static_cast<std::shared_ptr<Walk>*>(arg));
+            Walk& w = **h;
+            const auto& rd = st.by_type[static_cast<int>(bdev::IoType::kRead)];
+            const auto& wr = st.by_type[static_cast<int>(bdev::IoType::kWrite)];
+            w.read_bytes += rd.bytes;
+            w.write_bytes += wr.bytes;
+            w.reads += rd.ops;
+            w.writes += wr.ops;
+            for (const auto& t : st.by_type) w.errors += t.errors;
+            PgNamespace* ns = w.ns[w.next++];
+            if (--ns->outstanding == 0 && ns->drained) {
+              auto fn = std::move(ns->drained);
+              ns->drained = nullptr;
+              fn();
+            }
+            next(*h);
+          },
+          hold);
     }
     static void done(std::shared_ptr<Walk> w) {
       sn::SmartHealthLog log{};
@@ -357,8 +361,7 @@ void AdminCommands::smart_log(Controller& c, Request& r, const LogRequest& lr) {
       log.host_write_commands[0] = w->writes;
       log.media_errors[0] = 0;
       log.num_error_log_entries[0] = w->errors;
-      copy_log(*w->r, reinterpret_cast<const uint8_t*>(&log), sizeof log, w->lr.offset,
-               w->lr.len);
+      copy_log(*w->r, reinterpret_cast<const uint8_t*>(&log), sizeof log, w->lr.offset, w->lr.len);
       finish(*w->r, kSuccess);
     }
   };
@@ -418,8 +421,7 @@ uint16_t AdminCommands::get_features(Controller& c, Request& r) {
       v = dflt ? 1 : c.wce_;
       break;
     case ft::kNumberOfQueues: {
-      const uint32_t n =
-          (dflt ? c.cfg_.limits.max_io_qpairs_per_ctrlr : c.io_queues_) - 1;
+      const uint32_t n = (dflt ? c.cfg_.limits.max_io_qpairs_per_ctrlr : c.io_queues_) - 1;
       v = n | n << 16;
       break;
     }

@@ -58,8 +58,8 @@ TEST(Connect, ListenerNotOfTheSubsystemIsRefused) {
 TEST(Connect, AdminQueueMustAskForADynamicController) {
   Rig rig;
   FakeQpair& q = rig.new_qpair();
-  expect_invalid_param(rig.connect(q, 0, kNqn, kHost, 0x1234).cqe, offsetof(nf::ConnectData, cntlid),
-                       true);
+  expect_invalid_param(rig.connect(q, 0, kNqn, kHost, 0x1234).cqe,
+                       offsetof(nf::ConnectData, cntlid), true);
 }
 
 TEST(Connect, QueueSizeIsChecked) {
@@ -141,7 +141,8 @@ TEST(Connect, IoQueueRefusals) {
   expect_invalid_param(rig.connect(io, 1, kNqn, kHost, cntlid, 31, 0, 0x22).cqe,
                        offsetof(nf::ConnectData, hostid), true);
   // A QID beyond the Number of Queues granted.
-  sn::SubmissionEntry noq = admin(sn::admin::kSetFeatures, 0, sn::feature::kNumberOfQueues, 0x00010001);
+  sn::SubmissionEntry noq =
+      admin(sn::admin::kSetFeatures, 0, sn::feature::kNumberOfQueues, 0x00010001);
   ASSERT_EQ(rig.run(a, noq).cqe.status, 0);  // two I/O queues
   auto& s = rig.connect(io, 3, kNqn, kHost, cntlid, 31);
   EXPECT_EQ(sc_of(s.cqe), sn::sc_cmd::kInvalidQueueIdentifier);

@@ -31,7 +31,9 @@ Controller::Controller(PollGroup& group, ControllerConfig config)
   if (cfg_.discovery && kato_ms_ == 0) kato_ms_ = kDiscoveryKatoMs;
 }
 
-Controller::~Controller() { stop_keep_alive(); }
+Controller::~Controller() {
+  stop_keep_alive();
+}
 
 void Controller::attach_admin(Qpair& admin) {
   admin_ = &admin;
@@ -65,8 +67,8 @@ event::PollStatus Controller::keep_alive_poll(void* arg) {
   const env::Clock& clock = c.group_.thread()->clock();
   if (clock.now() - c.last_keep_alive_ <= clock.us_to_ticks(uint64_t{c.kato_ms_} * 1000))
     return event::PollStatus::kIdle;
-  fmt::print(stderr, "nvmf: controller {} of {} (host {}): keep-alive timeout ({} ms)\n", c.cntlid(),
-             c.cfg_.subnqn, c.cfg_.hostnqn, c.kato_ms_);
+  fmt::print(stderr, "nvmf: controller {} of {} (host {}): keep-alive timeout ({} ms)\n",
+             c.cntlid(), c.cfg_.subnqn, c.cfg_.hostnqn, c.kato_ms_);
   c.csts_ |= sn::csts::kCfs;
   c.disconnect_all("keep-alive timeout");
   return event::PollStatus::kBusy;
@@ -131,10 +133,12 @@ uint16_t Controller::set_cc(uint32_t v) {
   cc_ = v;
   if (en && !was_en) {
     csts_ &= ~(3u << 2);  // SHST: normal
-    if (!quiescing_) csts_ |= sn::csts::kRdy;
-    else quiesce_waiters_.push_back([this] {
-      if (cc_ & cc::kEn) csts_ |= sn::csts::kRdy;
-    });
+    if (!quiescing_)
+      csts_ |= sn::csts::kRdy;
+    else
+      quiesce_waiters_.push_back([this] {
+        if (cc_ & cc::kEn) csts_ |= sn::csts::kRdy;
+      });
   } else if (!en && was_en) {
     // Controller reset: its I/O queues go (the host connects them again), held AERs end,
     // RDY drops once the queues are gone.

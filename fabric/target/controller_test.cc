@@ -162,7 +162,8 @@ TEST(Controller, IdentifyNamespaces) {
   // Inactive NSIDs within NN read as zeroes; beyond NN they are invalid.
   auto& inactive = rig.run(q, admin(adm::kIdentify, 5, sn::cns::kNamespace), nullptr, 4096);
   EXPECT_EQ(inactive.cqe.status, 0);
-  EXPECT_TRUE(std::all_of(inactive.c2h.begin(), inactive.c2h.end(), [](uint8_t b) { return b == 0; }));
+  EXPECT_TRUE(
+      std::all_of(inactive.c2h.begin(), inactive.c2h.end(), [](uint8_t b) { return b == 0; }));
   EXPECT_EQ(sc_of(rig.run(q, admin(adm::kIdentify, 9, 0), nullptr, 4096).cqe),
             sn::sc::kInvalidNamespaceOrFormat);
   EXPECT_EQ(sc_of(rig.run(q, admin(adm::kIdentify, 0, 0), nullptr, 4096).cqe),
@@ -183,7 +184,8 @@ TEST(Controller, IdentifyNamespaces) {
   auto& after1 = rig.run(q, admin(adm::kIdentify, 1, sn::cns::kActiveNamespaceList), nullptr, 4096);
   std::memcpy(ids, after1.c2h.data(), 4);
   EXPECT_EQ(ids[0], 3u);
-  auto& desc = rig.run(q, admin(adm::kIdentify, 3, sn::cns::kNamespaceIdDescriptors), nullptr, 4096);
+  auto& desc =
+      rig.run(q, admin(adm::kIdentify, 3, sn::cns::kNamespaceIdDescriptors), nullptr, 4096);
   ASSERT_EQ(desc.cqe.status, 0);
   EXPECT_EQ(desc.c2h[0], sn::nidt::kNguid);
   EXPECT_EQ(desc.c2h[1], 16);
@@ -204,10 +206,13 @@ TEST(Controller, FeaturesAndTheirErrors) {
   EXPECT_EQ(noq.cqe.dw0, 0x007e007eu);  // 127 granted, 0's based
   EXPECT_EQ(rig.run(q, admin(adm::kGetFeatures, 0, sn::feature::kNumberOfQueues)).cqe.dw0,
             0x007e007eu);
-  EXPECT_EQ(sc_of(rig.run(q, admin(adm::kSetFeatures, 0, sn::feature::kNumberOfQueues, 0xffff)).cqe),
-            sn::sc::kInvalidField);
-  EXPECT_EQ(rig.run(q, admin(adm::kSetFeatures, 0, sn::feature::kAsyncEventConfig, 0x100)).cqe.status, 0);
-  EXPECT_EQ(rig.run(q, admin(adm::kGetFeatures, 0, sn::feature::kAsyncEventConfig)).cqe.dw0, 0x100u);
+  EXPECT_EQ(
+      sc_of(rig.run(q, admin(adm::kSetFeatures, 0, sn::feature::kNumberOfQueues, 0xffff)).cqe),
+      sn::sc::kInvalidField);
+  EXPECT_EQ(
+      rig.run(q, admin(adm::kSetFeatures, 0, sn::feature::kAsyncEventConfig, 0x100)).cqe.status, 0);
+  EXPECT_EQ(rig.run(q, admin(adm::kGetFeatures, 0, sn::feature::kAsyncEventConfig)).cqe.dw0,
+            0x100u);
   EXPECT_EQ(rig.run(q, admin(adm::kGetFeatures, 0, sn::feature::kVolatileWriteCache)).cqe.dw0, 1u);
   auto& save = rig.run(q, admin(adm::kSetFeatures, 0, sn::feature::kArbitration | 1u << 31));
   EXPECT_EQ(sct_of(save.cqe), sn::sct::kCommandSpecific);
@@ -268,7 +273,9 @@ TEST(Controller, NamespaceHotAddAndRemoveRaiseANotice) {
   Rig rig("0x3");
   FakeQpair& q = rig.new_qpair(0);
   const uint16_t cntlid = rig.connect_enabled(q);
-  ASSERT_EQ(rig.run(q, admin(adm::kSetFeatures, 0, sn::feature::kAsyncEventConfig, 1u << 8)).cqe.status, 0);
+  ASSERT_EQ(
+      rig.run(q, admin(adm::kSetFeatures, 0, sn::feature::kAsyncEventConfig, 1u << 8)).cqe.status,
+      0);
   const int aer = rig.on_group([&] { return q.submit(admin(adm::kAsyncEventRequest)); });
   rig.settle();
   ASSERT_FALSE(q.slot(aer).done);
@@ -279,7 +286,8 @@ TEST(Controller, NamespaceHotAddAndRemoveRaiseANotice) {
   rig.on_app([&] { ASSERT_TRUE(rig.tgt->add_namespace(kNqn, no).ok()); });
   rig.settle();
   ASSERT_TRUE(q.slot(aer).done);
-  EXPECT_EQ(q.slot(aer).cqe.dw0, sn::aer::make_dw0(sn::aer::kTypeNotice, 0, sn::log::kChangedNamespaceList));
+  EXPECT_EQ(q.slot(aer).cqe.dw0,
+            sn::aer::make_dw0(sn::aer::kTypeNotice, 0, sn::log::kChangedNamespaceList));
   FakeQpair& io = rig.new_qpair(1);
   ASSERT_EQ(rig.connect(io, 1, kNqn, kHost, cntlid, 31).cqe.status, 0);
   std::vector<uint8_t> block(512, 0x5a);
@@ -332,8 +340,8 @@ TEST(Controller, DiscoveryLogListsWhatTheHostMaySee) {
     std::memcpy(&h, hdr.c2h.data(), sizeof h);
     std::vector<nf::DiscoveryLogEntry> entries(h.numrec);
     if (h.numrec) {
-      auto& all = rig.run(d, get_log(nf::kLogDiscovery, 1024 * h.numrec, 1024), nullptr,
-                          1024 * h.numrec);
+      auto& all =
+          rig.run(d, get_log(nf::kLogDiscovery, 1024 * h.numrec, 1024), nullptr, 1024 * h.numrec);
       EXPECT_EQ(all.cqe.status, 0);
       std::memcpy(entries.data(), all.c2h.data(), 1024 * h.numrec);
     }

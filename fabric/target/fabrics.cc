@@ -103,7 +103,8 @@ void finish_connect(Target::ConnectOp* op_raw) {
         t.controller_gone(slot, cntlid, id);
       });
       if (!closing) q.state = Qpair::State::kAwaitingConnect;
-      return fail_connect(r, kInvalidParameters, invalid_param(offsetof(nf::ConnectData, subnqn), true));
+      return fail_connect(r, kInvalidParameters,
+                          invalid_param(offsetof(nf::ConnectData, subnqn), true));
     }
     auto* c = new Controller(g, op->cfg);  // deletes itself when its association ends
     g.add_controller(c);
@@ -122,7 +123,8 @@ void finish_connect(Target::ConnectOp* op_raw) {
       q.subsystem_slot = op->cfg.slot;
       q.state = Qpair::State::kActive;
       q.disconnect();
-      return fail_connect(r, kInvalidParameters, invalid_param(offsetof(nf::ConnectData, subnqn), true));
+      return fail_connect(r, kInvalidParameters,
+                          invalid_param(offsetof(nf::ConnectData, subnqn), true));
     }
   }
   q.qid = op->qid;
@@ -247,14 +249,17 @@ void execute_fabrics(Request& r) {
   const TransportLimits& l = q.transport().limits();
   const uint32_t max = c.qid == 0 ? l.max_aq_depth : l.max_queue_depth;
   if (c.sqsize == 0 || uint32_t{c.sqsize} + 1 > max)
-    return fail_connect(r, kInvalidParameters, invalid_param(offsetof(nf::ConnectCommand, sqsize), false));
+    return fail_connect(r, kInvalidParameters,
+                        invalid_param(offsetof(nf::ConnectCommand, sqsize), false));
   auto op = std::make_unique<Target::ConnectOp>();
   std::memcpy(&op->data, r.data, sizeof op->data);
   auto terminated = [](const char* s, std::size_t n) { return std::memchr(s, 0, n) != nullptr; };
   if (!terminated(op->data.subnqn, sizeof op->data.subnqn))
-    return fail_connect(r, kInvalidParameters, invalid_param(offsetof(nf::ConnectData, subnqn), true));
+    return fail_connect(r, kInvalidParameters,
+                        invalid_param(offsetof(nf::ConnectData, subnqn), true));
   if (!terminated(op->data.hostnqn, sizeof op->data.hostnqn))
-    return fail_connect(r, kInvalidParameters, invalid_param(offsetof(nf::ConnectData, hostnqn), true));
+    return fail_connect(r, kInvalidParameters,
+                        invalid_param(offsetof(nf::ConnectData, hostnqn), true));
   if (!q.prepare(c.qid, uint32_t{c.sqsize} + 1))
     return finish(r, status(sn::sct::kGeneric, sn::sc::kInternalError, false));
   op->req = &r;
@@ -294,9 +299,10 @@ void qpair_closed(Qpair& q) {
   if (q.ctrlr_group != nullptr) {
     --g.stats().current_io_qpairs;
     Target& t = g.target();
-    t.run_on(q.ctrlr_group->thread(), [cg = q.ctrlr_group, id = q.ctrlr_id, qid = q.qid, qp = q.id()] {
-      if (Controller* c = cg->controller(id)) c->io_gone(qid, qp);
-    });
+    t.run_on(q.ctrlr_group->thread(),
+             [cg = q.ctrlr_group, id = q.ctrlr_id, qid = q.qid, qp = q.id()] {
+               if (Controller* c = cg->controller(id)) c->io_gone(qid, qp);
+             });
     q.ctrlr_group = nullptr;
   }
 }

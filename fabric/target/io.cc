@@ -57,8 +57,8 @@ void on_done(bdev::BdevIo& io, bool ok, void* arg) {
   if (ok && r.cmd.opcode == nvm::kWrite && (r.cmd.cdw12 & nvm::kCdw12Fua) && r.ns->write_cache &&
       r.ns->can_flush) {
     // Force Unit Access on a bdev that caches writes: the write is durable once flushed.
-    const int rc = r.qpair->group().bdevs().flush(r.ns->desc, r.ns->ch, r.cmd.slba(),
-                                                         r.cmd.nlb(), on_flush_after_write, &r);
+    const int rc = r.qpair->group().bdevs().flush(r.ns->desc, r.ns->ch, r.cmd.slba(), r.cmd.nlb(),
+                                                  on_flush_after_write, &r);
     if (rc == 0) return;
     io_finish(r, status(sn::sct::kGeneric, sn::sc::kInternalError, false));
     return;
@@ -192,7 +192,7 @@ void execute_io(Request& r) {
         break;
       }
       if (!(c.cdw11 & nvm::kDsmDeallocate)) return finish(r, kSuccess);  // hints only
-      if (!ns->can_unmap) return finish(r, kSuccess);  // deallocation is advisory
+      if (!ns->can_unmap) return finish(r, kSuccess);                    // deallocation is advisory
       const auto* ranges = static_cast<const nvm::DsmRange*>(r.data);
       for (uint32_t i = 0; i < nr && st == kSuccess; ++i) {
         nvm::DsmRange d;
@@ -214,6 +214,8 @@ void execute_io(Request& r) {
   start(r);
 }
 
-void resubmit_io(Request& r) { start(r); }
+void resubmit_io(Request& r) {
+  start(r);
+}
 
 }  // namespace pollux::fabric::target

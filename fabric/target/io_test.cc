@@ -52,9 +52,10 @@ TEST(Io, SqHeadReportedUnlessFlowControlIsOff) {
   EXPECT_EQ(a.cqe.sqhd, rig.io->sq_head);
   FakeQpair& q2 = rig.new_qpair(1);
   const nf::ConnectData d = connect_data(kNqn, kHost, rig.cntlid);
-  ASSERT_EQ(rig.run(q2, connect_cmd(2, 31, 0, nf::connect::kCattrDisableSqFlowControl), &d, sizeof d)
-                .cqe.status,
-            0);
+  ASSERT_EQ(
+      rig.run(q2, connect_cmd(2, 31, 0, nf::connect::kCattrDisableSqFlowControl), &d, sizeof d)
+          .cqe.status,
+      0);
   EXPECT_FALSE(q2.sq_flow_control);
   EXPECT_EQ(rig.run(q2, rw(nvm::kRead, 1, 0, 1), nullptr, 512).cqe.sqhd, 0xffff);
 }
@@ -62,7 +63,9 @@ TEST(Io, SqHeadReportedUnlessFlowControlIsOff) {
 TEST(Io, ErrorsNameTheirCause) {
   IoRig rig;
   std::vector<uint8_t> buf(4096);
-  auto sc = [&](const sn::SubmissionEntry& c, uint32_t len) { return sc_of(rig.cmd(c, buf.data(), len).cqe); };
+  auto sc = [&](const sn::SubmissionEntry& c, uint32_t len) {
+    return sc_of(rig.cmd(c, buf.data(), len).cqe);
+  };
   EXPECT_EQ(sc(rw(nvm::kRead, 1, 16384, 1), 512), sn::sc::kLbaOutOfRange);
   EXPECT_EQ(sc(rw(nvm::kRead, 1, 16383, 2), 1024), sn::sc::kLbaOutOfRange);
   EXPECT_EQ(sc(rw(nvm::kRead, 1, ~0ull, 2), 1024), sn::sc::kLbaOutOfRange);  // wraps
@@ -125,7 +128,8 @@ TEST(Io, NamespaceRemovalWaitsForItsIo) {
   IoRig rig;
   const auto data = pattern(512 * 64, 1);
   // Submitted, not yet completed (the bdev's poller has not run).
-  const int w = rig.on_group([&] { return rig.io->submit(rw(nvm::kWrite, 1, 0, 64), data.data(), data.size()); }, 1);
+  const int w = rig.on_group(
+      [&] { return rig.io->submit(rw(nvm::kWrite, 1, 0, 64), data.data(), data.size()); }, 1);
   ASSERT_FALSE(rig.io->slot(w).done);
   bool removed = false;
   rig.on_app([&] {
@@ -136,7 +140,8 @@ TEST(Io, NamespaceRemovalWaitsForItsIo) {
   EXPECT_TRUE(rig.io->slot(w).done);
   EXPECT_EQ(rig.io->slot(w).cqe.status, 0);  // it finished before the channel went
   EXPECT_TRUE(removed);
-  EXPECT_EQ(sc_of(rig.cmd(rw(nvm::kRead, 1, 0, 1), nullptr, 512).cqe), sn::sc::kInvalidNamespaceOrFormat);
+  EXPECT_EQ(sc_of(rig.cmd(rw(nvm::kRead, 1, 0, 1), nullptr, 512).cqe),
+            sn::sc::kInvalidNamespaceOrFormat);
 }
 
 TEST(Io, DisconnectEndsOnlyThatQueue) {

@@ -19,7 +19,9 @@ Qpair::Qpair(PollGroup& group, Transport& transport)
   group_.add_qpair(this);
 }
 
-Qpair::~Qpair() { group_.remove_qpair(this); }
+Qpair::~Qpair() {
+  group_.remove_qpair(this);
+}
 
 PollGroup::PollGroup(Target& target, bdev::Manager& bdevs, event::Thread* thread, uint32_t index)
     : target_(target), bdevs_(bdevs), thread_(thread), index_(index) {}
@@ -82,7 +84,8 @@ void PollGroup::retry_later(Request& r) {
     retry_head_ = &r;
   }
   retry_tail_ = &r;
-  if (retry_poller_ == nullptr) retry_poller_ = thread_->register_poller(retry_poll, this, 0, "nvmf_io_retry");
+  if (retry_poller_ == nullptr)
+    retry_poller_ = thread_->register_poller(retry_poll, this, 0, "nvmf_io_retry");
 }
 
 // Retries in FIFO order; one that is refused again goes back to the front and waits.

@@ -48,7 +48,7 @@ class Qpair {
     kAwaitingConnect,  // only a Connect is accepted
     kConnecting,       // its Connect is with the target/controller threads
     kActive,
-    kClosing,          // the transport is ending it
+    kClosing,  // the transport is ending it
   };
 
   Qpair(PollGroup& group, Transport& transport);
@@ -77,9 +77,9 @@ class Qpair {
   // ---- state the core keeps (the transport reads sq_flow_control and advances sq_head)
   State state = State::kAwaitingConnect;
   uint16_t qid = 0;
-  uint32_t entries = 0;        // SQSIZE + 1
+  uint32_t entries = 0;         // SQSIZE + 1
   bool sq_flow_control = true;  // CATTR bit 2 clear: CQEs report the SQ head
-  uint16_t sq_head = 0;        // commands taken, modulo entries
+  uint16_t sq_head = 0;         // commands taken, modulo entries
   uint16_t cntlid = 0;
   uint32_t subsystem_slot = 0;
   Controller* ctrlr = nullptr;       // admin queue: its controller, on this thread

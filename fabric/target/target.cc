@@ -15,7 +15,9 @@ namespace {
 constexpr uint32_t kMaxNamespacesLimit = 1024;
 constexpr const char* kClaimModule = "nvmf_tgt";
 
-Error fail(const std::string& msg, int code = EINVAL) { return make_error(code, msg); }
+Error fail(const std::string& msg, int code = EINVAL) {
+  return make_error(code, msg);
+}
 
 bool valid_nqn(const std::string& n, std::string* why) {
   if (n.empty()) return *why = "is empty", false;
@@ -61,7 +63,8 @@ bool parse_hex_id(const std::string& text, uint8_t* out, std::size_t n) {
     hex.push_back(c);
   }
   if (hex.size() != 2 * n) return false;
-  for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(std::stoul(hex.substr(2 * i, 2), nullptr, 16));
+  for (std::size_t i = 0; i < n; ++i)
+    out[i] = static_cast<uint8_t>(std::stoul(hex.substr(2 * i, 2), nullptr, 16));
   return true;
 }
 
@@ -108,10 +111,12 @@ Result<std::unique_ptr<Target>> Target::create(event::Framework& fw, bdev::Manag
   d->opts_.model = "Pollux Discovery Controller";
   d->discovery_ = true;
   t->subsystems_.push_back(std::move(d));
-  t->for_each_group([](PollGroup& g, std::function<void()> next) {
-    g.add_subsystem(0, true, 0);
-    next();
-  }, nullptr);
+  t->for_each_group(
+      [](PollGroup& g, std::function<void()> next) {
+        g.add_subsystem(0, true, 0);
+        next();
+      },
+      nullptr);
   return t;
 }
 
@@ -123,10 +128,13 @@ PollGroup& Target::next_group() {
 
 bool Target::run_on(event::Thread* t, std::function<void()> fn) const {
   auto* p = new std::function<void()>(std::move(fn));
-  const bool sent = fw_.send_reliably(t, [](void* a) {
-    std::unique_ptr<std::function<void()>> f(static_cast<std::function<void()>*>(a));
-    (*f)();
-  }, p);
+  const bool sent = fw_.send_reliably(
+      t,
+      [](void* a) {
+        std::unique_ptr<std::function<void()>> f(static_cast<std::function<void()>*>(a));
+        (*f)();
+      },
+      p);
   if (!sent) delete p;
   return sent;
 }
@@ -186,10 +194,12 @@ Status Target::add_transport(std::unique_ptr<Transport> t) {
   Transport* raw = t.get();
   transports_.push_back(std::move(t));
   published_transports_.store(transports_.size(), std::memory_order_release);
-  for_each_group([raw](PollGroup& g, std::function<void()> next) {
-    raw->add_group(g);
-    next();
-  }, nullptr);
+  for_each_group(
+      [raw](PollGroup& g, std::function<void()> next) {
+        raw->add_group(g);
+        next();
+      },
+      nullptr);
   return ok_status();
 }
 
@@ -226,7 +236,8 @@ Result<Subsystem*> Target::create_subsystem(const SubsystemOptions& o) {
   if (stopping_) return fail("the target is stopping", ESHUTDOWN);
   std::string why;
   if (!valid_nqn(o.nqn, &why)) return fail("nqn '" + o.nqn + "' " + why);
-  if (o.nqn == nf::kDiscoveryNqn) return fail("nqn: the discovery subsystem exists already", EEXIST);
+  if (o.nqn == nf::kDiscoveryNqn)
+    return fail("nqn: the discovery subsystem exists already", EEXIST);
   if (find(o.nqn) != nullptr) return fail("subsystem " + o.nqn + " exists already", EEXIST);
   if (o.serial.empty() || o.serial.size() > 20 || !printable_ascii(o.serial))
     return fail("serial_number: 1 to 20 printable ASCII characters");
@@ -235,7 +246,8 @@ Result<Subsystem*> Target::create_subsystem(const SubsystemOptions& o) {
   if (o.max_namespaces == 0 || o.max_namespaces > kMaxNamespacesLimit)
     return fail(fmt::format("max_namespaces: 1 to {}", kMaxNamespacesLimit));
   if (o.min_cntlid == 0 || o.max_cntlid > nf::connect::kCntlidMax || o.min_cntlid > o.max_cntlid)
-    return fail(fmt::format("min_cntlid/max_cntlid: 1 <= min <= max <= {}", nf::connect::kCntlidMax));
+    return fail(
+        fmt::format("min_cntlid/max_cntlid: 1 <= min <= max <= {}", nf::connect::kCntlidMax));
   auto s = std::make_unique<Subsystem>();
   s->slot_ = static_cast<uint32_t>(subsystems_.size());  // slots are never reused
   s->opts_ = o;
@@ -243,10 +255,12 @@ Result<Subsystem*> Target::create_subsystem(const SubsystemOptions& o) {
   Subsystem* raw = s.get();
   subsystems_.push_back(std::move(s));
   const uint32_t slot = raw->slot_, max_ns = o.max_namespaces;
-  for_each_group([slot, max_ns](PollGroup& g, std::function<void()> next) {
-    g.add_subsystem(slot, false, max_ns);
-    next();
-  }, nullptr);
+  for_each_group(
+      [slot, max_ns](PollGroup& g, std::function<void()> next) {
+        g.add_subsystem(slot, false, max_ns);
+        next();
+      },
+      nullptr);
   bump_genctr();
   return raw;
 }
@@ -287,13 +301,15 @@ void Target::controller_gone(uint32_t slot, uint16_t cntlid, uint64_t id) {
   }
   if (s.ctrls_.empty() && s.ns_.empty() && !s.dropping_) {
     s.dropping_ = true;
-    for_each_group([slot](PollGroup& g, std::function<void()> next) {
-      g.remove_subsystem(slot);
-      next();
-    }, [this, slot] {
-      subsystems_[slot].reset();
-      settle_one();  // the deletion's own count
-    });
+    for_each_group(
+        [slot](PollGroup& g, std::function<void()> next) {
+          g.remove_subsystem(slot);
+          next();
+        },
+        [this, slot] {
+          subsystems_[slot].reset();
+          settle_one();  // the deletion's own count
+        });
   }
 }
 
@@ -314,7 +330,8 @@ Result<uint32_t> Target::add_namespace(const std::string& nqn, const NamespaceOp
   if (nsid == 0) {
     for (uint32_t i = 1; i <= max && nsid == 0; ++i)
       if (!s->ns_.count(i)) nsid = i;
-    if (nsid == 0) return make_error(ENOSPC, fmt::format("{}: all {} namespaces are in use", nqn, max));
+    if (nsid == 0)
+      return make_error(ENOSPC, fmt::format("{}: all {} namespaces are in use", nqn, max));
   } else if (nsid > max) {
     return make_error(EINVAL, fmt::format("nsid {}: above max_namespaces ({})", nsid, max));
   } else if (s->ns_.count(nsid)) {
@@ -335,8 +352,8 @@ Result<uint32_t> Target::add_namespace(const std::string& nqn, const NamespaceOp
   NamespaceIds ids;
   if (o.uuid) {
     ids.uuid = *o.uuid;
-  } else if (const std::string& u = desc->bdev().props().uuid; !u.empty() &&
-             parse_hex_id(u, ids.uuid.data(), 16)) {
+  } else if (const std::string& u = desc->bdev().props().uuid;
+             !u.empty() && parse_hex_id(u, ids.uuid.data(), 16)) {
   } else {
     ids.uuid = random_uuid();
   }
@@ -348,33 +365,36 @@ Result<uint32_t> Target::add_namespace(const std::string& nqn, const NamespaceOp
   ns_ctx_.push_back(std::unique_ptr<NsEventCtx>(ctx));
   const uint32_t slot = s->slot_;
   bdev::Manager* mgr = &bdevs_;
-  for_each_group([slot, nsid, desc, ids, mgr](PollGroup& g, std::function<void()> next) {
-    PgSubsystem* sub = g.subsystem(slot);
-    if (sub != nullptr) {
-      PgNamespace& n = sub->ns[nsid - 1];
-      n = PgNamespace{};
-      n.nsid = nsid;
-      n.desc = desc;
-      n.bdev = &desc->bdev();
-      const bdev::BdevProperties& p = n.bdev->props();
-      n.block_size = p.block_size;
-      n.block_shift = static_cast<uint32_t>(__builtin_ctz(p.block_size));
-      n.num_blocks = p.num_blocks;
-      n.write_cache = p.write_cache;
-      n.can_flush = n.bdev->supports(bdev::IoType::kFlush);
-      n.can_unmap = n.bdev->supports(bdev::IoType::kUnmap);
-      n.can_write_zeroes = n.bdev->supports(bdev::IoType::kWriteZeroes);
-      n.can_compare = n.bdev->supports(bdev::IoType::kCompare);
-      n.ids = ids;
-      n.ch = mgr->get_io_channel(desc);
-      if (n.ch != nullptr) {
-        n.state = PgNamespace::State::kActive;
-      } else {
-        fmt::print(stderr, "nvmf: namespace {}: no bdev channel on {}\n", nsid, g.thread()->name());
-      }
-    }
-    next();
-  }, [this, slot, nsid] { notify_changed(slot, nsid); });
+  for_each_group(
+      [slot, nsid, desc, ids, mgr](PollGroup& g, std::function<void()> next) {
+        PgSubsystem* sub = g.subsystem(slot);
+        if (sub != nullptr) {
+          PgNamespace& n = sub->ns[nsid - 1];
+          n = PgNamespace{};
+          n.nsid = nsid;
+          n.desc = desc;
+          n.bdev = &desc->bdev();
+          const bdev::BdevProperties& p = n.bdev->props();
+          n.block_size = p.block_size;
+          n.block_shift = static_cast<uint32_t>(__builtin_ctz(p.block_size));
+          n.num_blocks = p.num_blocks;
+          n.write_cache = p.write_cache;
+          n.can_flush = n.bdev->supports(bdev::IoType::kFlush);
+          n.can_unmap = n.bdev->supports(bdev::IoType::kUnmap);
+          n.can_write_zeroes = n.bdev->supports(bdev::IoType::kWriteZeroes);
+          n.can_compare = n.bdev->supports(bdev::IoType::kCompare);
+          n.ids = ids;
+          n.ch = mgr->get_io_channel(desc);
+          if (n.ch != nullptr) {
+            n.state = PgNamespace::State::kActive;
+          } else {
+            fmt::print(stderr, "nvmf: namespace {}: no bdev channel on {}\n", nsid,
+                       g.thread()->name());
+          }
+        }
+        next();
+      },
+      [this, slot, nsid] { notify_changed(slot, nsid); });
   return nsid;
 }
 
@@ -394,34 +414,37 @@ void Target::remove_namespace_entry(Subsystem& s, uint32_t nsid, std::function<v
   s.ns_[nsid].info.removing = true;
   const uint32_t slot = s.slot_;
   bdev::Manager* mgr = &bdevs_;
-  for_each_group([slot, nsid, mgr](PollGroup& g, std::function<void()> next) {
-    PgSubsystem* sub = g.subsystem(slot);
-    if (sub == nullptr || sub->ns[nsid - 1].state != PgNamespace::State::kActive) {
-      if (sub != nullptr) sub->ns[nsid - 1] = PgNamespace{};
-      return next();
-    }
-    PgNamespace& n = sub->ns[nsid - 1];
-    n.state = PgNamespace::State::kRemoving;
-    auto release = [&n, mgr, next] {
-      mgr->put_io_channel(n.ch);
-      n = PgNamespace{};
-      next();
-    };
-    if (n.outstanding == 0) return release();
-    n.drained = release;
-  }, [this, slot, nsid, then = std::move(then)] {
-    Subsystem& sub = *subsystems_[slot];
-    auto it = sub.ns_.find(nsid);
-    if (it != sub.ns_.end()) {
-      bdevs_.close(it->second.desc);
-      sub.ns_.erase(it);
-    }
-    ns_ctx_.erase(std::remove_if(ns_ctx_.begin(), ns_ctx_.end(), [&](const auto& c) {
-      return c->slot == slot && c->nsid == nsid;
-    }), ns_ctx_.end());
-    notify_changed(slot, nsid);
-    if (then) then();
-  });
+  for_each_group(
+      [slot, nsid, mgr](PollGroup& g, std::function<void()> next) {
+        PgSubsystem* sub = g.subsystem(slot);
+        if (sub == nullptr || sub->ns[nsid - 1].state != PgNamespace::State::kActive) {
+          if (sub != nullptr) sub->ns[nsid - 1] = PgNamespace{};
+          return next();
+        }
+        PgNamespace& n = sub->ns[nsid - 1];
+        n.state = PgNamespace::State::kRemoving;
+        auto release = [&n, mgr, next] {
+          mgr->put_io_channel(n.ch);
+          n = PgNamespace{};
+          next();
+        };
+        if (n.outstanding == 0) return release();
+        n.drained = release;
+      },
+      [this, slot, nsid, then = std::move(then)] {
+        Subsystem& sub = *subsystems_[slot];
+        auto it = sub.ns_.find(nsid);
+        if (it != sub.ns_.end()) {
+          bdevs_.close(it->second.desc);
+          sub.ns_.erase(it);
+        }
+        ns_ctx_.erase(
+            std::remove_if(ns_ctx_.begin(), ns_ctx_.end(),
+                           [&](const auto& c) { return c->slot == slot && c->nsid == nsid; }),
+            ns_ctx_.end());
+        notify_changed(slot, nsid);
+        if (then) then();
+      });
 }
 
 // The bdev under a namespace is going (hot removal): the namespace goes with it.
@@ -441,21 +464,25 @@ void Target::on_bdev_event(bdev::DescEvent e, bdev::Bdev&, void* arg) {
 // Namespace changes reach controllers only after every group has them: a host that hears of
 // a new namespace finds it on whichever queue it uses.
 void Target::notify_changed(uint32_t slot, uint32_t nsid) {
-  for_each_group([slot, nsid](PollGroup& g, std::function<void()> next) {
-    if (PgSubsystem* sub = g.subsystem(slot)) {
-      for (Controller* c : std::vector<Controller*>(sub->ctrls)) c->namespace_changed(nsid);
-    }
-    next();
-  }, nullptr);
+  for_each_group(
+      [slot, nsid](PollGroup& g, std::function<void()> next) {
+        if (PgSubsystem* sub = g.subsystem(slot)) {
+          for (Controller* c : std::vector<Controller*>(sub->ctrls)) c->namespace_changed(nsid);
+        }
+        next();
+      },
+      nullptr);
 }
 
 void Target::notify_discovery() {
-  for_each_group([](PollGroup& g, std::function<void()> next) {
-    if (PgSubsystem* sub = g.subsystem(0)) {
-      for (Controller* c : std::vector<Controller*>(sub->ctrls)) c->discovery_changed();
-    }
-    next();
-  }, nullptr);
+  for_each_group(
+      [](PollGroup& g, std::function<void()> next) {
+        if (PgSubsystem* sub = g.subsystem(0)) {
+          for (Controller* c : std::vector<Controller*>(sub->ctrls)) c->discovery_changed();
+        }
+        next();
+      },
+      nullptr);
 }
 
 void Target::bump_genctr() {
@@ -471,7 +498,8 @@ Status Target::add_host(const std::string& nqn, const std::string& hostnqn) {
   if (s->discovery_) return fail("the discovery subsystem admits every host");
   std::string why;
   if (!valid_nqn(hostnqn, &why)) return fail("host '" + hostnqn + "' " + why);
-  if (!s->hosts_.insert(hostnqn).second) return fail("host " + hostnqn + " is allowed already", EEXIST);
+  if (!s->hosts_.insert(hostnqn).second)
+    return fail("host " + hostnqn + " is allowed already", EEXIST);
   bump_genctr();
   return ok_status();
 }
@@ -497,14 +525,17 @@ Status Target::add_listener(const std::string& nqn, const ListenAddress& a) {
   Subsystem* s = find(nqn);
   if (s == nullptr || s->deleting_) return fail("no subsystem " + nqn, ENODEV);
   Transport* t = transport(a.trtype);
-  if (t == nullptr) return fail("no transport " + a.trtype + " (nvmf_create_transport first)", ENODEV);
+  if (t == nullptr)
+    return fail("no transport " + a.trtype + " (nvmf_create_transport first)", ENODEV);
   if (std::find(s->listeners_.begin(), s->listeners_.end(), a) != s->listeners_.end())
     return fail(nqn + " listens on " + a.to_string() + " already", EEXIST);
-  auto it = std::find_if(listening_.begin(), listening_.end(), [&](auto& p) { return p.first == a; });
+  auto it =
+      std::find_if(listening_.begin(), listening_.end(), [&](auto& p) { return p.first == a; });
   if (it == listening_.end()) {
     if (auto st = t->listen(a); !st) return st;
     listening_.emplace_back(a, 1);
-    if (!port_ids_.count(a.to_string())) port_ids_[a.to_string()] = static_cast<uint16_t>(port_ids_.size() + 1);
+    if (!port_ids_.count(a.to_string()))
+      port_ids_[a.to_string()] = static_cast<uint16_t>(port_ids_.size() + 1);
   } else {
     ++it->second;
   }
@@ -519,7 +550,8 @@ Status Target::remove_listener(const std::string& nqn, const ListenAddress& a) {
   auto l = std::find(s->listeners_.begin(), s->listeners_.end(), a);
   if (l == s->listeners_.end()) return fail(nqn + " does not listen on " + a.to_string(), ENODEV);
   s->listeners_.erase(l);
-  auto it = std::find_if(listening_.begin(), listening_.end(), [&](auto& p) { return p.first == a; });
+  auto it =
+      std::find_if(listening_.begin(), listening_.end(), [&](auto& p) { return p.first == a; });
   if (it != listening_.end() && --it->second == 0) {
     if (Transport* t = transport(a.trtype)) t->stop_listening(a);
     listening_.erase(it);
@@ -553,14 +585,16 @@ std::vector<uint8_t> Target::discovery_log(const std::string& hostnqn) const {
       entries.push_back(e);
     }
   }
-  std::vector<uint8_t> page(sizeof(nf::DiscoveryLogHeader) + entries.size() * sizeof(nf::DiscoveryLogEntry));
+  std::vector<uint8_t> page(sizeof(nf::DiscoveryLogHeader) +
+                            entries.size() * sizeof(nf::DiscoveryLogEntry));
   nf::DiscoveryLogHeader h{};
   h.genctr = genctr_;
   h.numrec = entries.size();
   h.recfmt = 0;
   std::memcpy(page.data(), &h, sizeof h);
   if (!entries.empty())
-    std::memcpy(page.data() + sizeof h, entries.data(), entries.size() * sizeof(nf::DiscoveryLogEntry));
+    std::memcpy(page.data() + sizeof h, entries.data(),
+                entries.size() * sizeof(nf::DiscoveryLogEntry));
   return page;
 }
 
@@ -573,37 +607,41 @@ void Target::stop(std::function<void()> done) {
   listening_.clear();
   // Every queue pair ends (an admin queue's end ends its controller, which waits for its I/O
   // queues in other groups): first tell every group, then wait for each to be empty.
-  for_each_group([](PollGroup& g, std::function<void()> next) {
-    for (Qpair* q : g.qpairs()) q->disconnect();
-    next();
-  }, nullptr);
+  for_each_group(
+      [](PollGroup& g, std::function<void()> next) {
+        for (Qpair* q : g.qpairs()) q->disconnect();
+        next();
+      },
+      nullptr);
   for_each_group([](PollGroup& g, std::function<void()> next) { g.when_empty(std::move(next)); },
                  [this, done = std::move(done)] {
-    // Then the transports' group state and every namespace channel go.
-    std::vector<Transport*> ts = transports();
-    bdev::Manager* mgr = &bdevs_;
-    for_each_group([ts, mgr](PollGroup& g, std::function<void()> next) {
-      for (Transport* t : ts) t->remove_group(g);
-      for (uint32_t slot = 0; slot < g.subsystem_slots(); ++slot) {
-        PgSubsystem* sub = g.subsystem(slot);
-        if (sub == nullptr) continue;
-        for (PgNamespace& n : sub->ns) {
-          if (n.ch != nullptr) mgr->put_io_channel(n.ch);
-          n = PgNamespace{};
-        }
-        g.remove_subsystem(slot);
-      }
-      next();
-    }, [this, done] {
-      for (auto& s : subsystems_) {
-        if (!s) continue;
-        for (auto& [nsid, ns] : s->ns_) bdevs_.close(ns.desc);
-        s->ns_.clear();
-      }
-      ns_ctx_.clear();
-      if (done) done();
-    });
-  });
+                   // Then the transports' group state and every namespace channel go.
+                   std::vector<Transport*> ts = transports();
+                   bdev::Manager* mgr = &bdevs_;
+                   for_each_group(
+                       [ts, mgr](PollGroup& g, std::function<void()> next) {
+                         for (Transport* t : ts) t->remove_group(g);
+                         for (uint32_t slot = 0; slot < g.subsystem_slots(); ++slot) {
+                           PgSubsystem* sub = g.subsystem(slot);
+                           if (sub == nullptr) continue;
+                           for (PgNamespace& n : sub->ns) {
+                             if (n.ch != nullptr) mgr->put_io_channel(n.ch);
+                             n = PgNamespace{};
+                           }
+                           g.remove_subsystem(slot);
+                         }
+                         next();
+                       },
+                       [this, done] {
+                         for (auto& s : subsystems_) {
+                           if (!s) continue;
+                           for (auto& [nsid, ns] : s->ns_) bdevs_.close(ns.desc);
+                           s->ns_.clear();
+                         }
+                         ns_ctx_.clear();
+                         if (done) done();
+                       });
+                 });
 }
 
 }  // namespace pollux::fabric::target

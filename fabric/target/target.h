@@ -174,7 +174,7 @@ class Target {
   uint32_t next_group_ = 0;
   std::vector<std::unique_ptr<Transport>> transports_;  // capacity kMaxTransports: no realloc
   std::atomic<std::size_t> published_transports_{0};
-  std::vector<std::unique_ptr<Subsystem>> subsystems_;  // by slot; null: a free slot
+  std::vector<std::unique_ptr<Subsystem>> subsystems_;    // by slot; null: a free slot
   std::vector<std::pair<ListenAddress, int>> listening_;  // address, subsystems using it
   std::map<std::string, uint16_t> port_ids_;              // discovery log PORTID by address
   std::vector<std::unique_ptr<NsEventCtx>> ns_ctx_;       // bdev event contexts

@@ -117,7 +117,9 @@ inline const char* kNqn = "nqn.2026-11.io.pollux:test";
 inline const char* kHost = "nqn.2026-11.io.pollux:host1";
 inline const ListenAddress kListen{"TCP", "IPv4", "127.0.0.1", "4420"};
 
-inline uint32_t cc_enabled() { return sn::cc::make(true, 0, 0, 0, 0, 6, 4); }
+inline uint32_t cc_enabled() {
+  return sn::cc::make(true, 0, 0, 0, 0, 6, 4);
+}
 
 inline sn::SubmissionEntry connect_cmd(uint16_t qid, uint16_t sqsize, uint32_t kato = 0,
                                        uint8_t cattr = 0) {
@@ -199,8 +201,12 @@ inline sn::SubmissionEntry get_log(uint8_t lid, uint32_t bytes, uint64_t offset 
   return e;
 }
 
-inline uint8_t sct_of(const sn::CompletionEntry& c) { return sn::status::sct(c.status); }
-inline uint8_t sc_of(const sn::CompletionEntry& c) { return sn::status::sc(c.status); }
+inline uint8_t sct_of(const sn::CompletionEntry& c) {
+  return sn::status::sct(c.status);
+}
+inline uint8_t sc_of(const sn::CompletionEntry& c) {
+  return sn::status::sc(c.status);
+}
 
 // One reactor, a target with one subsystem (kNqn, host kHost allowed, two malloc bdevs of 8 MiB
 // with 512-byte blocks, the first as namespace 1), listening on kListen.
@@ -257,9 +263,8 @@ struct Rig {
   }
 
   FakeQpair& new_qpair(std::size_t g = 0, ListenAddress la = kListen) {
-    qpairs.push_back(on_group([&] {
-      return std::make_unique<FakeQpair>(group(g), *transport, la);
-    }, g));
+    qpairs.push_back(
+        on_group([&] { return std::make_unique<FakeQpair>(group(g), *transport, la); }, g));
     return *qpairs.back();
   }
   // Submits on the queue's group thread and runs the framework until nothing moves.

@@ -14,7 +14,9 @@ namespace pollux::fabric::target {
 
 class PollGroup;
 using Status = Result<std::monostate>;
-inline Status ok_status() { return std::monostate{}; }
+inline Status ok_status() {
+  return std::monostate{};
+}
 
 class Transport {
  public:

@@ -49,8 +49,12 @@ struct NamespaceIds {
 constexpr uint16_t status(uint8_t sct, uint8_t sc, bool dnr = true) {
   return sn::status::make(sct, sc, dnr);
 }
-constexpr uint16_t generic(uint8_t sc) { return status(sn::sct::kGeneric, sc); }
-constexpr uint16_t specific(uint8_t sc) { return status(sn::sct::kCommandSpecific, sc); }
+constexpr uint16_t generic(uint8_t sc) {
+  return status(sn::sct::kGeneric, sc);
+}
+constexpr uint16_t specific(uint8_t sc) {
+  return status(sn::sct::kCommandSpecific, sc);
+}
 inline constexpr uint16_t kSuccess = 0;
 
 }  // namespace pollux::fabric::target

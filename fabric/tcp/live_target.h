@@ -92,7 +92,9 @@ class LiveTarget {
     auto m = bdev::Manager::create(*t.fw_);
     if (!m) return fail(m.error().message);
     t.mgr_ = std::move(m).value();
-    if (auto b = bdev::create_malloc_bdev(*t.mgr_, {"Malloc0", t.o_.blocks, t.o_.block_size, nullptr, nullptr}); !b)
+    if (auto b = bdev::create_malloc_bdev(
+            *t.mgr_, {"Malloc0", t.o_.blocks, t.o_.block_size, nullptr, nullptr});
+        !b)
       return fail(b.error().message);
     auto tg = target::Target::create(*t.fw_, *t.mgr_);
     if (!tg) return fail(tg.error().message);
@@ -100,7 +102,8 @@ class LiveTarget {
     auto tr = TcpTargetTransport::create(*t.tgt_, t.o_.tcp);
     if (!tr) return fail(tr.error().message);
     TcpTargetTransport* transport = tr->get();
-    if (auto st = t.tgt_->add_transport(std::move(tr).value()); !st) return fail(st.error().message);
+    if (auto st = t.tgt_->add_transport(std::move(tr).value()); !st)
+      return fail(st.error().message);
     target::SubsystemOptions so;
     so.nqn = t.o_.nqn;
     so.allow_any_host = true;

@@ -26,12 +26,16 @@ uint32_t crc_update(uint32_t raw, const void* p, std::size_t n) {
 }
 constexpr uint32_t kCrcSeed = ~0u;
 constexpr uint32_t kRxBytes = 64 * 1024;
-constexpr uint32_t kDirectRead = 4096;  // data this large goes from the socket straight to its buffer
+constexpr uint32_t kDirectRead =
+    4096;  // data this large goes from the socket straight to its buffer
 // Offset of SGL1's fields in a CapsuleCmd PDU (FEI of a C2HTermReq).
-constexpr uint32_t kSglAddressFei = offsetof(nt::CapsuleCmd, sqe) + offsetof(sn::SubmissionEntry, dptr);
+constexpr uint32_t kSglAddressFei =
+    offsetof(nt::CapsuleCmd, sqe) + offsetof(sn::SubmissionEntry, dptr);
 constexpr uint32_t kSglIdFei = kSglAddressFei + offsetof(sn::SglDescriptor, id);
 
-bool carries_digest(uint8_t type) { return type == nt::pdu::kCapsuleCmd || type == nt::pdu::kH2cData; }
+bool carries_digest(uint8_t type) {
+  return type == nt::pdu::kCapsuleCmd || type == nt::pdu::kH2cData;
+}
 
 }  // namespace
 
@@ -449,7 +453,9 @@ bool TcpConnection::on_common_header() {
   if (carries_digest(ch.type) && bool(ch.flags & nt::flags::kHdgst) != hd_)
     return fatal(nt::fes::kInvalidHeaderField, offsetof(nt::CommonHeader, flags));
   const uint32_t header_bytes = ch.hlen + (hd ? nt::kDigestSize : 0);
-  const auto bad_plen = [&] { return fatal(nt::fes::kInvalidHeaderField, offsetof(nt::CommonHeader, plen)); };
+  const auto bad_plen = [&] {
+    return fatal(nt::fes::kInvalidHeaderField, offsetof(nt::CommonHeader, plen));
+  };
   switch (ch.type) {
     case nt::pdu::kIcReq:
       if (ch.plen != nt::kIcReqHlen) return bad_plen();
@@ -501,7 +507,8 @@ bool TcpConnection::on_header() {
     default: {  // H2CTermReq: the host ends the connection
       nt::TermReq t;
       std::memcpy(&t, hdr_, sizeof t);
-      fmt::print(stderr, "nvmf/tcp {}: the host terminated the connection (H2CTermReq FES {:#x}, FEI {})\n",
+      fmt::print(stderr,
+                 "nvmf/tcp {}: the host terminated the connection (H2CTermReq FES {:#x}, FEI {})\n",
                  peer_, uint16_t{t.fes}, uint32_t{t.fei});
       begin_close(false);
       return false;
@@ -513,18 +520,21 @@ bool TcpConnection::on_icreq() {
   nt::IcReq req;
   std::memcpy(&req, hdr_, sizeof req);
   if (req.pfv != nt::kPfv10) return fatal(nt::fes::kUnsupportedParameter, offsetof(nt::IcReq, pfv));
-  if (req.hpda > nt::kMaxPda) return fatal(nt::fes::kUnsupportedParameter, offsetof(nt::IcReq, hpda));
+  if (req.hpda > nt::kMaxPda)
+    return fatal(nt::fes::kUnsupportedParameter, offsetof(nt::IcReq, hpda));
   hd_ = req.dgst & nt::dgst::kHdgstEnable;
   dd_ = req.dgst & nt::dgst::kDdgstEnable;
   hpda_ = req.hpda;
-  maxr2t_ = static_cast<uint32_t>(std::min<uint64_t>(uint64_t{req.maxr2t} + 1, TcpRequest::kMaxR2t));
+  maxr2t_ =
+      static_cast<uint32_t>(std::min<uint64_t>(uint64_t{req.maxr2t} + 1, TcpRequest::kMaxR2t));
   nt::IcResp resp{};
   resp.ch.type = nt::pdu::kIcResp;
   resp.ch.hlen = nt::kIcRespHlen;
   resp.ch.plen = nt::kIcRespHlen;
   resp.pfv = nt::kPfv10;
   resp.cpda = 0;
-  resp.dgst = static_cast<uint8_t>((hd_ ? nt::dgst::kHdgstEnable : 0) | (dd_ ? nt::dgst::kDdgstEnable : 0));
+  resp.dgst =
+      static_cast<uint8_t>((hd_ ? nt::dgst::kHdgstEnable : 0) | (dd_ ? nt::dgst::kDdgstEnable : 0));
   resp.maxh2cdata = transport_.options().max_h2c_data_size;
   std::memcpy(icresp_, &resp, sizeof resp);
   push(icresp_, sizeof resp);
@@ -596,7 +606,8 @@ bool TcpConnection::on_h2c_data() {
   const uint32_t k = h.ttag % TcpRequest::kMaxR2t;
   if (r == nullptr || r->state != TcpRequest::State::kH2c || !r->r2t[k].active)
     return fatal(nt::fes::kInvalidHeaderField, offsetof(nt::H2cData, ttag));
-  if (h.cccid != r->cmd.cid) return fatal(nt::fes::kInvalidHeaderField, offsetof(nt::H2cData, cccid));
+  if (h.cccid != r->cmd.cid)
+    return fatal(nt::fes::kInvalidHeaderField, offsetof(nt::H2cData, cccid));
   if (h.datal > transport_.options().max_h2c_data_size)
     return fatal(nt::fes::kDataTransferLimitExceeded, 0);
   TcpRequest::R2tRange& range = r->r2t[k];
@@ -666,7 +677,9 @@ bool TcpConnection::fatal(uint16_t fes, uint32_t fei) {
   return false;
 }
 
-void TcpConnection::disconnect() { begin_close(false); }
+void TcpConnection::disconnect() {
+  begin_close(false);
+}
 
 void TcpConnection::begin_close(bool socket_dead) {
   if (socket_dead) socket_dead_ = true;

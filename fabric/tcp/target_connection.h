@@ -127,7 +127,7 @@ class TcpConnection final : public target::Qpair {
   Conn conn_ = Conn::kAwaitIcReq;
   bool closing_ = false;
   bool socket_dead_ = false;
-  bool stalled_ = false;  // a capsule waits for a free request
+  bool stalled_ = false;          // a capsule waits for a free request
   bool hd_ = false, dd_ = false;  // digests in force
   uint8_t hpda_ = 0;              // the host's alignment for C2H data
   uint32_t maxr2t_ = 1;           // R2Ts outstanding per command (the host's MAXR2T + 1)

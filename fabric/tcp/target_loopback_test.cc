@@ -26,7 +26,8 @@ void verified_sizes(Host& h) {
     ASSERT_EQ(h.io(true, h.buf(0), lba, nlb), 0) << bytes << " bytes";
     std::memset(h.buf(1 << 20), 0xee, bytes);
     ASSERT_EQ(h.io(false, h.buf(1 << 20), lba, nlb), 0) << bytes << " bytes";
-    ASSERT_EQ(std::memcmp(h.buf(0), h.buf(1 << 20), bytes), 0) << bytes << " bytes read back differ";
+    ASSERT_EQ(std::memcmp(h.buf(0), h.buf(1 << 20), bytes), 0)
+        << bytes << " bytes read back differ";
     lba += nlb + 8;
   }
 }
@@ -85,7 +86,9 @@ TEST(TcpLoopback, QueueDepth32VerifiedRandomIo) {
     for (uint32_t s = 0; s < kSlots; ++s) ASSERT_EQ(ds[s].status, 0);
     for (uint32_t s = 0; s < kSlots; ++s) {
       ds[s] = {};
-      ASSERT_EQ(h.qp->read(*h.ns, h.buf((1 << 20) + s * 8192), s * 1024, kBlocks, Host::on_done, &ds[s]), 0);
+      ASSERT_EQ(
+          h.qp->read(*h.ns, h.buf((1 << 20) + s * 8192), s * 1024, kBlocks, Host::on_done, &ds[s]),
+          0);
     }
     ASSERT_TRUE(h.wait(ds, kSlots));
     std::vector<uint8_t> want(8192);
@@ -108,7 +111,9 @@ TEST(TcpLoopback, ResetsUnderIo) {
   for (int reset = 0; reset < 3; ++reset) {
     Host::Done ds[16];
     for (uint32_t i = 0; i < 16; ++i)
-      ASSERT_EQ(h.qp->read(*h.ns, h.buf((2 << 20) + i * 65536), (i % 8) * 256, 128, Host::on_done, &ds[i]), 0);
+      ASSERT_EQ(h.qp->read(*h.ns, h.buf((2 << 20) + i * 65536), (i % 8) * 256, 128, Host::on_done,
+                           &ds[i]),
+                0);
     ASSERT_EQ(h.ctrl->reset(), 0) << "reset " << reset;
     ASSERT_TRUE(h.wait(ds, 16));
     for (uint32_t i = 0; i < 16; ++i) {
@@ -118,7 +123,8 @@ TEST(TcpLoopback, ResetsUnderIo) {
     }
     for (uint32_t i = 0; i < 8; ++i) {
       ASSERT_EQ(h.io(false, h.buf(4 << 20), i * 256, 256), 0);
-      ASSERT_EQ(std::memcmp(h.buf(4 << 20), h.buf(i * 131072), 131072), 0) << "after reset " << reset;
+      ASSERT_EQ(std::memcmp(h.buf(4 << 20), h.buf(i * 131072), 131072), 0)
+          << "after reset " << reset;
     }
   }
 }

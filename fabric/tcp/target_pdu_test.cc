@@ -108,7 +108,8 @@ std::vector<uint8_t> capsule(const sn::SubmissionEntry& sqe, const void* data, u
   nt::CapsuleCmd c{};
   c.ch.type = nt::pdu::kCapsuleCmd;
   c.ch.hlen = nt::kCapsuleCmdHlen;
-  c.ch.flags = static_cast<uint8_t>((hd ? nt::flags::kHdgst : 0) | (len && dd ? nt::flags::kDdgst : 0));
+  c.ch.flags =
+      static_cast<uint8_t>((hd ? nt::flags::kHdgst : 0) | (len && dd ? nt::flags::kDdgst : 0));
   const uint32_t pdo = len ? nt::data_offset(nt::kCapsuleCmdHlen, hd, 0) : 0;
   c.ch.pdo = static_cast<uint8_t>(pdo);
   c.ch.plen = nt::pdu_length(nt::kCapsuleCmdHlen, hd, pdo, len, dd);
@@ -117,7 +118,8 @@ std::vector<uint8_t> capsule(const sn::SubmissionEntry& sqe, const void* data, u
   std::memcpy(v.data(), &c, sizeof c);
   if (hd) {
     const uint32_t d = crc32c(v.data(), nt::kCapsuleCmdHlen);
-    v.insert(v.end(), reinterpret_cast<const uint8_t*>(&d), reinterpret_cast<const uint8_t*>(&d) + 4);
+    v.insert(v.end(), reinterpret_cast<const uint8_t*>(&d),
+             reinterpret_cast<const uint8_t*>(&d) + 4);
   }
   if (len) {
     v.resize(pdo);
@@ -125,7 +127,8 @@ std::vector<uint8_t> capsule(const sn::SubmissionEntry& sqe, const void* data, u
     v.insert(v.end(), b, b + len);
     if (dd) {
       const uint32_t d = crc32c(data, len);
-      v.insert(v.end(), reinterpret_cast<const uint8_t*>(&d), reinterpret_cast<const uint8_t*>(&d) + 4);
+      v.insert(v.end(), reinterpret_cast<const uint8_t*>(&d),
+               reinterpret_cast<const uint8_t*>(&d) + 4);
     }
   }
   return v;
@@ -149,14 +152,16 @@ std::vector<uint8_t> h2c(uint16_t cccid, uint16_t ttag, uint32_t datao, const vo
   std::memcpy(v.data(), &h, sizeof h);
   if (hd) {
     const uint32_t d = crc32c(v.data(), nt::kDataHlen);
-    v.insert(v.end(), reinterpret_cast<const uint8_t*>(&d), reinterpret_cast<const uint8_t*>(&d) + 4);
+    v.insert(v.end(), reinterpret_cast<const uint8_t*>(&d),
+             reinterpret_cast<const uint8_t*>(&d) + 4);
   }
   v.resize(pdo);
   const auto* b = static_cast<const uint8_t*>(data);
   v.insert(v.end(), b, b + len);
   if (dd) {
     const uint32_t d = crc32c(data, len);
-    v.insert(v.end(), reinterpret_cast<const uint8_t*>(&d), reinterpret_cast<const uint8_t*>(&d) + 4);
+    v.insert(v.end(), reinterpret_cast<const uint8_t*>(&d),
+             reinterpret_cast<const uint8_t*>(&d) + 4);
   }
   return v;
 }
@@ -295,7 +300,8 @@ TEST_F(TcpPdu, BeforeIcReq) {
     nt::CommonHeader ch{nt::pdu::kIcReq, 0, nt::kIcReqHlen, 0, 132};
     std::memcpy(req.data(), &ch, sizeof ch);
     r.send(req);
-    expect_term(r, nt::fes::kInvalidHeaderField, offsetof(nt::CommonHeader, plen), "ICReq PLEN 132");
+    expect_term(r, nt::fes::kInvalidHeaderField, offsetof(nt::CommonHeader, plen),
+                "ICReq PLEN 132");
   }
 }
 
@@ -332,7 +338,8 @@ TEST_F(TcpPdu, HeaderFields) {
     auto v = capsule(sqe(sn::admin::kKeepAlive, 1), nullptr, 0, false, false);
     v[2] = 70;  // HLEN
     r.send(v);
-    expect_term(r, nt::fes::kInvalidHeaderField, offsetof(nt::CommonHeader, hlen), "CapsuleCmd HLEN 70");
+    expect_term(r, nt::fes::kInvalidHeaderField, offsetof(nt::CommonHeader, hlen),
+                "CapsuleCmd HLEN 70");
   }
   {
     Raw r(target->port());
@@ -359,7 +366,8 @@ TEST_F(TcpPdu, Digests) {
     r.handshake(nt::dgst::kHdgstEnable);
     auto v = capsule(sqe(sn::admin::kKeepAlive, 1), nullptr, 0, false, false);  // no HDGSTF
     r.send(v);
-    expect_term(r, nt::fes::kInvalidHeaderField, offsetof(nt::CommonHeader, flags), "HDGSTF missing");
+    expect_term(r, nt::fes::kInvalidHeaderField, offsetof(nt::CommonHeader, flags),
+                "HDGSTF missing");
   }
   {
     // A data digest error is not fatal: that command fails (Transient Transport Error, no
@@ -389,7 +397,8 @@ TEST_F(TcpPdu, CapsuleDataAndSgls) {
     sn::SubmissionEntry e = connect_sqe(0, 31);
     e.dptr.sgl1 = nf::sgl::in_capsule(static_cast<uint32_t>(big.size()));
     r.send(capsule(e, big.data(), static_cast<uint32_t>(big.size()), false, false));
-    expect_term(r, nt::fes::kDataTransferLimitExceeded, 0, "in-capsule data above the capsule size");
+    expect_term(r, nt::fes::kDataTransferLimitExceeded, 0,
+                "in-capsule data above the capsule size");
   }
   {
     Raw r(target->port());
@@ -405,7 +414,8 @@ TEST_F(TcpPdu, CapsuleDataAndSgls) {
     sn::SubmissionEntry e = connect_sqe(0, 31);
     e.dptr.sgl1 = nf::sgl::in_capsule(512);  // says 512, carries 1024
     r.send(capsule(e, &d, sizeof d, false, false));
-    expect_term(r, nt::fes::kInvalidHeaderField, offsetof(nt::CommonHeader, plen), "SGL length vs PDU");
+    expect_term(r, nt::fes::kInvalidHeaderField, offsetof(nt::CommonHeader, plen),
+                "SGL length vs PDU");
   }
   {
     Raw r(target->port());
@@ -535,7 +545,9 @@ TEST_F(TcpPdu, C2hDataAlignmentAndSuccessFlag) {
     Raw admin(target->port());
     admin.handshake();
     const uint16_t cntlid = connect_admin(admin, target->nqn());
-    ASSERT_EQ(connect_io(r, target->nqn(), cntlid, no_sq_flow ? nf::connect::kCattrDisableSqFlowControl : 0), 0);
+    ASSERT_EQ(connect_io(r, target->nqn(), cntlid,
+                         no_sq_flow ? nf::connect::kCattrDisableSqFlowControl : 0),
+              0);
     sn::SubmissionEntry e = sqe(sn::nvm::kRead, 4, 1);
     e.cdw10 = 200;
     e.cdw12 = 7;

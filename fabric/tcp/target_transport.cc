@@ -47,7 +47,8 @@ std::string validate(const TcpTargetOptions& o) {
     return "max_io_qpairs_per_ctrlr: 1 to 65535";
   if (o.in_capsule_data_size % 16 != 0 || o.in_capsule_data_size > 128 * 1024)
     return "in_capsule_data_size: a multiple of 16 up to 131072";
-  if (o.max_io_size < 4096 || o.max_io_size > 16 * 1024 * 1024 || (o.max_io_size & (o.max_io_size - 1)))
+  if (o.max_io_size < 4096 || o.max_io_size > 16 * 1024 * 1024 ||
+      (o.max_io_size & (o.max_io_size - 1)))
     return "max_io_size: a power of two from 4096 to 16 MiB";
   if (o.io_unit_size < o.max_io_size)
     return "io_unit_size: at least max_io_size (one data buffer per command)";
@@ -81,7 +82,7 @@ TcpTargetTransport::TcpTargetTransport(target::Target& tgt, const TcpTargetOptio
 }
 
 Result<std::unique_ptr<TcpTargetTransport>> TcpTargetTransport::create(target::Target& tgt,
-                                                                        const TcpTargetOptions& o) {
+                                                                       const TcpTargetOptions& o) {
   if (std::string e = validate(o); !e.empty()) return make_error(EINVAL, e);
   std::unique_ptr<TcpTargetTransport> t(new TcpTargetTransport(tgt, o));
   auto pool = env::DmaBufferPool::create(env::MemoryRegistry::global(), o.max_io_size,
@@ -108,7 +109,8 @@ target::Status TcpTargetTransport::listen(const target::ListenAddress& a) {
     for (char& c : f) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return f;
   }();
-  if (fam != "ipv4" && fam != "ipv6") return make_error(EINVAL, "adrfam '" + a.adrfam + "': IPv4 or IPv6");
+  if (fam != "ipv4" && fam != "ipv6")
+    return make_error(EINVAL, "adrfam '" + a.adrfam + "': IPv4 or IPv6");
   if (a.traddr.empty()) return make_error(EINVAL, "traddr: missing");
   addrinfo hints{};
   hints.ai_family = fam == "ipv6" ? AF_INET6 : AF_INET;
@@ -121,7 +123,8 @@ target::Status TcpTargetTransport::listen(const target::ListenAddress& a) {
   const int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     ::freeaddrinfo(res);
-    return make_error(errno, fmt::format("listen {}: socket: {}", a.to_string(), std::strerror(errno)));
+    return make_error(errno,
+                      fmt::format("listen {}: socket: {}", a.to_string(), std::strerror(errno)));
   }
   const int one = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -141,8 +144,8 @@ target::Status TcpTargetTransport::listen(const target::ListenAddress& a) {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &sl);
   l->port = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
                                            : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-  l->poller = tgt_.thread()->register_poller(accept_poll, l.get(), kAcceptPeriodUs,
-                                             "nvmf_tcp_accept");
+  l->poller =
+      tgt_.thread()->register_poller(accept_poll, l.get(), kAcceptPeriodUs, "nvmf_tcp_accept");
   fmt::print(stderr, "nvmf/tcp: listening on {}:{}\n", a.traddr, l->port);
   listeners_.push_back(std::move(l));
   return target::ok_status();
@@ -172,16 +175,16 @@ event::PollStatus TcpTargetTransport::accept_poll(void* arg) {
   for (int i = 0; i < 32; ++i) {
     sockaddr_storage ss{};
     socklen_t sl = sizeof ss;
-    const int fd = ::accept4(l.fd, reinterpret_cast<sockaddr*>(&ss), &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    const int fd =
+        ::accept4(l.fd, reinterpret_cast<sockaddr*>(&ss), &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) break;
     any = true;
     const int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     target::PollGroup& pg = t.tgt_.next_group();
     TcpTargetGroup* tg = t.groups_[pg.index()].get();
-    if (!t.tgt_.run_on(pg.thread(), [tg, fd, a = l.address, peer = peer_name(ss)] {
-          tg->adopt(fd, a, peer);
-        }))
+    if (!t.tgt_.run_on(pg.thread(),
+                       [tg, fd, a = l.address, peer = peer_name(ss)] { tg->adopt(fd, a, peer); }))
       ::close(fd);
   }
   return any ? event::PollStatus::kBusy : event::PollStatus::kIdle;
@@ -256,7 +259,9 @@ void TcpTargetGroup::adopt(int fd, target::ListenAddress listen, std::string pee
   ++stats_.accepted;
 }
 
-void TcpTargetGroup::put_buffer(void* b) { cache_.put(b); }
+void TcpTargetGroup::put_buffer(void* b) {
+  cache_.put(b);
+}
 
 void TcpTargetGroup::wait_for_buffer(TcpRequest& r, TcpConnection& c) {
   ++stats_.buffer_waits;
@@ -264,8 +269,9 @@ void TcpTargetGroup::wait_for_buffer(TcpRequest& r, TcpConnection& c) {
 }
 
 void TcpTargetGroup::forget_waits(TcpConnection& c) {
-  waits_.erase(std::remove_if(waits_.begin(), waits_.end(), [&](const Wait& w) { return w.c == &c; }),
-               waits_.end());
+  waits_.erase(
+      std::remove_if(waits_.begin(), waits_.end(), [&](const Wait& w) { return w.c == &c; }),
+      waits_.end());
 }
 
 void TcpTargetGroup::finalize(TcpConnection* c) {

@@ -65,7 +65,8 @@ struct Host {
   // A synchronous command; the status (0: success), or 0xffff on timeout / submission error.
   uint16_t io(bool write, void* b, uint64_t lba, uint32_t nlb) {
     Done d;
-    const int rc = write ? qp->write(*ns, b, lba, nlb, on_done, &d) : qp->read(*ns, b, lba, nlb, on_done, &d);
+    const int rc =
+        write ? qp->write(*ns, b, lba, nlb, on_done, &d) : qp->read(*ns, b, lba, nlb, on_done, &d);
     if (rc != 0) return 0xffff;
     return wait(&d, 1) ? d.status : 0xffff;
   }

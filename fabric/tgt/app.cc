@@ -23,18 +23,19 @@ void TargetApp::record_bdev_methods() {
   bdev::ConfigMethods& base = bdev::global_config_methods();
   for (const std::string& name : base.methods()) {
     bdev::ConfigHandler orig = *base.find(name);
-    bdev_methods_.replace(name, [this, name, orig](bdev::ConfigContext& c, const bdev::ConfigParams& p) {
-      const auto before = mgr_->bdev_names();
-      bdev::Status st = orig(c, p);
-      if (!st) return st;
-      const auto after = mgr_->bdev_names();
-      std::set<std::string> old(before.begin(), before.end());
-      Record r{name, p.json(), {}};
-      for (const std::string& b : after)
-        if (!old.count(b)) r.created.push_back(b);
-      records_.push_back(std::move(r));
-      return st;
-    });
+    bdev_methods_.replace(name,
+                          [this, name, orig](bdev::ConfigContext& c, const bdev::ConfigParams& p) {
+                            const auto before = mgr_->bdev_names();
+                            bdev::Status st = orig(c, p);
+                            if (!st) return st;
+                            const auto after = mgr_->bdev_names();
+                            std::set<std::string> old(before.begin(), before.end());
+                            Record r{name, p.json(), {}};
+                            for (const std::string& b : after)
+                              if (!old.count(b)) r.created.push_back(b);
+                            records_.push_back(std::move(r));
+                            return st;
+                          });
   }
 }
 
@@ -59,9 +60,11 @@ Result<std::monostate> TargetApp::start(const AppOptions& o) {
     for (const auto& sub : (*j)["subsystems"]) {
       if (!sub.is_object() || !sub.contains("subsystem") || !sub["subsystem"].is_string()) continue;
       const std::string name = sub["subsystem"];
-      const bool has_config = sub.contains("config") && sub["config"].is_array() && !sub["config"].empty();
+      const bool has_config =
+          sub.contains("config") && sub["config"].is_array() && !sub["config"].empty();
       if (name != "bdev" && name != "nvmf" && has_config)
-        fmt::print(stderr, "pollux-tgt: config: subsystem '{}' is not Pollux's: {} entries ignored\n", name,
+        fmt::print(stderr,
+                   "pollux-tgt: config: subsystem '{}' is not Pollux's: {} entries ignored\n", name,
                    sub["config"].size());
     }
     auto ctx = modules_->context();
@@ -93,10 +96,12 @@ void TargetApp::stop(std::function<void()> done) {
     auto finish = std::make_shared<std::function<void()>>([this, done] {
       if (collector_) {
         auto* d = new std::function<void()>(done);
-        collector_->stop([](void* a) {
-          std::unique_ptr<std::function<void()>> f(static_cast<std::function<void()>*>(a));
-          (*f)();
-        }, d);
+        collector_->stop(
+            [](void* a) {
+              std::unique_ptr<std::function<void()>> f(static_cast<std::function<void()>*>(a));
+              (*f)();
+            },
+            d);
         return;
       }
       done();
@@ -129,7 +134,8 @@ nlohmann::json TargetApp::save_config() const {
   for (const Record& r : records_) {
     bool keep = r.created.empty();
     for (const std::string& b : r.created) keep = keep || live.count(b) != 0;
-    if (r.method == "bdev_set_qos_limit" && r.params.contains("name") && r.params["name"].is_string())
+    if (r.method == "bdev_set_qos_limit" && r.params.contains("name") &&
+        r.params["name"].is_string())
       keep = live.count(r.params["name"].get<std::string>()) != 0;
     if (keep) bdev_cfg.push_back({{"method", r.method}, {"params", r.params}});
   }

@@ -1,11 +1,12 @@
 // pollux-tgt: Pollux's NVMe-oF target (like SPDK's nvmf_tgt).
-//   pollux-tgt -m 0x3 --json target.json [--rpc /var/tmp/pollux-tgt.sock] [--metrics 127.0.0.1:9464]
+//   pollux-tgt -m 0x3 --json target.json [--rpc /var/tmp/pollux-tgt.sock] [--metrics
+//   127.0.0.1:9464]
 // Reactors on the core mask (one poll group each), the bdev and nvmf subsystems configured from
 // the JSON file, a JSON-RPC server (tools/pollux-rpc). Runs until SIGINT or SIGTERM; exit status
 // 0 then, 2 on bad input (command line, configuration), 1 on a failure while running.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <csignal>
 #include <memory>
@@ -23,7 +24,9 @@ using namespace pollux;
 namespace {
 
 std::atomic<bool> g_signalled{false};
-void on_signal(int) { g_signalled.store(true); }
+void on_signal(int) {
+  g_signalled.store(true);
+}
 
 struct Run {
   event::Framework* fw;
@@ -98,7 +101,7 @@ int main(int argc, char** argv) {
     opts.bdev_metrics = true;
     fmt::print("pollux-tgt: metrics on {}\n", exporter->url());
   }
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);

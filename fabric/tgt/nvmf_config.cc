@@ -12,16 +12,20 @@ using bdev::ConfigContext;
 using bdev::ConfigParams;
 using bdev::Status;
 
-#define TRY(var, expr)                \
-  auto var = (expr);                  \
+#define TRY(var, expr) \
+  auto var = (expr);   \
   if (!var) return var.error()
 
-Status wrap(const ConfigParams& p, const Error& e) { return p.error(e.message); }
+Status wrap(const ConfigParams& p, const Error& e) {
+  return p.error(e.message);
+}
 
 template <typename T>
-Result<T> bounded(const ConfigParams& p, const char* field, uint64_t dflt, uint64_t lo, uint64_t hi) {
+Result<T> bounded(const ConfigParams& p, const char* field, uint64_t dflt, uint64_t lo,
+                  uint64_t hi) {
   TRY(v, p.u64_or(field, dflt));
-  if (v.value() < lo || v.value() > hi) return p.error(field, fmt::format("must be {} to {}", lo, hi));
+  if (v.value() < lo || v.value() > hi)
+    return p.error(field, fmt::format("must be {} to {}", lo, hi));
   return static_cast<T>(v.value());
 }
 
@@ -49,7 +53,8 @@ Result<target::ListenAddress> listen_address(const ConfigParams& p) {
   l.trsvcid = trsvcid.value();
   for (char c : l.trsvcid)
     if (c < '0' || c > '9') return a.error("trsvcid", "a port number");
-  if (l.trsvcid.size() > 5 || std::stoul(l.trsvcid) > 65535) return a.error("trsvcid", "a port number");
+  if (l.trsvcid.size() > 5 || std::stoul(l.trsvcid) > 65535)
+    return a.error("trsvcid", "a port number");
   return l;
 }
 
@@ -64,11 +69,26 @@ Result<std::optional<std::array<uint8_t, N>>> hex_id(const ConfigParams& p, cons
 }
 
 Status create_transport(target::Target& tgt, const ConfigParams& p) {
-  TRY(ok, p.allow_only({"trtype", "max_queue_depth", "max_qpairs_per_ctrlr", "max_io_qpairs_per_ctrlr",
-                        "in_capsule_data_size", "max_io_size", "io_unit_size", "max_aq_depth",
-                        "num_shared_buffers", "buf_cache_size", "c2h_success", "max_h2c_data_size",
-                        "sock_priority", "dif_insert_or_strip", "zcopy", "abort_timeout_sec",
-                        "acceptor_poll_rate", "ack_timeout", "control_msg_num", "tgt_name"}));
+  TRY(ok, p.allow_only({"trtype",
+                        "max_queue_depth",
+                        "max_qpairs_per_ctrlr",
+                        "max_io_qpairs_per_ctrlr",
+                        "in_capsule_data_size",
+                        "max_io_size",
+                        "io_unit_size",
+                        "max_aq_depth",
+                        "num_shared_buffers",
+                        "buf_cache_size",
+                        "c2h_success",
+                        "max_h2c_data_size",
+                        "sock_priority",
+                        "dif_insert_or_strip",
+                        "zcopy",
+                        "abort_timeout_sec",
+                        "acceptor_poll_rate",
+                        "ack_timeout",
+                        "control_msg_num",
+                        "tgt_name"}));
   TRY(trtype, p.string("trtype"));
   std::string t = trtype.value();
   for (char& c : t) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -81,21 +101,22 @@ Status create_transport(target::Target& tgt, const ConfigParams& p) {
     dst = static_cast<uint32_t>(v.value());
     return bdev::ok_status();
   };
-  for (auto [f, dst] : {std::pair{"max_queue_depth", &o.max_queue_depth},
-                        std::pair{"max_io_qpairs_per_ctrlr", &o.max_io_qpairs_per_ctrlr},
-                        std::pair{"in_capsule_data_size", &o.in_capsule_data_size},
-                        std::pair{"max_io_size", &o.max_io_size},
-                        std::pair{"io_unit_size", &o.io_unit_size},
-                        std::pair{"max_aq_depth", &o.max_aq_depth},
-                        std::pair{"num_shared_buffers", &o.num_shared_buffers},
-                        std::pair{"buf_cache_size", &o.buf_cache_size},
-                        std::pair{"max_h2c_data_size", &o.max_h2c_data_size},
-                        std::pair{"sock_priority", &o.sock_priority}}) {
+  for (auto [f, dst] :
+       {std::pair{"max_queue_depth", &o.max_queue_depth},
+        std::pair{"max_io_qpairs_per_ctrlr", &o.max_io_qpairs_per_ctrlr},
+        std::pair{"in_capsule_data_size", &o.in_capsule_data_size},
+        std::pair{"max_io_size", &o.max_io_size}, std::pair{"io_unit_size", &o.io_unit_size},
+        std::pair{"max_aq_depth", &o.max_aq_depth},
+        std::pair{"num_shared_buffers", &o.num_shared_buffers},
+        std::pair{"buf_cache_size", &o.buf_cache_size},
+        std::pair{"max_h2c_data_size", &o.max_h2c_data_size},
+        std::pair{"sock_priority", &o.sock_priority}}) {
     if (auto st = u32(f, *dst); !st) return st;
   }
   if (p.has("max_qpairs_per_ctrlr")) {  // SPDK's older name, the admin queue included
     TRY(v, p.u64("max_qpairs_per_ctrlr"));
-    if (v.value() < 2 || v.value() > 65536) return p.error("max_qpairs_per_ctrlr", "must be 2 to 65536");
+    if (v.value() < 2 || v.value() > 65536)
+      return p.error("max_qpairs_per_ctrlr", "must be 2 to 65536");
     o.max_io_qpairs_per_ctrlr = static_cast<uint32_t>(v.value() - 1);
   }
   TRY(c2h, p.bool_or("c2h_success", o.c2h_success));
@@ -104,7 +125,8 @@ Status create_transport(target::Target& tgt, const ConfigParams& p) {
   if (dif.value()) return p.error("dif_insert_or_strip", "not supported (must be false)");
   TRY(zcopy, p.bool_or("zcopy", false));
   if (zcopy.value()) return p.error("zcopy", "not supported (must be false)");
-  for (const char* f : {"abort_timeout_sec", "acceptor_poll_rate", "ack_timeout", "control_msg_num"}) {
+  for (const char* f :
+       {"abort_timeout_sec", "acceptor_poll_rate", "ack_timeout", "control_msg_num"}) {
     TRY(v, p.u64_or(f, 0));  // SPDK tuning without a meaning here: checked, not used
     (void)v;
   }
@@ -125,7 +147,8 @@ Status create_subsystem(target::Target& tgt, const ConfigParams& p) {
   TRY(any, p.bool_or("allow_any_host", false));
   TRY(maxns, (bounded<uint32_t>(p, "max_namespaces", 32, 0, 1024)));
   TRY(lo, (bounded<uint16_t>(p, "min_cntlid", 1, 1, spec::nvmf::connect::kCntlidMax)));
-  TRY(hi, (bounded<uint16_t>(p, "max_cntlid", spec::nvmf::connect::kCntlidMax, 1, spec::nvmf::connect::kCntlidMax)));
+  TRY(hi, (bounded<uint16_t>(p, "max_cntlid", spec::nvmf::connect::kCntlidMax, 1,
+                             spec::nvmf::connect::kCntlidMax)));
   TRY(ana, p.bool_or("ana_reporting", false));
   if (ana.value()) return p.error("ana_reporting", "not supported (must be false)");
   if (p.has("tgt_name")) return p.error("tgt_name", "one target per process: leave it out");
@@ -189,39 +212,41 @@ void register_nvmf_config_methods(bdev::ConfigMethods& m, target::Target& tgt, N
     if (auto st = t->delete_subsystem(nqn.value()); !st) return wrap(p, st.error());
     return bdev::ok_status();
   });
-  m.replace("nvmf_subsystem_add_ns", [t, result](ConfigContext&, const ConfigParams& p) {
-    return add_ns(*t, p, result);
-  });
-  m.replace("nvmf_subsystem_remove_ns", [t, reset](ConfigContext&, const ConfigParams& p) -> Status {
-    reset();
-    if (auto ok = p.allow_only({"nqn", "nsid", "tgt_name"}); !ok) return ok.error();
-    auto nqn = p.string("nqn");
-    if (!nqn) return nqn.error();
-    auto nsid = p.u64("nsid");
-    if (!nsid) return nsid.error();
-    if (nsid.value() == 0 || nsid.value() > 0xfffffffe) return p.error("nsid", "must be 1 to 4294967294");
-    if (auto st = t->remove_namespace(nqn.value(), static_cast<uint32_t>(nsid.value())); !st)
-      return wrap(p, st.error());
-    return bdev::ok_status();
-  });
+  m.replace("nvmf_subsystem_add_ns",
+            [t, result](ConfigContext&, const ConfigParams& p) { return add_ns(*t, p, result); });
+  m.replace(
+      "nvmf_subsystem_remove_ns", [t, reset](ConfigContext&, const ConfigParams& p) -> Status {
+        reset();
+        if (auto ok = p.allow_only({"nqn", "nsid", "tgt_name"}); !ok) return ok.error();
+        auto nqn = p.string("nqn");
+        if (!nqn) return nqn.error();
+        auto nsid = p.u64("nsid");
+        if (!nsid) return nsid.error();
+        if (nsid.value() == 0 || nsid.value() > 0xfffffffe)
+          return p.error("nsid", "must be 1 to 4294967294");
+        if (auto st = t->remove_namespace(nqn.value(), static_cast<uint32_t>(nsid.value())); !st)
+          return wrap(p, st.error());
+        return bdev::ok_status();
+      });
   for (bool add : {true, false}) {
-    m.replace(add ? "nvmf_subsystem_add_listener" : "nvmf_subsystem_remove_listener",
-              [t, reset, add](ConfigContext&, const ConfigParams& p) -> Status {
-                reset();
-                if (auto ok = p.allow_only({"nqn", "listen_address", "secure_channel", "tgt_name"}); !ok)
-                  return ok.error();
-                auto nqn = p.string("nqn");
-                if (!nqn) return nqn.error();
-                auto sc = p.bool_or("secure_channel", false);
-                if (!sc) return sc.error();
-                if (sc.value()) return p.error("secure_channel", "TLS is not supported");
-                auto a = listen_address(p);
-                if (!a) return a.error();
-                auto st = add ? t->add_listener(nqn.value(), a.value())
-                              : t->remove_listener(nqn.value(), a.value());
-                if (!st) return wrap(p, st.error());
-                return bdev::ok_status();
-              });
+    m.replace(
+        add ? "nvmf_subsystem_add_listener" : "nvmf_subsystem_remove_listener",
+        [t, reset, add](ConfigContext&, const ConfigParams& p) -> Status {
+          reset();
+          if (auto ok = p.allow_only({"nqn", "listen_address", "secure_channel", "tgt_name"}); !ok)
+            return ok.error();
+          auto nqn = p.string("nqn");
+          if (!nqn) return nqn.error();
+          auto sc = p.bool_or("secure_channel", false);
+          if (!sc) return sc.error();
+          if (sc.value()) return p.error("secure_channel", "TLS is not supported");
+          auto a = listen_address(p);
+          if (!a) return a.error();
+          auto st = add ? t->add_listener(nqn.value(), a.value())
+                        : t->remove_listener(nqn.value(), a.value());
+          if (!st) return wrap(p, st.error());
+          return bdev::ok_status();
+        });
     m.replace(add ? "nvmf_subsystem_add_host" : "nvmf_subsystem_remove_host",
               [t, reset, add](ConfigContext&, const ConfigParams& p) -> Status {
                 reset();
@@ -236,17 +261,20 @@ void register_nvmf_config_methods(bdev::ConfigMethods& m, target::Target& tgt, N
                 return bdev::ok_status();
               });
   }
-  m.replace("nvmf_subsystem_allow_any_host", [t, reset](ConfigContext&, const ConfigParams& p) -> Status {
-    reset();
-    if (auto ok = p.allow_only({"nqn", "allow_any_host", "tgt_name"}); !ok) return ok.error();
-    auto nqn = p.string("nqn");
-    if (!nqn) return nqn.error();
-    if (!p.has("allow_any_host")) return p.error("allow_any_host", "missing");
-    auto any = p.bool_or("allow_any_host", false);
-    if (!any) return any.error();
-    if (auto st = t->set_allow_any_host(nqn.value(), any.value()); !st) return wrap(p, st.error());
-    return bdev::ok_status();
-  });
+  m.replace("nvmf_subsystem_allow_any_host",
+            [t, reset](ConfigContext&, const ConfigParams& p) -> Status {
+              reset();
+              if (auto ok = p.allow_only({"nqn", "allow_any_host", "tgt_name"}); !ok)
+                return ok.error();
+              auto nqn = p.string("nqn");
+              if (!nqn) return nqn.error();
+              if (!p.has("allow_any_host")) return p.error("allow_any_host", "missing");
+              auto any = p.bool_or("allow_any_host", false);
+              if (!any) return any.error();
+              if (auto st = t->set_allow_any_host(nqn.value(), any.value()); !st)
+                return wrap(p, st.error());
+              return bdev::ok_status();
+            });
 }
 
 namespace {
@@ -262,7 +290,8 @@ bool nonzero(const uint8_t* p, std::size_t n) {
 }
 
 nlohmann::json namespace_json(const target::NamespaceInfo& n) {
-  nlohmann::json j = {{"nsid", n.nsid}, {"bdev_name", n.bdev_name}, {"uuid", target::format_uuid(n.ids.uuid)}};
+  nlohmann::json j = {
+      {"nsid", n.nsid}, {"bdev_name", n.bdev_name}, {"uuid", target::format_uuid(n.ids.uuid)}};
   if (nonzero(n.ids.nguid.data(), 16)) j["nguid"] = target::format_hex(n.ids.nguid.data(), 16);
   if (nonzero(n.ids.eui64.data(), 8)) j["eui64"] = target::format_hex(n.ids.eui64.data(), 8);
   return j;
@@ -290,7 +319,8 @@ nlohmann::json nvmf_config_json(const target::Target& tgt) {
       if (n.removing) continue;
       add("nvmf_subsystem_add_ns", {{"nqn", o.nqn}, {"namespace", namespace_json(n)}});
     }
-    for (const std::string& h : s->hosts()) add("nvmf_subsystem_add_host", {{"nqn", o.nqn}, {"host", h}});
+    for (const std::string& h : s->hosts())
+      add("nvmf_subsystem_add_host", {{"nqn", o.nqn}, {"host", h}});
     for (const auto& a : s->listeners())
       add("nvmf_subsystem_add_listener", {{"nqn", o.nqn}, {"listen_address", address_json(a)}});
   }

@@ -14,7 +14,8 @@ metrics::Source nvmf_source(const target::Target& tgt) {
       b.counter("pollux_nvmf_admin_qpairs_total", "Admin queues connected (associations made)", l,
                 d(s.admin_qpairs));
       b.counter("pollux_nvmf_io_qpairs_total", "I/O queues connected", l, d(s.io_qpairs));
-      b.gauge("pollux_nvmf_admin_qpairs", "Admin queues connected now", l, d(s.current_admin_qpairs));
+      b.gauge("pollux_nvmf_admin_qpairs", "Admin queues connected now", l,
+              d(s.current_admin_qpairs));
       b.gauge("pollux_nvmf_io_qpairs", "I/O queues connected now", l, d(s.current_io_qpairs));
       b.gauge("pollux_nvmf_pending_bdev_io", "NVM commands in the bdev layer now", l,
               d(s.pending_bdev_io));

@@ -6,8 +6,8 @@
 #include <memory>
 
 #include "driver/event/reactor.h"
-#include "driver/metrics/bdev_source.h"
 #include "driver/event/thread.h"
+#include "driver/metrics/bdev_source.h"
 #include "fabric/target/poll_group.h"
 #include "fabric/tgt/app.h"
 
@@ -18,7 +18,9 @@ namespace {
 using Reply = RpcServer::Reply;
 using json = nlohmann::json;
 
-Error bad(const std::string& msg) { return make_error(EINVAL, msg); }
+Error bad(const std::string& msg) {
+  return make_error(EINVAL, msg);
+}
 
 Result<std::string> optional_name(const json& params) {
   for (const auto& [k, v] : params.items())
@@ -111,10 +113,13 @@ void TargetApp::register_rpc_methods() {
       if (b == nullptr || b->module() != module)
         return reply(make_error(ENODEV, fmt::format("no {} bdev named '{}'", module, *name)));
       auto* r = new Reply(std::move(reply));
-      const int rc = mgr_->unregister_bdev(*name, [](void* a) {
-        std::unique_ptr<Reply> rep(static_cast<Reply*>(a));
-        (*rep)(json(true));
-      }, r);
+      const int rc = mgr_->unregister_bdev(
+          *name,
+          [](void* a) {
+            std::unique_ptr<Reply> rep(static_cast<Reply*>(a));
+            (*rep)(json(true));
+          },
+          r);
       if (rc != 0) {
         std::unique_ptr<Reply> rep(r);
         (*rep)(make_error(rc, "unregister failed"));
@@ -137,7 +142,8 @@ void TargetApp::register_rpc_methods() {
       if (!name->empty() && b->name() != *name) continue;
       out.push_back(bdev_json(*mgr_, *b));
     }
-    if (!name->empty() && out.empty()) return reply(make_error(ENODEV, "no bdev named '" + *name + "'"));
+    if (!name->empty() && out.empty())
+      return reply(make_error(ENODEV, "no bdev named '" + *name + "'"));
     reply(out);
   });
 
@@ -156,16 +162,21 @@ void TargetApp::register_rpc_methods() {
           const std::string& n = w->names[w->next++];
           bdev::Bdev* b = w->app->mgr_->find(n);
           if (b == nullptr) continue;  // gone meanwhile
-          w->app->mgr_->get_stats(*b, [](const bdev::IoStats& s, void* a) {
-            auto* wk = static_cast<Walk*>(a);
-            wk->bdevs.push_back(iostat_json(wk->names[wk->next - 1], s));
-            step(wk);
-          }, w);
+          w->app->mgr_->get_stats(
+              *b,
+              [](const bdev::IoStats& s, void* a) {
+                auto* wk = static_cast<Walk*>(a);
+                wk->bdevs.push_back(iostat_json(wk->names[wk->next - 1], s));
+                step(wk);
+              },
+              w);
           return;
         }
         const env::Clock& clock = w->app->fw_.clock();
         std::unique_ptr<Walk> own(w);
-        own->reply(json{{"tick_rate", clock.ticks_per_second()}, {"ticks", clock.now()}, {"bdevs", own->bdevs}});
+        own->reply(json{{"tick_rate", clock.ticks_per_second()},
+                        {"ticks", clock.now()},
+                        {"bdevs", own->bdevs}});
       }
     };
     auto* w = new Walk{this, {}, 0, json::array(), std::move(reply)};
@@ -197,24 +208,26 @@ void TargetApp::register_rpc_methods() {
     if (!params.empty()) return reply(bad("nvmf_get_stats takes no parameters"));
     auto groups = std::make_shared<json>(json::array());
     std::vector<target::Transport*> ts = tgt_->transports();
-    tgt_->for_each_group([groups, ts](target::PollGroup& g, std::function<void()> next) {
-      const target::PollGroupStats& s = g.stats();
-      json j = {{"name", g.thread()->name()},
-                {"admin_qpairs", s.admin_qpairs.load()},
-                {"io_qpairs", s.io_qpairs.load()},
-                {"current_admin_qpairs", s.current_admin_qpairs.load()},
-                {"current_io_qpairs", s.current_io_qpairs.load()},
-                {"pending_bdev_io", s.pending_bdev_io.load()},
-                {"completed_nvme_io", s.completed_nvme_io.load()},
-                {"io_errors", s.io_errors.load()},
-                {"bdev_io_retries", s.bdev_io_retries.load()},
-                {"transports", json::array()}};
-      for (target::Transport* t : ts) j["transports"].push_back(t->group_stats(g));
-      groups->push_back(std::move(j));
-      next();
-    }, [this, groups, reply] {
-      reply(json{{"tick_rate", fw_.clock().ticks_per_second()}, {"poll_groups", *groups}});
-    });
+    tgt_->for_each_group(
+        [groups, ts](target::PollGroup& g, std::function<void()> next) {
+          const target::PollGroupStats& s = g.stats();
+          json j = {{"name", g.thread()->name()},
+                    {"admin_qpairs", s.admin_qpairs.load()},
+                    {"io_qpairs", s.io_qpairs.load()},
+                    {"current_admin_qpairs", s.current_admin_qpairs.load()},
+                    {"current_io_qpairs", s.current_io_qpairs.load()},
+                    {"pending_bdev_io", s.pending_bdev_io.load()},
+                    {"completed_nvme_io", s.completed_nvme_io.load()},
+                    {"io_errors", s.io_errors.load()},
+                    {"bdev_io_retries", s.bdev_io_retries.load()},
+                    {"transports", json::array()}};
+          for (target::Transport* t : ts) j["transports"].push_back(t->group_stats(g));
+          groups->push_back(std::move(j));
+          next();
+        },
+        [this, groups, reply] {
+          reply(json{{"tick_rate", fw_.clock().ticks_per_second()}, {"poll_groups", *groups}});
+        });
   });
 
   rpc_->add("framework_get_reactors", [this](const json& params, Reply reply) {
@@ -226,7 +239,8 @@ void TargetApp::register_rpc_methods() {
       json lw = json::array();
       for (const event::Thread* t : threads) {
         if (t->exited() || t->reactor_index() != static_cast<int>(i)) continue;
-        lw.push_back({{"name", t->name()}, {"id", t->id()},
+        lw.push_back({{"name", t->name()},
+                      {"id", t->id()},
                       {"elapsed", t->stats().busy_ticks.load() + t->stats().idle_ticks.load()}});
       }
       reactors.push_back({{"lcore", r.core()},
@@ -245,8 +259,11 @@ void TargetApp::register_rpc_methods() {
       if (t->exited()) continue;
       json active = json::array(), timed = json::array(), paused = json::array();
       for (const event::PollerSample& p : t->poller_samples()) {
-        json pj = {{"name", p.name}, {"state", p.paused ? "paused" : "waiting"},
-                   {"run_count", p.runs}, {"busy_count", p.busy_runs}, {"busy_ticks", p.busy_ticks}};
+        json pj = {{"name", p.name},
+                   {"state", p.paused ? "paused" : "waiting"},
+                   {"run_count", p.runs},
+                   {"busy_count", p.busy_runs},
+                   {"busy_ticks", p.busy_ticks}};
         if (p.period_ticks) pj["period_ticks"] = p.period_ticks;
         (p.paused ? paused : p.period_ticks ? timed : active).push_back(pj);
       }

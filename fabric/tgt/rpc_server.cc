@@ -29,13 +29,18 @@ std::size_t json_value_end(const std::string& s) {
   for (; i < s.size(); ++i) {
     const char c = s[i];
     if (in_string) {
-      if (escape) escape = false;
-      else if (c == '\\') escape = true;
-      else if (c == '"') in_string = false;
+      if (escape)
+        escape = false;
+      else if (c == '\\')
+        escape = true;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
-    if (c == '"') in_string = true;
-    else if (c == '{' || c == '[') ++depth;
+    if (c == '"')
+      in_string = true;
+    else if (c == '{' || c == '[')
+      ++depth;
     else if (c == '}' || c == ']') {
       if (--depth == 0) return i + 1;
     }
@@ -52,7 +57,8 @@ Result<std::unique_ptr<RpcServer>> RpcServer::start(const std::string& path) {
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
   if (path.empty() || path.size() >= sizeof a.sun_path)
-    return make_error(EINVAL, fmt::format("--rpc {}: a path of 1 to {} bytes", path, sizeof a.sun_path - 1));
+    return make_error(
+        EINVAL, fmt::format("--rpc {}: a path of 1 to {} bytes", path, sizeof a.sun_path - 1));
   std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return make_error(errno, fmt::format("rpc: socket: {}", std::strerror(errno)));
@@ -87,7 +93,9 @@ RpcServer::~RpcServer() {
   ::unlink(path_.c_str());
 }
 
-void RpcServer::add(const std::string& method, Handler h) { handlers_[method] = std::move(h); }
+void RpcServer::add(const std::string& method, Handler h) {
+  handlers_[method] = std::move(h);
+}
 
 std::vector<std::string> RpcServer::methods() const {
   std::vector<std::string> out;
@@ -146,7 +154,8 @@ void RpcServer::serve(Client& c) {
     }
     c.in.append(buf, static_cast<std::size_t>(n));
     if (c.in.size() > kMaxRequestBytes) {
-      respond(c, {{"jsonrpc", "2.0"}, {"id", nullptr},
+      respond(c, {{"jsonrpc", "2.0"},
+                  {"id", nullptr},
                   {"error", {{"code", kInvalidRequest}, {"message", "request too large"}}}});
       c.closing = true;
       return;
@@ -156,7 +165,8 @@ void RpcServer::serve(Client& c) {
     const std::size_t end = json_value_end(c.in);
     if (end == 0) return;
     if (end == std::string::npos) {
-      respond(c, {{"jsonrpc", "2.0"}, {"id", nullptr},
+      respond(c, {{"jsonrpc", "2.0"},
+                  {"id", nullptr},
                   {"error", {{"code", kParseError}, {"message", "expected a JSON object"}}}});
       c.closing = true;
       return;
@@ -171,18 +181,23 @@ void RpcServer::serve(Client& c) {
 void RpcServer::dispatch(Client& c, const std::string& text) {
   nlohmann::json req = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (req.is_discarded()) {
-    respond(c, {{"jsonrpc", "2.0"}, {"id", nullptr},
+    respond(c, {{"jsonrpc", "2.0"},
+                {"id", nullptr},
                 {"error", {{"code", kParseError}, {"message", "not valid JSON"}}}});
     c.closing = true;
     return;
   }
   const nlohmann::json id = req.is_object() && req.contains("id") ? req["id"] : nlohmann::json();
   auto invalid = [&](const std::string& why) {
-    respond(c, {{"jsonrpc", "2.0"}, {"id", id}, {"error", {{"code", kInvalidRequest}, {"message", why}}}});
+    respond(
+        c,
+        {{"jsonrpc", "2.0"}, {"id", id}, {"error", {{"code", kInvalidRequest}, {"message", why}}}});
   };
   if (!req.is_object()) return invalid("expected a request object (batches are not supported)");
-  if (!req.contains("jsonrpc") || req["jsonrpc"] != "2.0") return invalid("'jsonrpc' must be \"2.0\"");
-  if (!req.contains("method") || !req["method"].is_string()) return invalid("'method' must be a string");
+  if (!req.contains("jsonrpc") || req["jsonrpc"] != "2.0")
+    return invalid("'jsonrpc' must be \"2.0\"");
+  if (!req.contains("method") || !req["method"].is_string())
+    return invalid("'method' must be a string");
   if (req.contains("id") && !(id.is_number_integer() || id.is_string() || id.is_null()))
     return invalid("'id' must be a number or a string");
   nlohmann::json params = req.contains("params") ? req["params"] : nlohmann::json::object();
@@ -191,8 +206,10 @@ void RpcServer::dispatch(Client& c, const std::string& text) {
   const std::string method = req["method"];
   auto it = handlers_.find(method);
   if (it == handlers_.end()) {
-    respond(c, {{"jsonrpc", "2.0"}, {"id", id},
-                {"error", {{"code", kMethodNotFound}, {"message", "unknown method '" + method + "'"}}}});
+    respond(c, {{"jsonrpc", "2.0"},
+                {"id", id},
+                {"error",
+                 {{"code", kMethodNotFound}, {"message", "unknown method '" + method + "'"}}}});
     return;
   }
   const bool notification = !req.contains("id");
@@ -211,7 +228,8 @@ void RpcServer::send(uint64_t client, const nlohmann::json& id, Result<nlohmann:
       respond(*c, {{"jsonrpc", "2.0"}, {"id", id}, {"result", r.value()}});
     } else {
       const int code = r.error().code == -EINVAL ? kInvalidParams : r.error().code;
-      respond(*c, {{"jsonrpc", "2.0"}, {"id", id},
+      respond(*c, {{"jsonrpc", "2.0"},
+                   {"id", id},
                    {"error", {{"code", code}, {"message", r.error().message}}}});
     }
     return;

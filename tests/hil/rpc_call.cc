@@ -38,7 +38,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string out = req.dump();
-  if (::send(fd, out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size())) return 1;
+  if (::send(fd, out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size()))
+    return 1;
   std::string in;
   char buf[4096];
   for (;;) {

@@ -14,7 +14,6 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <random>
 
 #include "common/cli.h"
 #include "common/text.h"
@@ -27,6 +26,7 @@
 #include "driver/env/dma_pool.h"
 #include "driver/env/histogram.h"
 #include "driver/env/pattern.h"
+#include "driver/env/rng.h"
 #include "driver/metrics/bdev_source.h"
 #include "driver/metrics/event_source.h"
 #include "driver/metrics/nvme_source.h"
@@ -80,7 +80,7 @@ struct Job {
   uint32_t blocks_per_io;
   uint64_t slots;
   uint64_t stripe_base = 0, stripe_count = 1;
-  std::mt19937_64 rng;
+  env::FastRng rng;
   std::vector<Task> tasks;
   uint64_t seq = 0;
   bool draining = false;
@@ -126,7 +126,7 @@ void submit(Task& t) {
   const Config& c = *j.cfg;
   const bool verify = c.verify;
   if (!t.verify_read) {
-    uint64_t slot = c.random ? j.rng() % j.slots : j.seq++ % j.slots;
+    uint64_t slot = c.random ? j.rng.below(j.slots) : j.seq++ % j.slots;
     if (verify) {
       slot = slot / j.stripe_count * j.stripe_count + j.stripe_base + t.index;
       if (slot >= j.slots) slot = j.stripe_base + t.index;
@@ -143,7 +143,7 @@ void submit(Task& t) {
       t.type = bdev::IoType::kFlush;
     } else {
       const bool read = c.read_pct == 100 ||
-                        (c.read_pct > 0 && static_cast<int>(j.rng() % 100) < c.read_pct);
+                        (c.read_pct > 0 && static_cast<int>(j.rng.below(100)) < c.read_pct);
       t.type = read ? bdev::IoType::kRead : bdev::IoType::kWrite;
     }
   } else {

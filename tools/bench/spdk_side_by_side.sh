@@ -18,6 +18,8 @@
 #   on core 1 (namespace 1, unwritten blocks), 4 KiB randread QD128 and QD1.
 # Prints each command once, then a Markdown table: every run's IOPS, the ratio of medians,
 # and the 1-minute load average seen before each run (min-max).
+# POLLUX_BDEVPERF, POLLUX_PERF, POLLUX_EMU: other Pollux binaries (e.g. an older build, for
+# a before/after table); without them the script builds this tree's.
 set -euo pipefail
 if [ $# -lt 1 ] || [ ! -x "$1/build/examples/bdevperf" ]; then
   echo "usage: $0 SPDK_DIR [runs=3] [seconds=5] [all|bdev|nvme]" >&2
@@ -33,11 +35,13 @@ if [ "${free_huge:-0}" -lt 512 ] || ! grep -q hugetlbfs /proc/mounts; then
   exit 2
 fi
 cd "$(dirname "$0")/../.."
-bazel build //driver/bdev/perf:pollux-bdevperf //driver/nvme/perf:pollux-perf \
-  //emulator/device:pollux-emu >/dev/null 2>&1
-B=$PWD/bazel-bin/driver/bdev/perf/pollux-bdevperf
-P=$PWD/bazel-bin/driver/nvme/perf/pollux-perf
-E=$PWD/bazel-bin/emulator/device/pollux-emu
+if [ -z "${POLLUX_BDEVPERF:-}${POLLUX_PERF:-}${POLLUX_EMU:-}" ]; then
+  bazel build //driver/bdev/perf:pollux-bdevperf //driver/nvme/perf:pollux-perf \
+    //emulator/device:pollux-emu >/dev/null 2>&1
+fi
+B=${POLLUX_BDEVPERF:-$PWD/bazel-bin/driver/bdev/perf/pollux-bdevperf}
+P=${POLLUX_PERF:-$PWD/bazel-bin/driver/nvme/perf/pollux-perf}
+E=${POLLUX_EMU:-$PWD/bazel-bin/emulator/device/pollux-emu}
 export LD_LIBRARY_PATH=$spdk/build/lib:$spdk/build/libvfio-user/build-release/lib
 tmp=$(mktemp -d)
 emu_pid=
@@ -108,6 +112,7 @@ PY
 
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)),"
 echo "# $runs runs of ${secs} s each, alternating; SPDK $(cat "$spdk/VERSION" 2>/dev/null || echo '?') in $spdk"
+echo "# Pollux: $B ($(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo '+changes'))"
 echo "#   SPDK bdev:   build/examples/bdevperf -m 0x1 --json {null,malloc}.json -q QD -o 4096 -w randread -t $secs"
 echo "#   Pollux bdev: taskset -c 0 pollux-bdevperf {--null Null0:1048576 | --malloc Malloc0:65536:4096} -q QD -o 4096 -w randread -t $secs -m 0x1"
 echo "#   SPDK nvme:   build/bin/spdk_nvme_perf -g -r 'trtype:VFIOUSER traddr:DIR subnqn:nqn.x:y ns:1' -q QD -o 4096 -w randread -t $secs -c 0x1"

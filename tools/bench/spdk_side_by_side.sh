@@ -45,7 +45,23 @@ E=${POLLUX_EMU:-$PWD/bazel-bin/emulator/device/pollux-emu}
 export LD_LIBRARY_PATH=$spdk/build/lib:$spdk/build/libvfio-user/build-release/lib
 tmp=$(mktemp -d)
 emu_pid=
-cleanup() { [ -n "$emu_pid" ] && kill "$emu_pid" 2>/dev/null; rm -rf "$tmp"; }
+# SPDK's hugepage files (spdk_pid<PID>map_<N>) that a run left behind (it happened once in
+# many spdk_nvme_perf -g runs) hold hugepages until removed: remove those this script's runs
+# left, i.e. new since the start and of a process that has ended.
+huge_dirs=$(awk '$3 == "hugetlbfs" {print $2}' /proc/mounts)
+ls $huge_dirs 2>/dev/null | grep '^spdk_pid' | sort >"$tmp/huge_before" || true
+cleanup() {
+  [ -n "$emu_pid" ] && kill "$emu_pid" 2>/dev/null
+  for d in $huge_dirs; do
+    for f in "$d"/spdk_pid*; do
+      [ -e "$f" ] || continue
+      grep -qx "$(basename "$f")" "$tmp/huge_before" && continue
+      pid=${f##*spdk_pid}; pid=${pid%%map_*}
+      kill -0 "$pid" 2>/dev/null || rm -f "$f"
+    done
+  done
+  rm -rf "$tmp"
+}
 trap cleanup EXIT
 
 cat >"$tmp/null.json" <<'EOF'

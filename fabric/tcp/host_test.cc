@@ -757,6 +757,75 @@ TEST_F(TcpHostTest, WrongHlenIsFatal) {
                nt::pdu::kCapsuleResp);
 }
 
+TEST_F(TcpHostTest, C2hDataForAWriteCommandIsFatal) {
+  start_target();
+  attach();
+  target_->set_hook(on_io(sn::nvm::kWrite, [](st::Conn& c, const st::Command& cmd) {
+    std::vector<uint8_t> data(cmd.sqe.nlb() * kBlock, 0x22);
+    c.send_c2h({.cccid = cmd.sqe.cid, .data = data, .flags = nt::flags::kLastPdu});
+  }));
+  auto w = pattern(4096, 17);
+  submit_rw(*qp_, true, 0, w.data(), 4096);
+  expect_fatal(*qp_, nt::fes::kInvalidHeaderField, offsetof(nt::C2hData, cccid), nt::pdu::kC2hData);
+}
+
+TEST_F(TcpHostTest, C2hDataForAnUnknownCidIsFatal) {
+  start_target();
+  attach();
+  target_->set_hook(on_io(sn::nvm::kRead, [](st::Conn& c, const st::Command& cmd) {
+    std::vector<uint8_t> data(cmd.sqe.nlb() * kBlock, 0x33);
+    // Same request index, another generation: no command of the host's.
+    c.send_c2h({.cccid = static_cast<uint16_t>(cmd.sqe.cid ^ 0x8000),
+                .data = data,
+                .flags = nt::flags::kLastPdu});
+  }));
+  std::vector<uint8_t> buf(4096);
+  submit_rw(*qp_, false, 0, buf.data(), 4096);
+  expect_fatal(*qp_, nt::fes::kInvalidHeaderField, offsetof(nt::C2hData, cccid), nt::pdu::kC2hData);
+}
+
+TEST_F(TcpHostTest, C2hDataOffsetBeyondTheTransferIsFatal) {
+  start_target();
+  attach();
+  target_->set_hook(on_io(sn::nvm::kRead, [](st::Conn& c, const st::Command& cmd) {
+    std::vector<uint8_t> data(512, 0x44);
+    c.send_c2h({.cccid = cmd.sqe.cid,
+                .datao = cmd.sqe.nlb() * kBlock,
+                .data = data,
+                .flags = nt::flags::kLastPdu});
+  }));
+  std::vector<uint8_t> buf(4096);
+  submit_rw(*qp_, false, 0, buf.data(), 4096);
+  expect_fatal(*qp_, nt::fes::kDataTransferOutOfRange, 0, nt::pdu::kC2hData);
+}
+
+TEST_F(TcpHostTest, C2hSuccessWithoutLastPduIsFatal) {
+  start_target();
+  attach();
+  target_->set_hook(on_io(sn::nvm::kRead, [](st::Conn& c, const st::Command& cmd) {
+    std::vector<uint8_t> data(cmd.sqe.nlb() * kBlock, 0x66);
+    c.send_c2h({.cccid = cmd.sqe.cid, .data = data, .flags = nt::flags::kSuccess});
+  }));
+  std::vector<uint8_t> buf(4096);
+  Done& d = submit_rw(*qp_, false, 0, buf.data(), 4096);
+  expect_fatal(*qp_, nt::fes::kInvalidHeaderField, offsetof(nt::CommonHeader, flags),
+               nt::pdu::kC2hData);
+  EXPECT_FALSE(d.done);
+}
+
+TEST_F(TcpHostTest, R2tBeyondTheTransferIsFatal) {
+  st::TargetOptions o;
+  o.ioccsz = 4;
+  start_target(o);
+  attach();
+  target_->set_hook(on_io(sn::nvm::kWrite, [](st::Conn& c, const st::Command& cmd) {
+    c.send_r2t(cmd.sqe.cid, 1, 0, cmd.sqe.nlb() * kBlock + 512);
+  }));
+  auto w = pattern(4096, 18);
+  submit_rw(*qp_, true, 0, w.data(), 4096);
+  expect_fatal(*qp_, nt::fes::kDataTransferOutOfRange, 0, nt::pdu::kR2t);
+}
+
 TEST_F(TcpHostTest, C2hTermReqFromTheTargetBreaksTheQueue) {
   start_target();
   attach();

@@ -557,11 +557,13 @@ bool TcpQueue::end_header(sn::CompletionEntry* out, uint32_t* n) {
       return false;
     }
   }
-  hdr_have_ = 0;
+  // hdr_have_ keeps the header's length until the PDU is accepted: an H2CTermReq for it
+  // carries the header in error.
   hdr_need_ = nt::kCommonHeaderLength;
   stage_ = Rx::kHeader;
   switch (ch.type) {
     case nt::pdu::kCapsuleResp: {
+      hdr_have_ = 0;
       nt::CapsuleResp resp;
       std::memcpy(&resp, hdr_, sizeof resp);
       sn::CompletionEntry cqe = resp.cqe;
@@ -615,6 +617,7 @@ bool TcpQueue::end_header(sn::CompletionEntry* out, uint32_t* n) {
         fail(nt::fes::kDataTransferOutOfRange, 0);
         return false;
       }
+      hdr_have_ = 0;
       r->r2t_active = true;
       r->ttag = h.ttag;
       r->r2t_next = h.r2to;
@@ -659,11 +662,13 @@ void TcpQueue::end_pdu(sn::CompletionEntry* out, uint32_t* n) {
   stage_ = Rx::kHeader;
   Request* r = data_req_;
   data_req_ = nullptr;
-  if (r == nullptr || !(pdu_flags_ & nt::flags::kSuccess)) return;
-  if (!(pdu_flags_ & nt::flags::kLastPdu) || r->received != r->len) {
+  if (r != nullptr && (pdu_flags_ & nt::flags::kSuccess) &&
+      (!(pdu_flags_ & nt::flags::kLastPdu) || r->received != r->len)) {
     fail(nt::fes::kInvalidHeaderField, 1);  // FLAGS: SUCCESS only on the last PDU
     return;
   }
+  hdr_have_ = 0;  // the C2HData header (hdr_) was kept for that H2CTermReq
+  if (r == nullptr || !(pdu_flags_ & nt::flags::kSuccess)) return;
   sn::CompletionEntry cqe{};
   cqe.cid = r->cid;
   cqe.sqid = params_.qid;

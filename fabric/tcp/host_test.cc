@@ -757,6 +757,27 @@ TEST_F(TcpHostTest, WrongHlenIsFatal) {
                nt::pdu::kCapsuleResp);
 }
 
+TEST_F(TcpHostTest, CapsuleRespWithPlenBeyondItsHeaderIsFatal) {
+  start_target();
+  attach();
+  target_->set_hook(on_io(sn::nvm::kRead, [](st::Conn& c, const st::Command& cmd) {
+    nt::CapsuleResp r{};
+    r.ch.type = nt::pdu::kCapsuleResp;
+    r.ch.hlen = nt::kCapsuleRespHlen;
+    r.ch.plen = nt::kCapsuleRespHlen + 8;  // a response capsule carries no data
+    r.cqe.cid = cmd.sqe.cid;
+    r.cqe.sqid = 1;
+    std::vector<uint8_t> b(sizeof r + 8, 0);
+    std::memcpy(b.data(), &r, sizeof r);
+    c.send_raw(b);
+  }));
+  std::vector<uint8_t> buf(4096);
+  Done& d = submit_rw(*qp_, false, 0, buf.data(), 4096);
+  expect_fatal(*qp_, nt::fes::kInvalidHeaderField, offsetof(nt::CommonHeader, plen),
+               nt::pdu::kCapsuleResp);
+  EXPECT_FALSE(d.done) << "a malformed response completed the command";
+}
+
 TEST_F(TcpHostTest, C2hDataForAWriteCommandIsFatal) {
   start_target();
   attach();

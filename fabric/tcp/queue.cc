@@ -537,7 +537,9 @@ bool TcpQueue::begin_pdu(sn::CompletionEntry*, uint32_t*, uint32_t) {
   }
   const bool hd = (digests_ & nt::dgst::kHdgstEnable) && ch.type != nt::pdu::kC2hTermReq;
   hdr_need_ = ch.hlen + (hd ? nt::kDigestSize : 0);
-  if (ch.plen < hdr_need_) {
+  // CapsuleResp and R2T carry no data: anything past their header would be read as a PDU.
+  const bool no_data = ch.type == nt::pdu::kCapsuleResp || ch.type == nt::pdu::kR2t;
+  if (ch.plen < hdr_need_ || (no_data && ch.plen != hdr_need_)) {
     fail(nt::fes::kInvalidHeaderField, 4);  // PLEN
     return false;
   }

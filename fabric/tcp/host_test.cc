@@ -834,6 +834,20 @@ TEST_F(TcpHostTest, C2hSuccessWithoutLastPduIsFatal) {
   EXPECT_FALSE(d.done);
 }
 
+TEST_F(TcpHostTest, C2hDataLengthWrappingPastFourGiBIsFatal) {
+  start_target();
+  attach();
+  target_->set_hook(on_io(sn::nvm::kRead, [](st::Conn& c, const st::Command& cmd) {
+    std::vector<uint8_t> data(2048, 0x55);
+    c.send_c2h({.cccid = cmd.sqe.cid, .data = data});
+    // DATAO 2048 + DATAL wraps to 256 in 32 bits: within the 4 KiB transfer to a careless sum.
+    c.send_c2h({.cccid = cmd.sqe.cid, .datao = 2048, .data = data, .datal = 0xfffff900u});
+  }));
+  std::vector<uint8_t> buf(4096);
+  submit_rw(*qp_, false, 0, buf.data(), 4096);
+  expect_fatal(*qp_, nt::fes::kDataTransferOutOfRange, 0, nt::pdu::kC2hData);
+}
+
 TEST_F(TcpHostTest, R2tBeyondTheTransferIsFatal) {
   st::TargetOptions o;
   o.ioccsz = 4;
@@ -844,6 +858,19 @@ TEST_F(TcpHostTest, R2tBeyondTheTransferIsFatal) {
   }));
   auto w = pattern(4096, 18);
   submit_rw(*qp_, true, 0, w.data(), 4096);
+  expect_fatal(*qp_, nt::fes::kDataTransferOutOfRange, 0, nt::pdu::kR2t);
+}
+
+TEST_F(TcpHostTest, R2tWrappingPastFourGiBIsFatal) {
+  st::TargetOptions o;
+  o.ioccsz = 4;
+  start_target(o);
+  attach();
+  target_->set_hook(on_io(sn::nvm::kWrite, [](st::Conn& c, const st::Command& cmd) {
+    c.send_r2t(cmd.sqe.cid, 1, 0xfffff000u, 0x2000);  // R2TO + R2TL wraps to 4 KiB
+  }));
+  auto w = pattern(8192, 19);
+  submit_rw(*qp_, true, 0, w.data(), 8192);
   expect_fatal(*qp_, nt::fes::kDataTransferOutOfRange, 0, nt::pdu::kR2t);
 }
 

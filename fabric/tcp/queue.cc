@@ -587,7 +587,8 @@ bool TcpQueue::end_header(sn::CompletionEntry* out, uint32_t* n) {
         fail(nt::fes::kInvalidHeaderField, offsetof(nt::C2hData, cccid));
         return false;
       }
-      if (h.datao != r->received || h.datal == 0 || h.datao + h.datal > r->len) {
+      // In 64 bits: a DATAL near 4 GiB must not wrap back into the transfer.
+      if (h.datao != r->received || h.datal == 0 || uint64_t{h.datao} + h.datal > r->len) {
         fail(nt::fes::kDataTransferOutOfRange, 0);
         return false;
       }
@@ -615,7 +616,7 @@ bool TcpQueue::end_header(sn::CompletionEntry* out, uint32_t* n) {
              offsetof(nt::R2t, cccid));
         return false;
       }
-      if (h.r2tl == 0 || h.r2to + h.r2tl > r->len) {
+      if (h.r2tl == 0 || uint64_t{h.r2to} + h.r2tl > r->len) {
         fail(nt::fes::kDataTransferOutOfRange, 0);
         return false;
       }

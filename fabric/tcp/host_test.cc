@@ -874,6 +874,24 @@ TEST_F(TcpHostTest, R2tWrappingPastFourGiBIsFatal) {
   expect_fatal(*qp_, nt::fes::kDataTransferOutOfRange, 0, nt::pdu::kR2t);
 }
 
+TEST_F(TcpHostTest, SecondR2tWhileOneIsActiveExceedsMaxR2t) {
+  st::TargetOptions o;
+  o.ioccsz = 4;
+  start_target(o);
+  attach();
+  target_->set_hook(on_io(sn::nvm::kWrite, [](st::Conn& c, const st::Command& cmd) {
+    // MAXR2T 0: one R2T at a time. Both in one segment, so the second one reaches the host
+    // before it sent any data for the first.
+    auto b = st::Conn::r2t_bytes(cmd.sqe.cid, 1, 0, 4096, false);
+    const auto second = st::Conn::r2t_bytes(cmd.sqe.cid, 2, 4096, 4096, false);
+    b.insert(b.end(), second.begin(), second.end());
+    c.send_raw(b);
+  }));
+  auto w = pattern(8192, 20);
+  submit_rw(*qp_, true, 0, w.data(), 8192);
+  expect_fatal(*qp_, nt::fes::kR2tLimitExceeded, 0, nt::pdu::kR2t);
+}
+
 TEST_F(TcpHostTest, C2hTermReqFromTheTargetBreaksTheQueue) {
   start_target();
   attach();

@@ -259,7 +259,7 @@ bool TcpQueue::room_for(uint32_t items) const {
 
 void TcpQueue::push(const void* base, std::size_t len, bool release) {
   const std::size_t at = (item_head_ + item_count_) % items_.size();
-  items_[at] = Item{iovec{const_cast<void*>(base), len}, release};
+  items_[at] = Item{iovec{const_cast<void*>(base), len}, release, false, 0};
   ++item_count_;
 }
 
@@ -390,7 +390,11 @@ bool TcpQueue::produce_h2c(uint32_t index) {
   }
   items_[(item_head_ + item_count_ - 1) % items_.size()].release = true;
   r.r2t_next += len;
-  if (last) r.r2t_active = false;
+  if (last) {  // the R2T stays outstanding until this has left (send_pending)
+    Item& end = items_[(item_head_ + item_count_ - 1) % items_.size()];
+    end.r2t_last = true;
+    end.cid = r.cid;
+  }
   return true;
 }
 
@@ -398,7 +402,7 @@ bool TcpQueue::produce_h2c(uint32_t index) {
 void TcpQueue::produce() {
   while (r2t_count_ > 0) {
     const uint16_t index = r2t_work_[r2t_head_];
-    while (reqs_[index].r2t_active) {
+    while (reqs_[index].r2t_next < reqs_[index].r2t_end) {
       if (!produce_h2c(index)) return;
     }
     r2t_head_ = r2t_head_ + 1 == r2t_work_.size() ? 0 : r2t_head_ + 1;
@@ -436,6 +440,12 @@ void TcpQueue::send_pending() {
       }
       left -= it.v.iov_len;
       if (it.release) --slots_used_;
+      if (it.r2t_last) {
+        if (Request* r = request_of(it.cid)) {
+          r->r2t_active = false;
+          r->r2t_sent_rx = rx_count_;
+        }
+      }
       item_head_ = item_head_ + 1 == items_.size() ? 0 : item_head_ + 1;
       --item_count_;
     }
@@ -462,6 +472,7 @@ int TcpQueue::poll(sn::CompletionEntry* out, uint32_t max) {
       if (r < 0) break;  // nothing more for now
       rx_pos_ = 0;
       rx_end_ = static_cast<uint32_t>(r);
+      ++rx_count_;
     }
     const uint32_t avail = rx_end_ - rx_pos_;
     const uint8_t* p = rx_.data() + rx_pos_;
@@ -611,9 +622,12 @@ bool TcpQueue::end_header(sn::CompletionEntry* out, uint32_t* n) {
       nt::R2t h;
       std::memcpy(&h, hdr_, sizeof h);
       Request* r = request_of(h.cccid);
-      if (r == nullptr || !r->to_device || r->in_capsule || r->r2t_active) {
-        fail(r != nullptr && r->r2t_active ? nt::fes::kR2tLimitExceeded : nt::fes::kInvalidHeaderField,
-             offsetof(nt::R2t, cccid));
+      if (r == nullptr || !r->to_device || r->in_capsule) {
+        fail(nt::fes::kInvalidHeaderField, offsetof(nt::R2t, cccid));
+        return false;
+      }
+      if (r->r2t_active || r->r2t_sent_rx == rx_count_) {
+        fail(nt::fes::kR2tLimitExceeded, 0);  // FEI is reserved for this FES
         return false;
       }
       if (h.r2tl == 0 || uint64_t{h.r2to} + h.r2tl > r->len) {

@@ -911,6 +911,120 @@ TEST_F(TcpHostTest, C2hTermReqFromTheTargetBreaksTheQueue) {
   target_->inspect([&](const st::Log& l) { EXPECT_TRUE(l.of_type(nt::pdu::kH2cTermReq).empty()); });
 }
 
+// ------------------------------------------------------------------------ recovery ---
+
+struct Retry {
+  nvme::Qpair* qp = nullptr;
+  const nvme::Namespace* ns = nullptr;
+  Done first, second;
+  std::vector<uint8_t> buf = std::vector<uint8_t>(4096);
+};
+
+TEST_F(TcpHostTest, ResetReconnectsEveryQueueAfterTheTargetDropsOne) {
+  start_target();
+  attach();
+  const auto want = pattern(64 * kBlock, 21);
+  target_->fill_ram(0, want);
+  auto hold = std::make_shared<std::atomic<bool>>(true);  // the hook outlives this body
+  target_->set_hook([hold](st::Conn&, const st::Command& cmd) {
+    return hold->load() && cmd.qid == 1 && cmd.sqe.opcode == sn::nvm::kRead;
+  });
+  const auto [old_admin, old_io, old_cntlid] = target_->inspect([](const st::Log& l) {
+    return std::tuple{l.conn_of_qid(0), l.conn_of_qid(1), l.conns[l.conn_of_qid(0)].cntlid};
+  });
+
+  // Three reads the target holds; one whose callback retries at once (what the retry submits
+  // must wait for the reconnected queue's Connect).
+  std::vector<std::vector<uint8_t>> bufs(3, std::vector<uint8_t>(4096));
+  std::vector<Done*> held;
+  for (int i = 0; i < 3; ++i) held.push_back(&submit_rw(*qp_, false, i * 8, bufs[i].data(), 4096));
+  Retry retry;
+  retry.qp = qp_.get();
+  retry.ns = ns_;
+  ASSERT_EQ(qp_->read(
+                *ns_, retry.buf.data(), 24, 8,
+                [](void* ctx, const sn::CompletionEntry& cpl) {
+                  auto* r = static_cast<Retry*>(ctx);
+                  r->first.cpl = cpl;
+                  r->first.done = true;
+                  if (nvme::Status::from_cqe(cpl.status).retriable()) {
+                    EXPECT_EQ(r->qp->read(*r->ns, r->buf.data(), 24, 8, on_done, &r->second), 0);
+                  }
+                },
+                &retry),
+            0);
+  ASSERT_TRUE(poll_until([&] {
+    return target_->inspect([&](const st::Log& l) {
+      int reads = 0;
+      for (const auto& c : l.commands(old_io)) reads += c.opcode == sn::nvm::kRead;
+      return reads == 4;
+    });
+  }));
+
+  target_->close_connection(old_io);
+  ASSERT_TRUE(poll_until([&] { return io_queue().broken(); }));
+  EXPECT_FALSE(ctrl_->healthy());
+  *hold = false;
+
+  const std::size_t conns_before =
+      target_->inspect([](const st::Log& l) { return l.conns.size(); });
+  ASSERT_EQ(ctrl_->reset(), 0);
+  EXPECT_TRUE(ctrl_->healthy());
+
+  // What the device held ended retriable (it may or may not have executed it).
+  for (Done* d : held) {
+    ASSERT_TRUE(d->done);
+    EXPECT_TRUE(is_status(d->cpl, sn::sct::kGeneric, sn::sc::kAbortedSqDeletion));
+    EXPECT_FALSE(sn::status::dnr(d->cpl.status));
+  }
+  ASSERT_TRUE(retry.first.done);
+  EXPECT_TRUE(nvme::Status::from_cqe(retry.first.cpl.status).retriable());
+
+  // The host left the old association's connections.
+  EXPECT_TRUE(target_->wait(
+      [&](const st::Log& l) { return l.conns[old_admin].closed && l.conns[old_io].closed; }));
+  target_->inspect([&](const st::Log& l) {
+    // A new connection per queue, each opened with ICReq and Connect before anything else.
+    ASSERT_EQ(l.conns.size(), conns_before + 2);
+    const st::ConnInfo& admin = l.conns[conns_before];
+    const st::ConnInfo& io = l.conns[conns_before + 1];
+    EXPECT_TRUE(admin.icreq_seen);
+    EXPECT_TRUE(io.icreq_seen);
+    EXPECT_EQ(admin.qid, 0);
+    EXPECT_EQ(admin.connect_data.cntlid, nf::connect::kCntlidDynamic);
+    EXPECT_NE(admin.cntlid, old_cntlid);
+    EXPECT_EQ(io.qid, 1);
+    EXPECT_EQ(io.connect_data.cntlid, admin.cntlid);
+    for (std::size_t i = conns_before; i < l.conns.size(); ++i) {
+      const auto cmds = l.commands(static_cast<int>(i));
+      ASSERT_FALSE(cmds.empty());
+      EXPECT_EQ(cmds[0].opcode, nf::kOpcodeFabrics);
+      EXPECT_EQ(reinterpret_cast<const uint8_t*>(&cmds[0])[4], nf::fctype::kConnect);
+    }
+    // The old controller was disabled first, over the admin connection that still held.
+    bool disabled = false;
+    for (const auto& c : l.commands(old_admin)) {
+      nf::PropertySetCommand s;
+      std::memcpy(&s, &c, sizeof s);
+      if (s.opcode == nf::kOpcodeFabrics && s.fctype == nf::fctype::kPropertySet &&
+          s.ofst == sn::reg::kCc && !(s.value & sn::cc::kEn)) {
+        disabled = true;
+      }
+    }
+    EXPECT_TRUE(disabled);
+  });
+
+  // The retry went out on the new connection, after its Connect; new I/O works.
+  ASSERT_TRUE(poll_until([&] { return retry.second.done; }));
+  EXPECT_FALSE(nvme::cpl_is_error(retry.second.cpl));
+  EXPECT_TRUE(std::equal(retry.buf.begin(), retry.buf.end(), want.begin() + 24 * kBlock));
+  std::vector<uint8_t> buf(8192);
+  EXPECT_FALSE(nvme::cpl_is_error(rw(false, 32, buf.data(), 8192)));
+  EXPECT_TRUE(std::equal(buf.begin(), buf.end(), want.begin() + 32 * kBlock));
+  auto w = pattern(16384, 22);
+  write_ok(200, w);
+}
+
 // ------------------------------------------------------------- bad transport IDs ---
 
 TEST_F(TcpHostTest, TransportIdWithoutSubnqnOrTraddrIsRefused) {

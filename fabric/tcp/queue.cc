@@ -176,8 +176,11 @@ std::string TcpQueue::open() {
 }
 
 void TcpQueue::reset() {
-  // Nothing in flight survives: the controller connects the queue again (Connect).
-  for (Request& r : reqs_) r = Request{};
+  // Nothing in flight survives: the controller connects the queue again (Connect). Requests
+  // not sent yet keep what map_data described: the queue pair submits them after the Connect.
+  for (Request& r : reqs_) {
+    if (r.sent) r = Request{};
+  }
   produced_ = tail_ = 0;
   slot_next_ = slots_used_ = 0;
   item_head_ = item_count_ = 0;
@@ -318,6 +321,8 @@ bool TcpQueue::produce_capsule(uint32_t slot) {
   if (r == nullptr) {  // no data: a null transport SGL (fabrics commands describe data by SGL)
     sqe.set_psdt(sn::kPsdtSglMptrContiguous);
     sqe.dptr.sgl1 = nf::sgl::transport(0);
+  } else {
+    r->sent = true;
   }
   uint8_t* s = take_slot();
   auto* pdu = reinterpret_cast<nt::CapsuleCmd*>(s);

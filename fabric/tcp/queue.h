@@ -49,6 +49,7 @@ class TcpQueue final : public nvme::QueueTransport {
     bool mapped = false;      // map_data ran for the command with this CID, not yet completed
     bool to_device = false;   // write direction
     bool in_capsule = false;  // its data goes inside the capsule
+    bool sent = false;        // its capsule went into this connection's send stream
     bool digest_error = false;
     uint32_t len = 0;
     uint32_t iovcnt = 0;

@@ -113,11 +113,10 @@ class TcpHostTest : public ::testing::Test {
 
   // The controller and one I/O queue pair (qid 1).
   void attach(TcpOptions topt = {}, nvme::ControllerOptions copt = {},
-              nvme::QpairOptions qopt = {}) {
+              nvme::QpairOptions qopt = {.queue_size = 32}) {
     auto c = try_attach(topt, copt);
     ASSERT_TRUE(c) << c.error().message;
     ctrl_ = std::move(c).value();
-    if (qopt.queue_size == 256) qopt.queue_size = 32;
     auto q = ctrl_->alloc_io_qpair(qopt);
     ASSERT_TRUE(q) << q.error().message;
     qp_ = std::move(q).value();
@@ -126,7 +125,6 @@ class TcpHostTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    if (qp2_) ctrl_->free_io_qpair(std::move(qp2_));
     if (qp_) ctrl_->free_io_qpair(std::move(qp_));
     ctrl_.reset();
     if (target_) {
@@ -142,13 +140,12 @@ class TcpHostTest : public ::testing::Test {
     return target_->inspect([&](const st::Log& l) { return l.conn_of_qid(qid); });
   }
 
-  // Polls the I/O queue pairs until pred() holds (bounded).
+  // Polls the I/O queue pair until pred() holds (bounded).
   bool poll_until(const std::function<bool()>& pred, milliseconds timeout = kWait) {
     const auto deadline = Clock::now() + timeout;
     while (!pred()) {
       if (Clock::now() > deadline) return false;
       if (qp_) qp_->process_completions();
-      if (qp2_) qp2_->process_completions();
       std::this_thread::yield();
     }
     return true;
@@ -206,12 +203,12 @@ class TcpHostTest : public ::testing::Test {
 
   std::unique_ptr<st::ScriptedTarget> target_;
   std::unique_ptr<nvme::Controller> ctrl_;
-  std::unique_ptr<nvme::Qpair> qp_, qp2_;
+  std::unique_ptr<nvme::Qpair> qp_;
   const nvme::Namespace* ns_ = nullptr;
   std::deque<Done> dones_;
 };
 
-// A hook for one kind of I/O command on qid 1.
+// A hook that takes over one kind of I/O command (any I/O queue).
 st::ScriptedTarget::Hook on_io(uint8_t opcode,
                                std::function<void(st::Conn&, const st::Command&)> f) {
   return [opcode, f = std::move(f)](st::Conn& c, const st::Command& cmd) {
@@ -652,9 +649,10 @@ TEST_F(TcpHostTest, BadDataDigestOnC2hDataEndsCommandWithTransientTransportError
   topt.data_digest = true;
   attach(topt);
   target_->fill_ram(0, pattern(64 * kBlock, 16));
-  target_->set_hook([this](st::Conn& c, const st::Command& cmd) {
+  st::ScriptedTarget* t = target_.get();  // (target_ is reset while its threads stop)
+  target_->set_hook([t](st::Conn& c, const st::Command& cmd) {
     if (cmd.qid < 1 || cmd.sqe.opcode != sn::nvm::kRead || cmd.sqe.slba() > 8) return false;
-    const auto data = target_->ram(cmd.sqe.slba() * kBlock, cmd.sqe.nlb() * kBlock);
+    const auto data = t->ram(cmd.sqe.slba() * kBlock, cmd.sqe.nlb() * kBlock);
     st::Conn::C2h d;
     d.cccid = cmd.sqe.cid;
     d.data = data;

@@ -565,6 +565,9 @@ void NvmeCtrlr::recover(uint64_t now) {
   if (opts_.ctrlr_loss_timeout_us != 0 && opts_.ctrlr_loss_timeout_us != NvmeBdevOptions::kRetryForever &&
       lost_for >= clock.us_to_ticks(opts_.ctrlr_loss_timeout_us)) {
     failed_.store(true, std::memory_order_release);  // what is parked or retried fails
+    // What the lost connections hold would wait forever (no reset will end it now): fail it
+    // on each channel's thread, as fast-fail does.
+    if (!fast_failing()) start_fast_fail();
     teardown(/*removed=*/false);
     return;
   }

@@ -334,6 +334,11 @@ class Manager {
   // retired ones, then calls done(stats, ctx) on the calling thread.
   using StatsFn = void (*)(const IoStats& stats, void* ctx);
   void get_stats(Bdev& bdev, StatsFn done, void* ctx);
+  // One channel's statistics so far (SPDK: spdk_bdev_get_io_stat with a channel,
+  // spdk_bdev_channel_get_histogram), read on the channel's thread. What I/O through this
+  // channel cost from submission to the completion callback: a user that wants its own
+  // latency figures reads them here instead of reading the clock around every I/O again.
+  const IoStats& channel_stats(event::IoChannel* ch) const;
 
   // Internal, used by BdevIo::complete.
   void io_done(BdevIo& io);

@@ -249,6 +249,12 @@ TEST_F(BdevTest, ReadWriteRoundTripAndValidation) {
   EXPECT_EQ(got.by_type[1].ops, 1u);
   EXPECT_EQ(got.by_type[0].bytes, 4096u);
   EXPECT_EQ(got.read_latency.count(), 1u);
+  // The same from the channel itself, on its thread (what pollux-bdevperf reads).
+  const IoStats& mine = mgr->channel_stats(ch);
+  EXPECT_EQ(mine.by_type[0].ops, 1u);
+  EXPECT_EQ(mine.read_latency.count(), 1u);
+  EXPECT_EQ(mine.write_latency.count(), 1u);
+  EXPECT_EQ(mine.other_latency.count(), 0u);
   mgr->close(*d);
 }
 

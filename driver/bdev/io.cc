@@ -709,6 +709,10 @@ int Manager::set_qos(Bdev& b, const QosLimits& l) {
 
 // ---------------------------------------------------------------------------- stats ----
 
+const IoStats& Manager::channel_stats(event::IoChannel* ich) const {
+  return static_cast<const Channel*>(ich->ctx())->stats;
+}
+
 void Manager::get_stats(Bdev& b, StatsFn done, void* ctx) {
   struct Walk {
     IoStats sum;

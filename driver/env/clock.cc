@@ -50,7 +50,7 @@ TscClock::TscClock() {
   if (cpu_has_invariant_tsc()) {
     const uint64_t hz = calibrate_tsc();
     if (hz > 100'000'000) {  // a sane TSC is at least 100 MHz
-      use_tsc_ = true;
+      tsc_ = true;
       ticks_per_second_ = hz;
     }
   }
@@ -61,7 +61,7 @@ const TscClock& TscClock::instance() {
   return clock;
 }
 
-uint64_t TscClock::now() const { return use_tsc_ ? __rdtsc() : monotonic_ns(); }
+uint64_t TscClock::read() const { return monotonic_ns(); }
 
 bool VirtualClock::set(uint64_t ticks) {
   uint64_t cur = now_.load(std::memory_order_acquire);
@@ -76,7 +76,7 @@ const MonotonicClock& MonotonicClock::instance() {
   return clock;
 }
 
-uint64_t MonotonicClock::now() const { return monotonic_ns(); }
+uint64_t MonotonicClock::read() const { return monotonic_ns(); }
 
 const Clock& system_clock() { return TscClock::instance(); }
 

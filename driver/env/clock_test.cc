@@ -48,6 +48,30 @@ TEST(TscClock, IsMonotonicAndCalibrated) {
   std::printf("time source: %s, %.3f MHz\n", clock.source(), clock.ticks_per_second() / 1e6);
 }
 
+// now() is not virtual: the TSC is read inline, any other source through read().
+TEST(Clock, NowThroughTheBaseReadsEachClocksOwnSource) {
+  VirtualClock virt(1'000'000'000, 500);
+  const Clock& v = virt;
+  EXPECT_EQ(v.now(), 500u);
+  virt.advance(7);
+  EXPECT_EQ(v.now(), 507u);
+  const Clock& m = MonotonicClock::instance();
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  const uint64_t mono = static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + ts.tv_nsec;
+  EXPECT_GE(m.now(), mono);
+  const TscClock& tsc = TscClock::instance();
+  const Clock& t = tsc;
+  if (tsc.uses_tsc()) {
+    const uint64_t before = __rdtsc();
+    const uint64_t got = t.now();
+    EXPECT_GE(got, before);
+    EXPECT_LE(got, __rdtsc());
+  } else {
+    EXPECT_GE(t.now(), mono);  // CLOCK_MONOTONIC in ns
+  }
+}
+
 TEST(MonotonicClock, CountsNanosecondsOfClockMonotonic) {
   const MonotonicClock& clock = MonotonicClock::instance();
   EXPECT_EQ(clock.ticks_per_second(), 1'000'000'000u);

@@ -138,6 +138,37 @@ TEST(Poller, StatisticsSplitBusyAndIdle) {
   EXPECT_GE(rs.iterations.load(), 7u);
 }
 
+// The clock is read once per poller run and that reading ends the thread's interval too:
+// every tick goes to the poller and the thread that spent it, none is lost or counted twice.
+TEST(Poller, TicksGoToThePollerAndThreadThatSpentThem) {
+  StepFramework s;
+  Thread* t = s.fw->create_thread("t", 0);
+  Thread* other = s.fw->create_thread("other", 0);  // no pollers: its share is nothing
+  struct Spend {
+    env::VirtualClock* clock;
+    uint64_t ticks;
+    PollStatus status;
+  };
+  auto spend = [](void* arg) {
+    auto* sp = static_cast<Spend*>(arg);
+    sp->clock->advance(sp->ticks);
+    return sp->status;
+  };
+  Spend busy{&s.clock, 5, PollStatus::kBusy}, idle{&s.clock, 3, PollStatus::kIdle};
+  t->register_poller(spend, &busy, 0, "busy");
+  t->register_poller(spend, &idle, 0, "idle");
+  s.fw->step();  // the threads arrive
+  const uint64_t t0 = t->stats().busy_ticks.load(), r0 = s.fw->reactor(0).stats().busy_ticks.load();
+  constexpr int kSteps = 10;
+  for (int i = 0; i < kSteps; ++i) s.fw->step();
+  for (const auto& p : t->poller_samples())
+    EXPECT_EQ(p.busy_ticks, p.name == "busy" ? 5u * (kSteps + 1) : 0u) << p.name;
+  EXPECT_EQ(t->stats().busy_ticks.load() - t0, 8u * kSteps);
+  EXPECT_EQ(t->stats().idle_ticks.load(), 0u);
+  EXPECT_EQ(other->stats().busy_ticks.load() + other->stats().idle_ticks.load(), 0u);
+  EXPECT_EQ(s.fw->reactor(0).stats().busy_ticks.load() - r0, 8u * kSteps);
+}
+
 TEST(Poller, RejectsANullFunction) {
   StepFramework s;
   Thread* t = s.fw->create_thread("t", 0);

@@ -16,26 +16,36 @@ void Reactor::adopt(Thread* t) {
 }
 
 bool Reactor::run_once() {
+  bool any_busy;
+  iterate(clock_.now(), &any_busy);
+  return any_busy;
+}
+
+// The clock is read once per thread (at the end of its poll, a reading the thread's last
+// poller usually took already) plus once per poller run: each reading ends one interval
+// and starts the next, so the accounting has no gaps. A clock read costs ~10 ns here (the
+// TSC in a VM), as much as a null-bdev I/O's share of an iteration at depth 128.
+uint64_t Reactor::iterate(uint64_t start, bool* any_busy) {
   Thread* arrived;
   while (incoming_.try_pop(arrived)) {
     threads_.push_back(arrived);
     arrived->reactor_index_.store(index_, std::memory_order_release);
   }
 
-  const uint64_t start = clock_.now();
   uint64_t now = start;
-  bool any_busy = false;
+  *any_busy = false;
   for (std::size_t i = 0; i < threads_.size();) {
     Thread* t = threads_[i];
     bool busy;
+    uint64_t end;
     {
       CurrentThreadScope scope(t);
-      t->poll(now, &busy);
+      end = t->poll(now, &busy);
     }
-    const uint64_t end = clock_.now();
+    if (end == now) end = clock_.now();  // nothing in the thread read the clock
     t->account(busy, end - now);
     now = end;
-    any_busy |= busy;
+    *any_busy |= busy;
 
     // Read-only in the common case: senders on other cores read this thread's state, and a
     // store to its line every iteration would bounce that line between cores.
@@ -54,16 +64,22 @@ bool Reactor::run_once() {
       fw_.reactor(static_cast<std::size_t>(to)).adopt(t);
     }
   }
+  if (threads_.empty()) now = clock_.now();
 
-  auto& ticks = any_busy ? stats_.busy_ticks : stats_.idle_ticks;
+  auto& ticks = *any_busy ? stats_.busy_ticks : stats_.idle_ticks;
   ticks.store(ticks.load(std::memory_order_relaxed) + (now - start), std::memory_order_relaxed);
   stats_.iterations.store(stats_.iterations.load(std::memory_order_relaxed) + 1,
                           std::memory_order_relaxed);
-  return any_busy;
+  return now;
 }
 
+// The loop starts each iteration where the previous one's last reading left off (SPDK's
+// reactor does the same with tsc_last); run_once(), the step mode of a simulator whose clock
+// moves between calls, reads the clock first.
 void Reactor::run() {
-  while (!(fw_.stopping() && fw_.live_threads() == 0)) run_once();
+  uint64_t now = clock_.now();
+  bool busy;
+  while (!(fw_.stopping() && fw_.live_threads() == 0)) now = iterate(now, &busy);
 }
 
 }  // namespace pollux::event

@@ -39,6 +39,9 @@ class Reactor {
   void adopt(Thread* t);
 
  private:
+  // One iteration starting at `start` (a clock reading); returns the last reading taken.
+  uint64_t iterate(uint64_t start, bool* any_busy);
+
   Framework& fw_;
   const int index_;
   const int core_;

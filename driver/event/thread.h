@@ -71,8 +71,9 @@ class Thread {
   const ThreadStats& stats() const { return stats_; }
   std::vector<PollerSample> poller_samples() const;  // any thread; locks out registration only
 
-  // Runs one iteration at time `now`. Returns the clock reading at its end; *busy tells
-  // whether anything did work. Called by the reactor (or a test) with current() == this.
+  // Runs one iteration at time `now`. Returns the last clock reading it took (each poller
+  // run ends with one), or `now` if it took none; *busy tells whether anything did work.
+  // Called by the reactor (or a test) with current() == this.
   uint64_t poll(uint64_t now, bool* busy);
 
  private:

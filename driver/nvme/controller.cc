@@ -893,6 +893,7 @@ int Controller::reset() {
     }
   }
   // 2. The admin queue's outstanding commands (the AERs) are gone with the controller.
+  std::string connect_error;
   {
     std::lock_guard lock(admin_mu_);
     ++abort_epoch_;  // Aborts in flight end here, and are not failures
@@ -901,16 +902,19 @@ int Controller::reset() {
     for (uint32_t stale; abort_requests_.try_pop(stale);) {
     }
     admin_->reset_rings(sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedByRequest));
-    admin_->resume();
     admin_stuck_.store(false, std::memory_order_release);  // disabled: nothing is the device's
-  }
-  // Fabrics: the admin queue connected again (reset_rings); Connect makes the association.
-  if (fabrics) {
-    std::lock_guard lock(admin_mu_);
-    if (std::string e = connect_queue(*admin_); !e.empty()) {
-      init_error_ = "reset: " + e;
-      return fail_reset(-ECONNRESET);
+    // Fabrics: the admin queue connected again (reset_rings); Connect makes the association.
+    // Under the same lock as the rings' reset: a Keep Alive (or any admin command) from
+    // another thread must not find the new connection open before its Connect.
+    if (!fabrics) {
+      admin_->resume();
+    } else {
+      connect_error = connect_queue(*admin_);
     }
+  }
+  if (!connect_error.empty()) {
+    init_error_ = "reset: " + connect_error;
+    return fail_reset(-ECONNRESET);
   }
   // 3. Enable with the same admin queue, then what a fresh controller needs from us.
   const InitState before = state_;

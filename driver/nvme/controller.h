@@ -162,6 +162,9 @@ class Controller {
   // out admin command) — reasons to reset it.
   bool healthy();
   bool failed() const { return state_ == InitState::kFailed; }
+  // Replaces ControllerOptions::max_reset_failures (set-up path): a layer that decides itself
+  // when to give the controller up (bdev_nvme's ctrlr_loss_timeout) lifts the limit.
+  void set_max_reset_failures(uint32_t n) { options_.max_reset_failures = n; }
 
   // Asks the device to abort command `cid` of queue `sqid` (asynchronous, best effort).
   int abort(uint16_t sqid, uint16_t cid);

@@ -176,8 +176,11 @@ std::string TcpQueue::open() {
 }
 
 void TcpQueue::reset() {
-  // Nothing in flight survives: the controller connects the queue again (Connect).
-  for (Request& r : reqs_) r = Request{};
+  // Nothing in flight survives: the controller connects the queue again (Connect). Requests
+  // not sent yet keep what map_data described: the queue pair submits them after the Connect.
+  for (Request& r : reqs_) {
+    if (r.sent) r = Request{};
+  }
   produced_ = tail_ = 0;
   slot_next_ = slots_used_ = 0;
   item_head_ = item_count_ = 0;
@@ -259,7 +262,7 @@ bool TcpQueue::room_for(uint32_t items) const {
 
 void TcpQueue::push(const void* base, std::size_t len, bool release) {
   const std::size_t at = (item_head_ + item_count_) % items_.size();
-  items_[at] = Item{iovec{const_cast<void*>(base), len}, release};
+  items_[at] = Item{iovec{const_cast<void*>(base), len}, release, false, 0};
   ++item_count_;
 }
 
@@ -318,6 +321,8 @@ bool TcpQueue::produce_capsule(uint32_t slot) {
   if (r == nullptr) {  // no data: a null transport SGL (fabrics commands describe data by SGL)
     sqe.set_psdt(sn::kPsdtSglMptrContiguous);
     sqe.dptr.sgl1 = nf::sgl::transport(0);
+  } else {
+    r->sent = true;
   }
   uint8_t* s = take_slot();
   auto* pdu = reinterpret_cast<nt::CapsuleCmd*>(s);
@@ -390,7 +395,11 @@ bool TcpQueue::produce_h2c(uint32_t index) {
   }
   items_[(item_head_ + item_count_ - 1) % items_.size()].release = true;
   r.r2t_next += len;
-  if (last) r.r2t_active = false;
+  if (last) {  // the R2T stays outstanding until this has left (send_pending)
+    Item& end = items_[(item_head_ + item_count_ - 1) % items_.size()];
+    end.r2t_last = true;
+    end.cid = r.cid;
+  }
   return true;
 }
 
@@ -398,7 +407,7 @@ bool TcpQueue::produce_h2c(uint32_t index) {
 void TcpQueue::produce() {
   while (r2t_count_ > 0) {
     const uint16_t index = r2t_work_[r2t_head_];
-    while (reqs_[index].r2t_active) {
+    while (reqs_[index].r2t_next < reqs_[index].r2t_end) {
       if (!produce_h2c(index)) return;
     }
     r2t_head_ = r2t_head_ + 1 == r2t_work_.size() ? 0 : r2t_head_ + 1;
@@ -436,6 +445,12 @@ void TcpQueue::send_pending() {
       }
       left -= it.v.iov_len;
       if (it.release) --slots_used_;
+      if (it.r2t_last) {
+        if (Request* r = request_of(it.cid)) {
+          r->r2t_active = false;
+          r->r2t_sent_rx = rx_count_;
+        }
+      }
       item_head_ = item_head_ + 1 == items_.size() ? 0 : item_head_ + 1;
       --item_count_;
     }
@@ -462,6 +477,7 @@ int TcpQueue::poll(sn::CompletionEntry* out, uint32_t max) {
       if (r < 0) break;  // nothing more for now
       rx_pos_ = 0;
       rx_end_ = static_cast<uint32_t>(r);
+      ++rx_count_;
     }
     const uint32_t avail = rx_end_ - rx_pos_;
     const uint8_t* p = rx_.data() + rx_pos_;
@@ -537,7 +553,9 @@ bool TcpQueue::begin_pdu(sn::CompletionEntry*, uint32_t*, uint32_t) {
   }
   const bool hd = (digests_ & nt::dgst::kHdgstEnable) && ch.type != nt::pdu::kC2hTermReq;
   hdr_need_ = ch.hlen + (hd ? nt::kDigestSize : 0);
-  if (ch.plen < hdr_need_) {
+  // CapsuleResp and R2T carry no data: anything past their header would be read as a PDU.
+  const bool no_data = ch.type == nt::pdu::kCapsuleResp || ch.type == nt::pdu::kR2t;
+  if (ch.plen < hdr_need_ || (no_data && ch.plen != hdr_need_)) {
     fail(nt::fes::kInvalidHeaderField, 4);  // PLEN
     return false;
   }
@@ -557,11 +575,13 @@ bool TcpQueue::end_header(sn::CompletionEntry* out, uint32_t* n) {
       return false;
     }
   }
-  hdr_have_ = 0;
+  // hdr_have_ keeps the header's length until the PDU is accepted: an H2CTermReq for it
+  // carries the header in error.
   hdr_need_ = nt::kCommonHeaderLength;
   stage_ = Rx::kHeader;
   switch (ch.type) {
     case nt::pdu::kCapsuleResp: {
+      hdr_have_ = 0;
       nt::CapsuleResp resp;
       std::memcpy(&resp, hdr_, sizeof resp);
       sn::CompletionEntry cqe = resp.cqe;
@@ -583,7 +603,8 @@ bool TcpQueue::end_header(sn::CompletionEntry* out, uint32_t* n) {
         fail(nt::fes::kInvalidHeaderField, offsetof(nt::C2hData, cccid));
         return false;
       }
-      if (h.datao != r->received || h.datal == 0 || h.datao + h.datal > r->len) {
+      // In 64 bits: a DATAL near 4 GiB must not wrap back into the transfer.
+      if (h.datao != r->received || h.datal == 0 || uint64_t{h.datao} + h.datal > r->len) {
         fail(nt::fes::kDataTransferOutOfRange, 0);
         return false;
       }
@@ -606,15 +627,19 @@ bool TcpQueue::end_header(sn::CompletionEntry* out, uint32_t* n) {
       nt::R2t h;
       std::memcpy(&h, hdr_, sizeof h);
       Request* r = request_of(h.cccid);
-      if (r == nullptr || !r->to_device || r->in_capsule || r->r2t_active) {
-        fail(r != nullptr && r->r2t_active ? nt::fes::kR2tLimitExceeded : nt::fes::kInvalidHeaderField,
-             offsetof(nt::R2t, cccid));
+      if (r == nullptr || !r->to_device || r->in_capsule) {
+        fail(nt::fes::kInvalidHeaderField, offsetof(nt::R2t, cccid));
         return false;
       }
-      if (h.r2tl == 0 || h.r2to + h.r2tl > r->len) {
+      if (r->r2t_active || r->r2t_sent_rx == rx_count_) {
+        fail(nt::fes::kR2tLimitExceeded, 0);  // FEI is reserved for this FES
+        return false;
+      }
+      if (h.r2tl == 0 || uint64_t{h.r2to} + h.r2tl > r->len) {
         fail(nt::fes::kDataTransferOutOfRange, 0);
         return false;
       }
+      hdr_have_ = 0;
       r->r2t_active = true;
       r->ttag = h.ttag;
       r->r2t_next = h.r2to;
@@ -659,11 +684,13 @@ void TcpQueue::end_pdu(sn::CompletionEntry* out, uint32_t* n) {
   stage_ = Rx::kHeader;
   Request* r = data_req_;
   data_req_ = nullptr;
-  if (r == nullptr || !(pdu_flags_ & nt::flags::kSuccess)) return;
-  if (!(pdu_flags_ & nt::flags::kLastPdu) || r->received != r->len) {
+  if (r != nullptr && (pdu_flags_ & nt::flags::kSuccess) &&
+      (!(pdu_flags_ & nt::flags::kLastPdu) || r->received != r->len)) {
     fail(nt::fes::kInvalidHeaderField, 1);  // FLAGS: SUCCESS only on the last PDU
     return;
   }
+  hdr_have_ = 0;  // the C2HData header (hdr_) was kept for that H2CTermReq
+  if (r == nullptr || !(pdu_flags_ & nt::flags::kSuccess)) return;
   sn::CompletionEntry cqe{};
   cqe.cid = r->cid;
   cqe.sqid = params_.qid;

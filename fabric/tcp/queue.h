@@ -49,11 +49,16 @@ class TcpQueue final : public nvme::QueueTransport {
     bool mapped = false;      // map_data ran for the command with this CID, not yet completed
     bool to_device = false;   // write direction
     bool in_capsule = false;  // its data goes inside the capsule
+    bool sent = false;        // its capsule went into this connection's send stream
     bool digest_error = false;
     uint32_t len = 0;
     uint32_t iovcnt = 0;
     uint32_t received = 0;  // C2H bytes so far (in order)
+    // MAXR2T is 0: an R2T is outstanding from its arrival until its last H2CData PDU has been
+    // sent, and one read before then (r2t_sent_rx: the recv() count at that moment) was sent
+    // by the controller before it could have had the data.
     bool r2t_active = false;
+    uint64_t r2t_sent_rx = 0;
     uint16_t ttag = 0;
     uint32_t r2t_next = 0, r2t_end = 0;  // H2C data still to queue for the R2T
   };
@@ -61,6 +66,8 @@ class TcpQueue final : public nvme::QueueTransport {
   struct Item {
     iovec v;
     bool release;
+    bool r2t_last = false;  // the end of an R2T's last H2CData PDU, for command `cid`
+    uint16_t cid = 0;
   };
   enum class Rx : uint8_t { kHeader, kPad, kData, kDigest };
 
@@ -115,6 +122,7 @@ class TcpQueue final : public nvme::QueueTransport {
   // Receive: raw bytes, and the PDU being parsed.
   std::vector<uint8_t> rx_;
   uint32_t rx_pos_ = 0, rx_end_ = 0;
+  uint64_t rx_count_ = 1;  // recv() calls that brought data (R2Ts order against sends by it)
   Rx stage_ = Rx::kHeader;
   alignas(8) uint8_t hdr_[spec::nvme_tcp::kMaxHlen + spec::nvme_tcp::kDigestSize];
   uint32_t hdr_have_ = 0, hdr_need_ = 0;

@@ -739,7 +739,7 @@ TEST_F(NvmeBdevTest, TimeoutActionResetRecoversHeldIo) {
 // ready again (CAP.TO) takes 210 ms.
 class FastClock final : public env::Clock {
  public:
-  uint64_t now() const override { return env::system_clock().now() * 50; }
+  uint64_t read() const override { return env::system_clock().now() * 50; }
   uint64_t ticks_per_second() const override { return env::system_clock().ticks_per_second(); }
 };
 

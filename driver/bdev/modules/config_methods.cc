@@ -8,8 +8,10 @@ namespace pollux::bdev {
 void register_nvme_config_methods(ConfigMethods& methods) {
   methods.replace("bdev_nvme_attach_controller",
                   [](ConfigContext& ctx, const ConfigParams& p) -> Status {
-                    if (auto st = p.allow_only({"name", "trtype", "traddr", "adrfam",
-                                                "trsvcid", "subnqn", "hdgst", "ddgst"});
+                    if (auto st = p.allow_only({"name", "trtype", "traddr", "adrfam", "trsvcid",
+                                                "subnqn", "hdgst", "ddgst",
+                                                "ctrlr_loss_timeout_sec", "reconnect_delay_sec",
+                                                "fast_io_fail_timeout_sec"});
                         !st)
                       return st.error();
                     auto name = p.string("name");
@@ -30,7 +32,30 @@ void register_nvme_config_methods(ConfigMethods& methods) {
                       if (!v) return v.error();
                       *out = *v;
                     }
-                    auto r = nvme_attach_controller_by_address(ctx.mgr, *name, a);
+                    // SPDK's recovery knobs, in seconds; ctrlr_loss_timeout_sec -1: forever.
+                    int64_t loss = 0;
+                    if (p.has("ctrlr_loss_timeout_sec")) {
+                      const auto& v = p.json().at("ctrlr_loss_timeout_sec");
+                      if (!v.is_number_integer() || v.get<int64_t>() < -1)
+                        return p.error("ctrlr_loss_timeout_sec", "expected an integer >= -1");
+                      loss = v.get<int64_t>();
+                    }
+                    auto delay = p.u64_or("reconnect_delay_sec", 0);
+                    if (!delay) return delay.error();
+                    auto fast = p.u64_or("fast_io_fail_timeout_sec", 0);
+                    if (!fast) return fast.error();
+                    if (loss > 0 && *fast > static_cast<uint64_t>(loss))
+                      return p.error("fast_io_fail_timeout_sec",
+                                     "must not exceed ctrlr_loss_timeout_sec");
+                    if (*delay > 86400 || *fast > 86400 || loss > 86400)
+                      return p.error("recovery timeouts are at most a day (86400 s)");
+                    auto r = nvme_attach_controller_by_address(
+                        ctx.mgr, *name, a, [&](NvmeBdevOptions& o) {
+                          o.ctrlr_loss_timeout_us = loss < 0 ? NvmeBdevOptions::kRetryForever
+                                                             : static_cast<uint64_t>(loss) * 1'000'000;
+                          o.reconnect_delay_us = *delay * 1'000'000;
+                          o.fast_io_fail_timeout_us = *fast * 1'000'000;
+                        });
                     if (!r) return p.error("attach " + *name + ": " + r.error().message);
                     return ok_status();
                   });

@@ -96,6 +96,8 @@ class NvmeCtrlr {
       : mgr_(mgr), fw_(mgr.framework()), ctrlr_(std::move(c)), opts_(o) {
     if (opts_.registry == nullptr) opts_.registry = &env::MemoryRegistry::global();
     if (opts_.dsm_slots == 0) opts_.dsm_slots = 1;
+    // With a loss timeout, this layer decides when the controller is given up.
+    if (opts_.ctrlr_loss_timeout_us != 0) ctrlr_->set_max_reset_failures(UINT32_MAX);
   }
 
   Manager& mgr() { return mgr_; }
@@ -107,6 +109,9 @@ class NvmeCtrlr {
   }
   void count_retry() { retries_.fetch_add(1, std::memory_order_relaxed); }
   bool failed() const { return failed_.load(std::memory_order_acquire); }
+  // Lost for longer than fast_io_fail_timeout_us: I/O fails at once rather than wait.
+  bool fast_failing() const { return fast_fail_.load(std::memory_order_acquire); }
+  void count_fast_failed() { fast_failed_.fetch_add(1, std::memory_order_relaxed); }
   // Controller reset (see nvme.h, "Recovery"); done(ctx, rc) on the calling thread.
   void reset_controller(ResetDoneFn done, void* ctx);
   bool resetting() const {
@@ -119,7 +124,8 @@ class NvmeCtrlr {
     const nvme::ControllerStats& d = ctrlr_->stats();
     return {get(retries_),         get(removed_failures_), get(channels_),
             get(resets_),          get(reset_failures_),   get(d.io_timeouts),
-            get(d.aborts_sent),    get(d.reset_aborted_ios), get(d.async_events)};
+            get(d.aborts_sent),    get(d.reset_aborted_ios), get(d.async_events),
+            get(fast_failed_),     lost_since_.load(std::memory_order_relaxed) != 0};
   }
   bool detaching() const {
     std::lock_guard lock(mu_);
@@ -185,6 +191,15 @@ class NvmeCtrlr {
   // (and CSTS may look healthy), so the admin poller tries again.
   std::atomic<bool> reset_again_{false};
   int reset_rc_ = 0;
+  // Recovery of a lost controller (admin thread): when it was lost (clock ticks; 0: it is
+  // not), when the next reset may start, and whether I/O now fails fast.
+  std::atomic<uint64_t> lost_since_{0};
+  uint64_t next_attempt_ = 0;
+  std::atomic<bool> fast_fail_{false};
+  std::atomic<uint64_t> fast_failed_{0};
+  void recover(uint64_t now);   // admin thread: the controller is unhealthy
+  void start_fast_fail();       // fail what waits, on every channel
+  static void fast_fail_step(event::ChannelIter& it);
   std::vector<ResetWaiter> reset_waiters_;  // under mu_
   bool resetting_ = false;                  // under mu_
   // From the start of a reset until nvme::Controller::reset() has returned: a channel created
@@ -328,6 +343,11 @@ void NvmeBackend::submit(BdevIo& io, void* chctx) {
     finish(c, IoStatus::kFailed);
     return;
   }
+  if (c_->fast_failing()) [[unlikely]] {
+    c_->count_fast_failed();
+    finish(c, IoStatus::kFailed);
+    return;
+  }
   if (ch->paused) {  // a controller reset is under way: issued when the channel resumes
     c->next = ch->parked;
     ch->parked = c;
@@ -363,6 +383,10 @@ void NvmeBackend::handle(IoCtx* c, uint16_t status) {
     const nvme::Status st = nvme::Status::from_cqe(status);
     if (ch->ctrlr->gone()) return finish(c, IoStatus::kRemoved);
     if (ch->destroying) return finish(c, IoStatus::kAborted);
+    if (ch->ctrlr->fast_failing()) {
+      ch->ctrlr->count_fast_failed();
+      return finish(c, IoStatus::kFailed);
+    }
     if (st.sct == sn::sct::kMediaError && st.sc == sn::sc_media::kCompareFailure)
       return finish(c, IoStatus::kMiscompare);
     if (nvme_should_retry(status, c->attempts, ch->ctrlr->opts().retry_count)) {
@@ -456,6 +480,10 @@ void NvmeCtrlr::run_reset() {
   (rc == 0 ? resets_ : reset_failures_).fetch_add(1, std::memory_order_relaxed);
   if (ctrlr_->failed()) failed_.store(true, std::memory_order_release);
   reset_again_.store(rc != 0 && !ctrlr_->failed() && rc != -ENODEV, std::memory_order_release);
+  if (rc == 0) {  // recovered: I/O waits again rather than failing
+    lost_since_.store(0, std::memory_order_relaxed);
+    fast_fail_.store(false, std::memory_order_release);
+  }
   fw_.for_each_channel(this, resume_step, this,
                        [](void* arg, int) { static_cast<NvmeCtrlr*>(arg)->finish_reset(); });
 }
@@ -485,7 +513,7 @@ void NvmeCtrlr::resume_step(event::ChannelIter& it) {
     parked = c->next;
     if (ch->ctrlr->gone()) {
       NvmeBackend::finish(c, IoStatus::kRemoved);
-    } else if (ch->ctrlr->failed()) {
+    } else if (ch->ctrlr->failed() || ch->ctrlr->fast_failing()) {
       NvmeBackend::finish(c, IoStatus::kFailed);
     } else if (const int rc = c->be->issue(c); rc == -ENOMEM) {
       ch->push_retry(c);
@@ -520,6 +548,58 @@ void NvmeCtrlr::finish_reset() {
     }
   }
   release();
+}
+
+// The controller is unhealthy (admin thread): reset it now or after reconnect_delay_us; once
+// lost for fast_io_fail_timeout_us, I/O fails at once; after ctrlr_loss_timeout_us it is
+// given up — deleted with its bdevs, as SPDK does — unless it came back meanwhile.
+void NvmeCtrlr::recover(uint64_t now) {
+  const env::Clock& clock = fw_.clock();
+  uint64_t since = lost_since_.load(std::memory_order_relaxed);
+  if (since == 0) {
+    since = now;
+    lost_since_.store(now, std::memory_order_relaxed);
+    next_attempt_ = now;
+  }
+  const uint64_t lost_for = now - since;
+  if (opts_.ctrlr_loss_timeout_us != 0 && opts_.ctrlr_loss_timeout_us != NvmeBdevOptions::kRetryForever &&
+      lost_for >= clock.us_to_ticks(opts_.ctrlr_loss_timeout_us)) {
+    failed_.store(true, std::memory_order_release);  // what is parked or retried fails
+    // What the lost connections hold would wait forever (no reset will end it now): fail it
+    // on each channel's thread, as fast-fail does.
+    if (!fast_failing()) start_fast_fail();
+    teardown(/*removed=*/false);
+    return;
+  }
+  if (opts_.fast_io_fail_timeout_us != 0 && !fast_failing() &&
+      lost_for >= clock.us_to_ticks(opts_.fast_io_fail_timeout_us)) {
+    start_fast_fail();
+  }
+  if (now < next_attempt_) return;
+  next_attempt_ = now + clock.us_to_ticks(opts_.reconnect_delay_us);
+  reset_controller(nullptr, nullptr);
+}
+
+// What waits on the channels (in the queue pairs of a lost controller, in the retry lists)
+// fails now, each on its channel's thread; new I/O fails in submit() from here on.
+void NvmeCtrlr::start_fast_fail() {
+  fast_fail_.store(true, std::memory_order_release);
+  hold();
+  fw_.for_each_channel(this, fast_fail_step, this,
+                       [](void* arg, int) { static_cast<NvmeCtrlr*>(arg)->release(); });
+}
+
+void NvmeCtrlr::fast_fail_step(event::ChannelIter& it) {
+  auto* ch = static_cast<NvmeChannel*>(it.channel()->ctx());
+  if (!ch->paused && ch->qp != nullptr) {
+    // A lost connection holds these forever: the reset that reconnects ends them anyway.
+    ch->qp->fail_all(sn::status::make(sn::sct::kPath, 0x71 /* controller pathing error */, true));
+  }
+  while (IoCtx* c = ch->pop_retry()) {
+    ch->ctrlr->count_fast_failed();
+    NvmeBackend::finish(c, IoStatus::kFailed);
+  }
+  it.next(0);
 }
 
 // ----------------------------------------------------------------------- channels ----
@@ -620,16 +700,21 @@ event::PollStatus NvmeCtrlr::admin_poll(void* arg) {
     self->teardown(/*removed=*/true);
     return event::PollStatus::kBusy;
   }
-  // Health check (one MMIO read): fatal status, or RDY dropped while enabled -> reset. A
-  // reset that failed without failing the controller is tried again.
+  // Health check (PCIe: one MMIO read of CSTS; fabrics: the connections): fatal status, RDY
+  // dropped while enabled, a connection lost -> reset. A reset that failed without failing
+  // the controller is tried again, as the recovery options say.
   if (!self->failed() && !self->resetting() &&
       (self->reset_again_.load(std::memory_order_acquire) || !self->ctrlr_->healthy())) {
     if (self->ctrlr_->transport().gone()) {
       self->teardown(/*removed=*/true);
     } else {
-      self->reset_controller(nullptr, nullptr);
+      self->recover(self->fw_.clock().now());
     }
     return event::PollStatus::kBusy;
+  }
+  if (!self->resetting() && self->lost_since_.load(std::memory_order_relaxed) != 0) {
+    self->lost_since_.store(0, std::memory_order_relaxed);  // sound again without a reset
+    self->fast_fail_.store(false, std::memory_order_release);
   }
   return rc > 0 ? event::PollStatus::kBusy : event::PollStatus::kIdle;
 }
@@ -796,9 +881,9 @@ NvmeBdevOptions nvme_default_options(Manager& mgr) {
   return d != g_defaults.end() ? d->second : NvmeBdevOptions{};
 }
 
-Result<std::vector<std::string>> nvme_attach_controller_by_address(Manager& mgr,
-                                                                   const std::string& name,
-                                                                   const NvmeAddress& a) {
+Result<std::vector<std::string>> nvme_attach_controller_by_address(
+    Manager& mgr, const std::string& name, const NvmeAddress& a,
+    const std::function<void(NvmeBdevOptions&)>& tune) {
   std::string text = "trtype:" + a.trtype + " traddr:" + a.traddr;
   if (!a.trsvcid.empty()) text += " trsvcid:" + a.trsvcid;
   if (!a.subnqn.empty()) text += " subnqn:" + a.subnqn;
@@ -808,6 +893,7 @@ Result<std::vector<std::string>> nvme_attach_controller_by_address(Manager& mgr,
   if (!trid) return make_error(trid.error().code, "bdev_nvme_attach_controller: " + trid.error().message);
   NvmeBdevOptions o = nvme_default_options(mgr);
   o.name = name;
+  if (tune) tune(o);
   return nvme_attach_controller(mgr, *trid, o);
 }
 

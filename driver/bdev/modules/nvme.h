@@ -64,6 +64,17 @@ struct NvmeBdevOptions {
   // simulator that charges host cost per queue pair. Called on the channel's thread.
   std::function<void(const nvme::Qpair*, bool created, const std::string& controller)>
       qpair_observer;
+  // Recovery of a lost controller (SPDK's bdev_nvme knobs; made for fabrics, where a lost
+  // connection may come back). From the moment it is lost (its health check fails, a reset
+  // fails): a reset (reconnect) is tried every reconnect_delay_us (0: at every admin poll);
+  // after fast_io_fail_timeout_us (0: never) I/O fails at once instead of waiting for it; after
+  // ctrlr_loss_timeout_us the controller is given up and deleted, its bdevs with it
+  // (kRetryForever: never). ctrlr_loss_timeout_us 0 keeps the driver's rule: the controller
+  // fails after max_reset_failures resets in a row, and stays.
+  static constexpr uint64_t kRetryForever = ~0ull;
+  uint64_t reconnect_delay_us = 0;
+  uint64_t ctrlr_loss_timeout_us = 0;
+  uint64_t fast_io_fail_timeout_us = 0;
 };
 
 // Counters of one controller (any thread may read them).
@@ -78,6 +89,8 @@ struct NvmeControllerStats {
   uint64_t aborts_sent = 0;        // Abort commands sent for timed-out commands
   uint64_t reset_aborted_ios = 0;  // I/Os the device held, ended retriable by resets
   uint64_t async_events = 0;       // Asynchronous Event Request completions
+  uint64_t fast_failed = 0;        // I/O failed at once while the controller was lost
+  bool lost = false;               // unhealthy now, recovery under way
 };
 
 // Attaches an already initialised controller. Must run on a framework thread: the admin
@@ -107,9 +120,10 @@ struct NvmeAddress {
   std::string trtype, traddr, trsvcid, subnqn;
   bool hdgst = false, ddgst = false;
 };
-Result<std::vector<std::string>> nvme_attach_controller_by_address(Manager& mgr,
-                                                                   const std::string& name,
-                                                                   const NvmeAddress& address);
+// `tune` adjusts the options after the defaults (e.g. the recovery knobs of the method).
+Result<std::vector<std::string>> nvme_attach_controller_by_address(
+    Manager& mgr, const std::string& name, const NvmeAddress& address,
+    const std::function<void(NvmeBdevOptions&)>& tune = nullptr);
 
 // Unregisters the controller's bdevs (descriptors get kRemove); once every descriptor has
 // closed and every channel is gone the controller is shut down and freed, and done(ctx) runs

@@ -12,6 +12,9 @@ t = s["total"]
 assert t["errors"] == 0, t
 assert t["verify_failures"] == 0, t
 assert t["iops"] > 0, t
+for j in s["jobs"]:  # the bdev layer's latencies of the job's channel
+    lat = j["latency_us"]
+    assert j["ios"] > 0 and 0 < lat["min"] <= lat["avg"] <= lat["max"], j
 resets = sum(j["resets"] for j in s["jobs"])
 assert resets >= int(sys.argv[2]), f"only {resets} resets"
 print(f"ok: {t['iops']:.0f} IOPS, {resets} resets")

@@ -1,0 +1,346 @@
+// bdev_nvme's recovery knobs over NVMe/TCP (SPDK's reconnect_delay_sec, fast_io_fail_timeout_sec,
+// ctrlr_loss_timeout_sec) against the scripted target: the target "goes down" (its connections
+// are dropped and every new association is cut at its Connect), then comes back, or not.
+// The framework runs in step mode on the test's thread with the real clock; the target serves
+// on threads of its own.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "driver/bdev/bdev.h"
+#include "driver/bdev/modules/nvme.h"
+#include "driver/env/dma_memory.h"
+#include "driver/event/framework.h"
+#include "driver/nvme/transport_id.h"
+#include "fabric/tcp/testing/scripted_target.h"
+
+namespace pollux {
+namespace {
+
+namespace st = fabric::tcp::testing;
+using bdev::BdevIo;
+using bdev::IoStatus;
+using event::CurrentThreadScope;
+using SteadyClock = std::chrono::steady_clock;
+
+struct Each {
+  int n = 0;
+  IoStatus status = IoStatus::kPending;
+  SteadyClock::time_point at{};
+  static void cb(BdevIo& io, bool, void* arg) {
+    auto* e = static_cast<Each*>(arg);
+    ++e->n;
+    e->status = io.status();
+    e->at = SteadyClock::now();
+  }
+};
+int completed(const std::vector<Each>& v) {
+  int n = 0;
+  for (const Each& e : v) n += e.n;
+  return n;
+}
+
+struct Events {
+  int removes = 0;
+  static void fn(bdev::DescEvent e, bdev::Bdev&, void* ctx) {
+    if (e == bdev::DescEvent::kRemove) ++static_cast<Events*>(ctx)->removes;
+  }
+};
+
+double ms_since(SteadyClock::time_point t) {
+  return std::chrono::duration<double, std::milli>(SteadyClock::now() - t).count();
+}
+
+class NvmeTcpRecoveryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    target_ = std::make_unique<st::ScriptedTarget>();
+    target_->set_hook([this](st::Conn& c, const st::Command&) {
+      if (!down_.load()) return false;
+      c.close();  // down: whatever arrives (a new association's Connect) is cut off
+      return true;
+    });
+    event::FrameworkOptions fo;
+    fo.core_mask = "0x1";
+    fo.step_mode = true;
+    fo.pin_reactors = false;
+    auto fw = event::Framework::create(fo);
+    ASSERT_TRUE(fw.ok()) << fw.error().message;
+    fw_ = std::move(fw).value();
+    t0_ = fw_->create_thread("t0", 0);
+    auto mgr = bdev::Manager::create(*fw_);
+    ASSERT_TRUE(mgr.ok()) << mgr.error().message;
+    mgr_ = std::move(mgr).value();
+    auto mem = env::DmaRegion::create(env::MemoryRegistry::global(), 1 << 20);
+    ASSERT_TRUE(mem.ok());
+    mem_ = std::move(mem).value();
+  }
+  void TearDown() override {
+    if (o_.ch || o_.desc) close();
+    if (fw_) {
+      fw_->stop(0);
+      run_until([&] { return fw_->finished(); });
+    }
+    mgr_.reset();
+    fw_.reset();
+    mem_.reset();
+    if (target_) {
+      EXPECT_TRUE(target_->violations().empty())
+          << "the host broke the protocol: " << target_->violations().front();
+    }
+  }
+
+  void attach(const std::function<void(bdev::NvmeBdevOptions&)>& knobs) {
+    bdev::NvmeBdevOptions o;
+    o.name = "Nvme0";
+    o.admin_poll_period_us = 1000;
+    knobs(o);
+    nvme::TransportId trid;
+    trid.trtype = nvme::TransportType::kTcp;
+    trid.traddr = "127.0.0.1";
+    trid.trsvcid = std::to_string(target_->port());
+    trid.subnqn = target_->subnqn();
+    nvme::ControllerOptions co;
+    co.hostnqn = "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-4000-8000-0000000000aa";
+    co.keep_alive_timeout_ms = 0;  // the connections' state, not keep-alives, tells loss here
+    CurrentThreadScope on(t0_);
+    auto names = bdev::nvme_attach_controller(*mgr_, trid, o, co);
+    ASSERT_TRUE(names.ok()) << names.error().message;
+    ASSERT_EQ(*names, std::vector<std::string>{"Nvme0n1"});
+    auto d = mgr_->open("Nvme0n1", true, Events::fn, &events_);
+    ASSERT_TRUE(d.ok()) << d.error().message;
+    o_.desc = *d;
+    o_.ch = mgr_->get_io_channel(o_.desc);
+    ASSERT_NE(o_.ch, nullptr);
+  }
+  void close() {
+    CurrentThreadScope on(t0_);
+    if (o_.ch) mgr_->put_io_channel(o_.ch);
+    if (o_.desc) mgr_->close(o_.desc);
+    o_ = {};
+  }
+
+  // The target drops every connection and cuts off every new one at its first command.
+  void go_down() {
+    down_ = true;
+    const int conns = target_->inspect([](const st::Log& l) { return int(l.conns.size()); });
+    for (int i = 0; i < conns; ++i) target_->close_connection(i);
+  }
+  void come_back() { down_ = false; }
+  // Connect commands the target has seen (each is one association or queue attempt).
+  int connects() {
+    return target_->inspect([](const st::Log& l) {
+      int n = 0;
+      for (const st::Pdu* p : l.of_type(spec::nvme_tcp::pdu::kCapsuleCmd)) {
+        const auto sqe = p->sqe();
+        n += sqe.opcode == spec::nvmf::kOpcodeFabrics &&
+             reinterpret_cast<const uint8_t*>(&sqe)[4] == spec::nvmf::fctype::kConnect;
+      }
+      return n;
+    });
+  }
+
+  void run_until(const std::function<bool()>& pred, double seconds = 20) {
+    const auto end = SteadyClock::now() + std::chrono::duration<double>(seconds);
+    while (!pred()) {
+      if (SteadyClock::now() > end) {
+        ADD_FAILURE() << "condition not reached in " << seconds << " s";
+        return;
+      }
+      fw_->step();
+    }
+  }
+  void run_for(double ms) {
+    const auto end = SteadyClock::now() + std::chrono::duration<double, std::milli>(ms);
+    while (SteadyClock::now() < end) fw_->step();
+  }
+  bdev::NvmeControllerStats stats() {
+    auto s = bdev::nvme_controller_stats(*mgr_, "Nvme0");
+    EXPECT_TRUE(s.ok());
+    return s.ok() ? *s : bdev::NvmeControllerStats{};
+  }
+  uint8_t* buf(std::size_t off = 0) { return static_cast<uint8_t*>(mem_->data()) + off; }
+
+  // Writes a pattern to blocks [0, 64) and waits for it.
+  void write_pattern() {
+    for (std::size_t i = 0; i < 64 * 512; ++i) buf()[i] = static_cast<uint8_t>(i * 13 + 7);
+    Each w;
+    {
+      CurrentThreadScope on(t0_);
+      ASSERT_EQ(mgr_->write(o_.desc, o_.ch, buf(), 0, 64, Each::cb, &w), 0);
+    }
+    run_until([&] { return w.n == 1; });
+    ASSERT_EQ(w.status, IoStatus::kSuccess);
+  }
+  // Reads block i (of 64) into its own slot at 256 KiB + i * 512.
+  void submit_reads(std::vector<Each>& r) {
+    CurrentThreadScope on(t0_);
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      std::memset(buf((256 << 10) + i * 512), 0, 512);
+      ASSERT_EQ(mgr_->read(o_.desc, o_.ch, buf((256 << 10) + i * 512), i, 1, Each::cb, &r[i]), 0);
+    }
+  }
+  void expect_read_data(const std::vector<Each>& r) {
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      EXPECT_EQ(std::memcmp(buf((256 << 10) + i * 512), buf(i * 512), 512), 0) << "block " << i;
+    }
+  }
+
+  std::unique_ptr<st::ScriptedTarget> target_;
+  std::atomic<bool> down_{false};
+  std::unique_ptr<event::Framework> fw_;
+  event::Thread* t0_ = nullptr;
+  std::unique_ptr<bdev::Manager> mgr_;
+  std::unique_ptr<env::DmaRegion> mem_;
+  struct {
+    bdev::Desc* desc = nullptr;
+    event::IoChannel* ch = nullptr;
+  } o_;
+  Events events_;
+};
+
+// Never given up, never failed fast: I/O issued while the target is away waits, reconnect
+// attempts are spaced by reconnect_delay, and when the target is back the I/O completes with
+// the data written before the loss.
+TEST_F(NvmeTcpRecoveryTest, IoWaitsThroughAnOutageAndCompletesWhenTheTargetReturns) {
+  attach([](bdev::NvmeBdevOptions& o) {
+    o.reconnect_delay_us = 100'000;
+    o.ctrlr_loss_timeout_us = bdev::NvmeBdevOptions::kRetryForever;
+  });
+  write_pattern();
+  go_down();
+  const auto lost_at = SteadyClock::now();
+  const int connects_before = connects();
+  std::vector<Each> r(16);
+  submit_reads(r);
+  run_until([&] { return stats().lost; }, 5);
+  run_for(800);
+  const double down_ms = ms_since(lost_at);
+  EXPECT_EQ(completed(r), 0) << "I/O ended while the controller was lost without fast-fail";
+  EXPECT_TRUE(stats().lost);
+  // One attempt per reconnect_delay (plus the first, at once): several, but nowhere near one
+  // per admin poll (1 ms).
+  const int attempts = connects() - connects_before;
+  EXPECT_GE(attempts, 3) << "over " << down_ms << " ms";
+  EXPECT_LE(attempts, down_ms / 100 + 2) << "over " << down_ms << " ms";
+  EXPECT_GE(stats().reset_failures, 3u);
+
+  come_back();
+  run_until([&] { return completed(r) == 16; }, 10);
+  for (const Each& e : r) {
+    EXPECT_EQ(e.n, 1);
+    EXPECT_EQ(e.status, IoStatus::kSuccess) << bdev::to_string(e.status);
+  }
+  expect_read_data(r);
+  const auto s = stats();
+  EXPECT_FALSE(s.lost);
+  EXPECT_EQ(s.fast_failed, 0u);
+  EXPECT_GE(s.resets, 1u);
+  EXPECT_EQ(events_.removes, 0);
+  // New I/O works on the new association.
+  std::vector<Each> again(4);
+  submit_reads(again);
+  run_until([&] { return completed(again) == 4; });
+  for (const Each& e : again) EXPECT_EQ(e.status, IoStatus::kSuccess);
+  expect_read_data(again);
+}
+
+// fast_io_fail_timeout: what waits fails once the controller has been lost that long (not
+// before), new I/O fails at once meanwhile, and I/O works again once the target is back.
+TEST_F(NvmeTcpRecoveryTest, FastIoFailEndsWaitingIoAfterItsTimeoutAndNewIoAtOnce) {
+  attach([](bdev::NvmeBdevOptions& o) {
+    o.reconnect_delay_us = 50'000;
+    o.fast_io_fail_timeout_us = 300'000;
+    o.ctrlr_loss_timeout_us = bdev::NvmeBdevOptions::kRetryForever;
+  });
+  write_pattern();
+  go_down();
+  std::vector<Each> r(8);
+  submit_reads(r);
+  const auto submitted = SteadyClock::now();
+  run_until([&] { return completed(r) == 8; }, 10);
+  for (const Each& e : r) {
+    EXPECT_EQ(e.n, 1);
+    EXPECT_EQ(e.status, IoStatus::kFailed) << bdev::to_string(e.status);
+    // Not before the controller had been lost for fast_io_fail_timeout (it was lost after the
+    // reads were submitted).
+    const double after_ms = std::chrono::duration<double, std::milli>(e.at - submitted).count();
+    EXPECT_GE(after_ms, 300);
+  }
+  EXPECT_TRUE(stats().lost);
+  const uint64_t fast_failed = stats().fast_failed;
+  EXPECT_GE(fast_failed, 8u);
+
+  // While it is still lost, a new I/O fails without waiting for anything.
+  std::vector<Each> now(1);
+  submit_reads(now);
+  const auto t = SteadyClock::now();
+  run_until([&] { return completed(now) == 1; }, 5);
+  EXPECT_EQ(now[0].status, IoStatus::kFailed);
+  EXPECT_LT(ms_since(t), 50);  // far under reconnect_delay: it did not wait for a reconnect
+  EXPECT_EQ(stats().fast_failed, fast_failed + 1);
+
+  come_back();
+  run_until([&] { return !stats().lost; }, 10);
+  std::vector<Each> after(8);
+  submit_reads(after);
+  run_until([&] { return completed(after) == 8; });
+  for (const Each& e : after) EXPECT_EQ(e.status, IoStatus::kSuccess) << bdev::to_string(e.status);
+  expect_read_data(after);
+  EXPECT_EQ(events_.removes, 0);
+}
+
+// ctrlr_loss_timeout: a target that stays away is given up: waiting I/O fails, the bdev is
+// removed (its descriptors told), and once closed the controller is gone.
+TEST_F(NvmeTcpRecoveryTest, ControllerLossTimeoutDeletesTheControllerAndItsBdevs) {
+  attach([](bdev::NvmeBdevOptions& o) {
+    o.reconnect_delay_us = 100'000;
+    o.ctrlr_loss_timeout_us = 400'000;
+  });
+  write_pattern();
+  go_down();
+  const auto down_at = SteadyClock::now();
+  std::vector<Each> r(8);
+  submit_reads(r);
+  run_until([&] { return events_.removes == 1 && completed(r) == 8; }, 10);
+  EXPECT_GE(ms_since(down_at), 400);
+  for (const Each& e : r) {
+    EXPECT_EQ(e.n, 1);
+    EXPECT_NE(e.status, IoStatus::kSuccess);
+  }
+  EXPECT_EQ(mgr_->find("Nvme0n1"), nullptr);
+  close();
+  run_until([&] { return bdev::nvme_controller_names(*mgr_).empty(); });
+  // Coming back later changes nothing: the controller was deleted.
+  come_back();
+  run_for(200);
+  EXPECT_TRUE(bdev::nvme_controller_names(*mgr_).empty());
+}
+
+// A loss shorter than ctrlr_loss_timeout is survived: the controller is kept, I/O completes.
+TEST_F(NvmeTcpRecoveryTest, LossShorterThanTheLossTimeoutIsSurvived) {
+  attach([](bdev::NvmeBdevOptions& o) {
+    o.reconnect_delay_us = 50'000;
+    o.ctrlr_loss_timeout_us = 2'000'000;
+  });
+  write_pattern();
+  go_down();
+  std::vector<Each> r(8);
+  submit_reads(r);
+  run_until([&] { return stats().lost; }, 5);
+  run_for(300);
+  come_back();
+  run_until([&] { return completed(r) == 8; }, 10);
+  for (const Each& e : r) EXPECT_EQ(e.status, IoStatus::kSuccess) << bdev::to_string(e.status);
+  expect_read_data(r);
+  EXPECT_EQ(events_.removes, 0);
+  EXPECT_EQ(bdev::nvme_controller_names(*mgr_), std::vector<std::string>{"Nvme0"});
+}
+
+}  // namespace
+}  // namespace pollux

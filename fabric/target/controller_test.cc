@@ -362,5 +362,37 @@ TEST(Controller, DiscoveryLogListsWhatTheHostMaySee) {
   EXPECT_EQ(std::string(theirs[0].subnqn), other.nqn);
 }
 
+TEST(Controller, DiscoveryLogChangeRaisesANotice) {
+  Rig rig;
+  FakeQpair& d = rig.new_qpair();
+  ASSERT_EQ(rig.connect(d, 0, nf::kDiscoveryNqn, kHost).cqe.status, 0);
+  ASSERT_EQ(rig.run(d, property_set(sn::reg::kCc, cc_enabled())).cqe.status, 0);
+  ASSERT_EQ(
+      rig.run(d, admin(adm::kSetFeatures, 0, sn::feature::kAsyncEventConfig, 1u << 31)).cqe.status,
+      0);
+  const int aer = rig.on_group([&] { return d.submit(admin(adm::kAsyncEventRequest)); });
+  rig.settle();
+  ASSERT_FALSE(d.slot(aer).done);
+  rig.on_app([&] {
+    ASSERT_TRUE(rig.tgt->add_listener(kNqn, {"TCP", "IPv4", "127.0.0.1", "4430"}).ok());
+  });
+  rig.settle();
+  ASSERT_TRUE(d.slot(aer).done);
+  EXPECT_EQ(d.slot(aer).cqe.dw0, sn::aer::make_dw0(sn::aer::kTypeNotice, 0xf0, nf::kLogDiscovery));
+  // Masked until the log is read (RAE clear): a second change raises nothing yet.
+  const int aer2 = rig.on_group([&] { return d.submit(admin(adm::kAsyncEventRequest)); });
+  rig.on_app([&] { ASSERT_TRUE(rig.tgt->add_host(kNqn, "nqn.2026-11.io.pollux:h9").ok()); });
+  rig.settle();
+  EXPECT_FALSE(d.slot(aer2).done);
+  auto& log = rig.run(d, get_log(nf::kLogDiscovery, 1024), nullptr, 1024);
+  ASSERT_EQ(log.cqe.status, 0);
+  nf::DiscoveryLogHeader h;
+  std::memcpy(&h, log.c2h.data(), sizeof h);
+  EXPECT_EQ(h.numrec, 2u);  // kNqn on two listeners
+  rig.on_app([&] { ASSERT_TRUE(rig.tgt->remove_host(kNqn, "nqn.2026-11.io.pollux:h9").ok()); });
+  rig.settle();
+  EXPECT_TRUE(d.slot(aer2).done);
+}
+
 }  // namespace
 }  // namespace pollux::fabric::target::testing

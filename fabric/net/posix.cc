@@ -93,7 +93,8 @@ class PosixSocket final : public Socket {
   }
   void wait(bool for_write, uint64_t deadline_ns) override {
     const uint64_t now = posix_network().now_ns();
-    const int ms = deadline_ns > now ? static_cast<int>((deadline_ns - now + 999'999) / 1'000'000) : 0;
+    const int ms =
+        deadline_ns > now ? static_cast<int>((deadline_ns - now + 999'999) / 1'000'000) : 0;
     pollfd pf{fd_, static_cast<short>(for_write || connecting_ ? POLLOUT : POLLIN), 0};
     ::poll(&pf, 1, ms);
   }
@@ -115,7 +116,8 @@ class PosixListener final : public Listener {
   std::unique_ptr<Socket> accept() override {
     sockaddr_storage ss{};
     socklen_t sl = sizeof ss;
-    const int fd = ::accept4(fd_, reinterpret_cast<sockaddr*>(&ss), &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    const int fd =
+        ::accept4(fd_, reinterpret_cast<sockaddr*>(&ss), &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return nullptr;
     no_delay(fd);
     return std::make_unique<PosixSocket>(fd, name_of(ss));
@@ -222,9 +224,9 @@ Result<std::unique_ptr<Listener>> PosixNetwork::listen(const std::string& adrfam
   sockaddr_storage ss{};
   socklen_t sl = sizeof ss;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &sl);
-  const uint16_t bound = ntohs(ss.ss_family == AF_INET6
-                                   ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
-                                   : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  const uint16_t bound =
+      ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
+                                     : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
   return std::unique_ptr<Listener>(std::make_unique<PosixListener>(fd, bound));
 }
 

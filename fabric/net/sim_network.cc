@@ -48,8 +48,8 @@ struct Direction {
 struct SimNetwork::Conn {
   uint64_t id = 0;
   Link* link = nullptr;
-  std::string names[2];     // side 0: the client's name, 1: the server's
-  Direction dir[2];         // dir[s]: what side s sends
+  std::string names[2];      // side 0: the client's name, 1: the server's
+  Direction dir[2];          // dir[s]: what side s sends
   uint64_t syn_arrival = 0;  // the server's kernel has it (accept may take it)
   uint64_t established_at = 0;
   int refused = 0;  // the client's connect fails with this at established_at
@@ -74,8 +74,8 @@ class SimNetwork::SimSocket final : public Socket {
       d.fin = true;
       const Link& l = *c.link;
       const uint64_t now = net_.now_ns();
-      d.fin_at = std::max({now + l.cfg.latency_ns, l.partition_until + l.cfg.latency_ns,
-                           d.last_arrival});
+      d.fin_at =
+          std::max({now + l.cfg.latency_ns, l.partition_until + l.cfg.latency_ns, d.last_arrival});
     }
     if (!c.open[0] && !c.open[1]) net_.forget(&c);
   }
@@ -202,7 +202,9 @@ class SimNetwork::SimListener final : public Listener {
 
 class SimNetwork::SimGroup final : public ReadinessGroup {
  public:
-  void add(Socket& s, void* ctx) override { members_.push_back({static_cast<SimSocket*>(&s), ctx}); }
+  void add(Socket& s, void* ctx) override {
+    members_.push_back({static_cast<SimSocket*>(&s), ctx});
+  }
   void remove(Socket& s) override {
     std::erase_if(members_, [&](const Member& m) { return m.s == &s; });
   }
@@ -264,7 +266,9 @@ void SimNetwork::set_link(const std::string& address, const LinkConfig& c) {
   link(address).cfg = c;
 }
 
-const LinkConfig& SimNetwork::link_config(const std::string& address) { return link(address).cfg; }
+const LinkConfig& SimNetwork::link_config(const std::string& address) {
+  return link(address).cfg;
+}
 
 void SimNetwork::forget(Conn* c) {
   std::erase_if(conns_, [c](const std::shared_ptr<Conn>& p) { return p.get() == c; });
@@ -284,10 +288,10 @@ void SimNetwork::transmit(Conn& c, int dir, uint64_t from, uint64_t len) {
     const uint64_t wire =
         cfg.bandwidth_bps == 0
             ? 0
-            : static_cast<uint64_t>((static_cast<unsigned __int128>(n + kHeaderBytes) * 8 *
-                                         1'000'000'000 +
-                                     cfg.bandwidth_bps - 1) /
-                                    cfg.bandwidth_bps);
+            : static_cast<uint64_t>(
+                  (static_cast<unsigned __int128>(n + kHeaderBytes) * 8 * 1'000'000'000 +
+                   cfg.bandwidth_bps - 1) /
+                  cfg.bandwidth_bps);
     l.busy_until[dir] = start + wire;
     uint64_t arrival = start + wire + latency;
     if (cfg.jitter_ns > 0) arrival += static_cast<uint64_t>(draw() * double(cfg.jitter_ns));
@@ -306,7 +310,8 @@ void SimNetwork::transmit(Conn& c, int dir, uint64_t from, uint64_t len) {
     }
     uint64_t flipped = 0;
     if (corrupt_rate > 0 && draw() < corrupt_rate) {
-      const uint64_t pos = off + std::min<uint64_t>(n - 1, static_cast<uint64_t>(draw() * double(n)));
+      const uint64_t pos =
+          off + std::min<uint64_t>(n - 1, static_cast<uint64_t>(draw() * double(n)));
       const auto mask = static_cast<uint8_t>(1 + std::min<uint64_t>(254, uint64_t(draw() * 255)));
       d.ring[pos % d.ring.size()] ^= mask;
       flipped = (pos << 8) | mask;

@@ -35,7 +35,7 @@
 namespace pollux::fabric::net {
 
 struct LinkConfig {
-  uint64_t latency_ns = 10'000;            // one way
+  uint64_t latency_ns = 10'000;             // one way
   uint64_t bandwidth_bps = 25'000'000'000;  // per direction; 0: unlimited
   uint32_t mtu = 1500;                      // segment payload: mtu - 40
   double loss = 0;                          // probability a segment is lost (once)

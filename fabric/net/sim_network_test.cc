@@ -114,7 +114,8 @@ TEST_F(SimNetworkTest, BytesArriveInOrderAndIntact) {
   std::size_t sent = 0;
   while (got.size() < data.size()) {
     if (sent < data.size()) {
-      const iovec v[2] = {{const_cast<uint8_t*>(data.data() + sent), std::min<std::size_t>(7000, data.size() - sent)},
+      const iovec v[2] = {{const_cast<uint8_t*>(data.data() + sent),
+                           std::min<std::size_t>(7000, data.size() - sent)},
                           {nullptr, 0}};
       const ssize_t n = p.client->send(v, 1);
       ASSERT_GE(n, 0);

@@ -7,7 +7,8 @@
 //
 // The hot path (map_data, flush, poll) allocates nothing and takes no lock: every PDU header
 // is built in a per-queue arena, data is sent from and received into the caller's iovecs;
-// flush makes one sendmsg, poll one recv (plus a sendmsg while PDUs are waiting to go).
+// flush makes one send, poll one recv (plus a send while PDUs are waiting to go) on the
+// socket seam (fabric/net): one sendmsg / recv each on the kernel's TCP.
 // A broken connection or a protocol error (answered with an H2CTermReq) marks the queue
 // broken(): the controller's health check sees it and resets, which connects again.
 #pragma once
@@ -22,6 +23,10 @@
 #include "driver/nvme/transport_id.h"
 #include "spec/nvme_tcp.h"
 
+namespace pollux::fabric::net {
+class Network;
+}
+
 namespace pollux::fabric::tcp {
 
 namespace sn = spec::nvme;
@@ -29,7 +34,9 @@ namespace sn = spec::nvme;
 struct TcpOptions {
   bool header_digest = false;  // asked for in ICReq; the controller decides (ICResp)
   bool data_digest = false;
-  uint32_t connect_timeout_ms = 5000;  // TCP connect and the ICReq/ICResp exchange
+  uint32_t connect_timeout_ms = 5000;  // TCP connect and the ICReq/ICResp exchange, in the
+                                       // network's time
+  net::Network* network = nullptr;     // default: the kernel's TCP (net::posix_network())
 };
 
 // Where a queue connects, and what it learned at ICResp.

@@ -1,18 +1,10 @@
 #include "fabric/tcp/queue.h"
 
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 
+#include "fabric/net/posix.h"
 #include "isa-l/crc.h"
 #include "spec/nvme_fabrics.h"
 
@@ -42,45 +34,39 @@ bool writes(const sn::SubmissionEntry& cmd) {
 constexpr uint32_t kRxBytes = 256 * 1024;
 constexpr uint32_t kItemsPerSlot = 8;  // typical PDU: header, a few data segments, digest
 
-std::chrono::steady_clock::time_point deadline_in(uint32_t ms) {
-  return std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-}
-
-int ms_left(std::chrono::steady_clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      deadline - std::chrono::steady_clock::now());
-  return static_cast<int>(std::max<int64_t>(0, left.count()));
-}
-
-// Blocking-by-poll I/O of exactly n bytes on a non-blocking socket, for the handshake.
-bool send_exact(int fd, const void* p, std::size_t n, std::chrono::steady_clock::time_point dl) {
+// Exactly n bytes in or out during the handshake: the socket's wait advances the world in a
+// simulation, blocks in poll() on the kernel's TCP. false: broken, or the deadline passed.
+bool send_exact(net::Socket& s, const net::Network& net, const void* p, std::size_t n,
+                uint64_t deadline) {
   auto* b = static_cast<const uint8_t*>(p);
   while (n > 0) {
-    const ssize_t r = ::send(fd, b, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const iovec v{const_cast<uint8_t*>(b), n};
+    const ssize_t r = s.send(&v, 1);
+    if (r < 0) return false;
     if (r > 0) {
       b += r;
       n -= static_cast<std::size_t>(r);
       continue;
     }
-    if (r < 0 && errno != EAGAIN && errno != EINTR) return false;
-    pollfd pf{fd, POLLOUT, 0};
-    if (::poll(&pf, 1, ms_left(dl)) <= 0) return false;
+    if (net.now_ns() >= deadline) return false;
+    s.wait(true, deadline);
   }
   return true;
 }
 
-bool recv_exact(int fd, void* p, std::size_t n, std::chrono::steady_clock::time_point dl) {
+bool recv_exact(net::Socket& s, const net::Network& net, void* p, std::size_t n,
+                uint64_t deadline) {
   auto* b = static_cast<uint8_t*>(p);
   while (n > 0) {
-    const ssize_t r = ::recv(fd, b, n, MSG_DONTWAIT);
+    const ssize_t r = s.recv(b, n);
+    if (r < 0) return false;
     if (r > 0) {
       b += r;
       n -= static_cast<std::size_t>(r);
       continue;
     }
-    if (r == 0 || (errno != EAGAIN && errno != EINTR)) return false;
-    pollfd pf{fd, POLLIN, 0};
-    if (::poll(&pf, 1, ms_left(dl)) <= 0) return false;
+    if (net.now_ns() >= deadline) return false;
+    s.wait(false, deadline);
   }
   return true;
 }
@@ -91,11 +77,12 @@ TcpQueue::TcpQueue(Endpoint endpoint, const nvme::QueueParams& params, TcpOption
                    uint32_t in_capsule)
     : endpoint_(std::move(endpoint)), params_(params), options_(options), in_capsule_(in_capsule) {}
 
-TcpQueue::~TcpQueue() { close_socket(); }
+TcpQueue::~TcpQueue() {
+  close_socket();
+}
 
 void TcpQueue::close_socket() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
+  sock_.reset();
 }
 
 // ----------------------------------------------------------------------- connection ---
@@ -103,43 +90,20 @@ void TcpQueue::close_socket() {
 std::string TcpQueue::open() {
   close_socket();
   broken_.store(true, std::memory_order_release);  // until the handshake is done
-  const auto dl = deadline_in(options_.connect_timeout_ms);
+  net::Network& net = options_.network != nullptr ? *options_.network : net::posix_network();
+  const uint64_t dl = net.now_ns() + uint64_t{options_.connect_timeout_ms} * 1'000'000;
   const std::string where = endpoint_.traddr + ":" + endpoint_.trsvcid;
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (const int rc = ::getaddrinfo(endpoint_.traddr.c_str(), endpoint_.trsvcid.c_str(), &hints, &res);
-      rc != 0) {
-    return "NVMe/TCP " + where + ": " + ::gai_strerror(rc);
+  auto s = net.connect(endpoint_.traddr, endpoint_.trsvcid);
+  if (!s) return "NVMe/TCP " + where + ": cannot connect: " + s.error().message;
+  sock_ = std::move(s).value();
+  int err = 0;
+  while (!sock_->connected(&err)) {
+    if (err != 0 || net.now_ns() >= dl) {
+      close_socket();
+      return "NVMe/TCP " + where + ": cannot connect: " + std::strerror(err != 0 ? err : ETIMEDOUT);
+    }
+    sock_->wait(true, dl);
   }
-  std::string err = "no address";
-  for (addrinfo* a = res; a != nullptr && fd_ < 0; a = a->ai_next) {
-    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-      err = std::strerror(errno);
-      continue;
-    }
-    int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
-    if (rc != 0 && errno == EINPROGRESS) {
-      pollfd pf{fd, POLLOUT, 0};
-      int soerr = ETIMEDOUT;
-      socklen_t sl = sizeof soerr;
-      if (::poll(&pf, 1, ms_left(dl)) == 1) ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
-      rc = soerr == 0 ? 0 : -1;
-      errno = soerr;
-    }
-    if (rc != 0) {
-      err = std::strerror(errno);
-      ::close(fd);
-      continue;
-    }
-    fd_ = fd;
-  }
-  ::freeaddrinfo(res);
-  if (fd_ < 0) return "NVMe/TCP " + where + ": cannot connect: " + err;
-  const int one = 1;
-  ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 
   nt::IcReq req{};
   req.ch.type = nt::pdu::kIcReq;
@@ -151,18 +115,19 @@ std::string TcpQueue::open() {
                                   (options_.data_digest ? nt::dgst::kDdgstEnable : 0));
   req.maxr2t = 0;  // one R2T per command at a time
   nt::IcResp resp{};
-  if (!send_exact(fd_, &req, sizeof req, dl) || !recv_exact(fd_, &resp, sizeof resp, dl)) {
+  if (!send_exact(*sock_, net, &req, sizeof req, dl) ||
+      !recv_exact(*sock_, net, &resp, sizeof resp, dl)) {
     close_socket();
-    return "NVMe/TCP " + where + ": no ICResp within " + std::to_string(options_.connect_timeout_ms) +
-           " ms";
+    return "NVMe/TCP " + where + ": no ICResp within " +
+           std::to_string(options_.connect_timeout_ms) + " ms";
   }
   if (resp.ch.type != nt::pdu::kIcResp || resp.ch.hlen != nt::kIcRespHlen ||
       resp.ch.plen != nt::kIcRespHlen || resp.pfv != nt::kPfv10 || resp.cpda > nt::kMaxPda ||
       resp.maxh2cdata < nt::kMinMaxH2cData || resp.maxh2cdata % 4 != 0 ||
       (resp.dgst & ~req.dgst) != 0) {
     close_socket();
-    return "NVMe/TCP " + where + ": bad ICResp (type " + std::to_string(resp.ch.type) +
-           ", PFV " + std::to_string(resp.pfv) + ", MAXH2CDATA " + std::to_string(resp.maxh2cdata) + ")";
+    return "NVMe/TCP " + where + ": bad ICResp (type " + std::to_string(resp.ch.type) + ", PFV " +
+           std::to_string(resp.pfv) + ", MAXH2CDATA " + std::to_string(resp.maxh2cdata) + ")";
   }
   digests_ = resp.dgst;
   cpda_ = resp.cpda;
@@ -332,7 +297,8 @@ bool TcpQueue::produce_capsule(uint32_t slot) {
   const uint32_t pdo = data ? nt::data_offset(nt::kCapsuleCmdHlen, hd, cpda_) : 0;
   pdu->ch.pdo = static_cast<uint8_t>(pdo);
   pdu->ch.plen = nt::pdu_length(nt::kCapsuleCmdHlen, hd, pdo, data ? r->len : 0, dd);
-  pdu->ch.flags = static_cast<uint8_t>((hd ? nt::flags::kHdgst : 0) | (data && dd ? nt::flags::kDdgst : 0));
+  pdu->ch.flags =
+      static_cast<uint8_t>((hd ? nt::flags::kHdgst : 0) | (data && dd ? nt::flags::kDdgst : 0));
   pdu->sqe = sqe;
   uint32_t head_bytes = nt::kCapsuleCmdHlen;
   if (hd) {
@@ -422,19 +388,16 @@ void TcpQueue::produce() {
 // One sendmsg of what is queued (up to where the item ring wraps).
 void TcpQueue::send_pending() {
   while (item_count_ > 0 && !broken()) {
-    const uint32_t run = std::min<uint32_t>(
-        {item_count_, static_cast<uint32_t>(items_.size()) - item_head_, 512u});
+    const uint32_t run =
+        std::min<uint32_t>({item_count_, static_cast<uint32_t>(items_.size()) - item_head_, 512u});
     iovec v[512];
     for (uint32_t i = 0; i < run; ++i) v[i] = items_[item_head_ + i].v;
-    msghdr m{};
-    m.msg_iov = v;
-    m.msg_iovlen = run;
-    const ssize_t sent = ::sendmsg(fd_, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+    const ssize_t sent = sock_->send(v, static_cast<int>(run));
     if (sent < 0) {
-      if (errno == EAGAIN || errno == EINTR) return;
       broken_.store(true, std::memory_order_release);
       return;
     }
+    if (sent == net::kAgain) return;
     std::size_t left = static_cast<std::size_t>(sent);
     while (left > 0) {
       Item& it = items_[item_head_];
@@ -469,12 +432,12 @@ int TcpQueue::poll(sn::CompletionEntry* out, uint32_t max) {
   uint32_t n = 0;
   while (n < max && !broken()) {
     if (rx_pos_ == rx_end_) {
-      const ssize_t r = ::recv(fd_, rx_.data(), rx_.size(), MSG_DONTWAIT);
-      if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
-        broken_.store(true, std::memory_order_release);  // the controller went away
+      const ssize_t r = sock_->recv(rx_.data(), rx_.size());
+      if (r < 0) {  // end of stream or an error: the controller went away
+        broken_.store(true, std::memory_order_release);
         break;
       }
-      if (r < 0) break;  // nothing more for now
+      if (r == net::kAgain) break;  // nothing more for now
       rx_pos_ = 0;
       rx_end_ = static_cast<uint32_t>(r);
       ++rx_count_;
@@ -694,14 +657,15 @@ void TcpQueue::end_pdu(sn::CompletionEntry* out, uint32_t* n) {
   sn::CompletionEntry cqe{};
   cqe.cid = r->cid;
   cqe.sqid = params_.qid;
-  if (r->digest_error) cqe.status = sn::status::make(sn::sct::kGeneric, sn::sc::kTransientTransportError);
+  if (r->digest_error)
+    cqe.status = sn::status::make(sn::sct::kGeneric, sn::sc::kTransientTransportError);
   r->mapped = false;
   out[(*n)++] = cqe;
 }
 
 // A protocol error: tell the controller why (H2CTermReq) and end the connection.
 void TcpQueue::fail(uint16_t fes, uint32_t fei) {
-  if (fd_ >= 0) {
+  if (sock_) {
     struct {
       nt::TermReq h;
       uint8_t data[nt::kTermReqMaxDataLength];
@@ -713,7 +677,8 @@ void TcpQueue::fail(uint16_t fes, uint32_t fei) {
     t.h.fes = fes;
     t.h.fei = fei;
     std::memcpy(t.data, hdr_, copy);
-    (void)::send(fd_, &t, t.h.ch.plen, MSG_DONTWAIT | MSG_NOSIGNAL);
+    const iovec v{&t, t.h.ch.plen};
+    (void)sock_->send(&v, 1);
   }
   close_socket();
   broken_.store(true, std::memory_order_release);

@@ -5,10 +5,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "driver/nvme/transport.h"
+#include "fabric/net/socket.h"
 #include "fabric/tcp/host.h"
 
 namespace pollux::fabric::tcp {
@@ -96,7 +98,7 @@ class TcpQueue final : public nvme::QueueTransport {
   nvme::QueueParams params_;
   TcpOptions options_;
   uint32_t in_capsule_;
-  int fd_ = -1;
+  std::unique_ptr<net::Socket> sock_;
   std::atomic<bool> broken_{false};
   uint8_t digests_ = 0;  // dgst::k* in force
   uint8_t cpda_ = 0;     // the controller's data alignment

@@ -1,8 +1,6 @@
 #include "fabric/tcp/target_connection.h"
 
 #include <fmt/format.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -39,14 +37,14 @@ bool carries_digest(uint8_t type) {
 
 }  // namespace
 
-TcpConnection::TcpConnection(TcpTargetGroup& group, int fd, target::ListenAddress listen,
-                             std::string peer)
+TcpConnection::TcpConnection(TcpTargetGroup& group, std::unique_ptr<net::Socket> socket,
+                             target::ListenAddress listen)
     : Qpair(group.group(), group.transport()),
       tg_(group),
       transport_(group.transport()),
-      fd_(fd),
+      sock_(std::move(socket)),
       listen_(std::move(listen)),
-      peer_(std::move(peer)) {
+      peer_(sock_->peer()) {
   rx_.resize(kRxBytes);
   boot_icd_.resize(nt::kAdminInCapsuleDataSize);
   boot_.index = kBootIndex;
@@ -55,9 +53,7 @@ TcpConnection::TcpConnection(TcpTargetGroup& group, int fd, target::ListenAddres
   items_.resize(64);
 }
 
-TcpConnection::~TcpConnection() {
-  if (fd_ >= 0) ::close(fd_);
-}
+TcpConnection::~TcpConnection() = default;
 
 // ---------------------------------------------------------------------- sizing ---
 
@@ -292,12 +288,9 @@ void TcpConnection::flush() {
         {item_count_, static_cast<uint32_t>(items_.size()) - item_head_, kBatch});
     iovec v[kBatch];
     for (uint32_t i = 0; i < n; ++i) v[i] = items_[item_head_ + i].v;
-    msghdr m{};
-    m.msg_iov = v;
-    m.msg_iovlen = n;
-    const ssize_t sent = ::sendmsg(fd_, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (sent < 0) {
-      if ((errno == EAGAIN || errno == EINTR) && !closing_) return;
+    const ssize_t sent = sock_->send(v, static_cast<int>(n));
+    if (sent <= 0) {  // full (kAgain), or broken
+      if (sent == net::kAgain && !closing_) return;
       begin_close(true);  // a closing connection waits for nobody: what is left is dropped
       return;
     }
@@ -332,7 +325,7 @@ void TcpConnection::on_readable() {
     if (stage_ == Rx::kData && data_left_ >= kDirectRead) {
       iovec v[2] = {{data_dst_, data_left_}, {rx_.data(), rx_.size()}};
       asked += data_left_;
-      got = ::readv(fd_, v, 2);
+      got = sock_->recv(v, 2);
       if (got > 0) {
         direct = static_cast<uint32_t>(std::min<ssize_t>(got, data_left_));
         if (dd_) data_crc_ = crc_update(data_crc_, data_dst_, direct);
@@ -340,13 +333,10 @@ void TcpConnection::on_readable() {
         data_left_ -= direct;
       }
     } else {
-      got = ::recv(fd_, rx_.data(), rx_.size(), MSG_DONTWAIT);
+      got = sock_->recv(rx_.data(), rx_.size());
     }
-    if (got == 0) return begin_close(true);  // the host closed the connection
-    if (got < 0) {
-      if (errno == EAGAIN || errno == EINTR) return;
-      return begin_close(true);
-    }
+    if (got == net::kAgain) return;
+    if (got < 0) return begin_close(true);  // the host closed the connection, or it broke
     rx_pos_ = 0;
     rx_end_ = static_cast<uint32_t>(got) - direct;
     if (direct != 0 && data_left_ == 0) {

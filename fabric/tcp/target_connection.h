@@ -7,11 +7,10 @@
 // Hot path: requests, their PDU headers and their in-capsule buffers are preallocated when the
 // queue connects; data buffers of larger commands come from the transport's DmaBufferPool
 // through the group's cache. Receiving is recv (or readv straight into a data buffer) per
-// socket readiness; sending is one sendmsg per poll for everything queued. No lock, no
+// socket readiness; sending is one send (sendmsg) per poll for everything queued. No lock, no
 // allocation, no exception.
 #pragma once
 
-#include <netinet/in.h>
 #include <sys/uio.h>
 
 #include <cstdint>
@@ -20,6 +19,7 @@
 #include <vector>
 
 #include "driver/env/dma_memory.h"
+#include "fabric/net/socket.h"
 #include "fabric/target/qpair.h"
 #include "spec/nvme_tcp.h"
 
@@ -60,7 +60,8 @@ struct TcpRequest : target::Request {
 
 class TcpConnection final : public target::Qpair {
  public:
-  TcpConnection(TcpTargetGroup& group, int fd, target::ListenAddress listen, std::string peer);
+  TcpConnection(TcpTargetGroup& group, std::unique_ptr<net::Socket> socket,
+                target::ListenAddress listen);
   ~TcpConnection() override;
 
   // ---- target::Qpair
@@ -71,7 +72,7 @@ class TcpConnection final : public target::Qpair {
   std::string peer() const override { return peer_; }
 
   // ---- the group's poll loop
-  int fd() const { return fd_; }
+  net::Socket& socket() const { return *sock_; }
   // Reads and parses what the socket has (and what was left in the receive buffer).
   void on_readable();
   // Sends what is queued (one sendmsg, more while it all goes). false: the socket failed.
@@ -121,7 +122,7 @@ class TcpConnection final : public target::Qpair {
 
   TcpTargetGroup& tg_;
   TcpTargetTransport& transport_;
-  int fd_;
+  std::unique_ptr<net::Socket> sock_;
   target::ListenAddress listen_;
   std::string peer_;
   Conn conn_ = Conn::kAwaitIcReq;

@@ -1,13 +1,6 @@
 #include "fabric/tcp/target_transport.h"
 
-#include <arpa/inet.h>
 #include <fmt/format.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/epoll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -21,23 +14,8 @@ namespace nt = spec::nvme_tcp;
 
 namespace {
 constexpr uint64_t kAcceptPeriodUs = 1000;
-constexpr int kBacklog = 512;
 constexpr int kMaxEvents = 64;
 
-std::string peer_name(const sockaddr_storage& ss) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  uint16_t port = 0;
-  if (ss.ss_family == AF_INET) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(&ss);
-    ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-    port = ntohs(in->sin_port);
-  } else if (ss.ss_family == AF_INET6) {
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&ss);
-    ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-    port = ntohs(in6->sin6_port);
-  }
-  return fmt::format("{}:{}", host, port);
-}
 }  // namespace
 
 std::string validate(const TcpTargetOptions& o) {
@@ -65,14 +43,15 @@ std::string validate(const TcpTargetOptions& o) {
 
 struct TcpTargetTransport::Listener {
   target::ListenAddress address;
-  int fd = -1;
+  std::unique_ptr<net::Listener> socket;
   uint16_t port = 0;
   event::Poller* poller = nullptr;
   TcpTargetTransport* transport = nullptr;
 };
 
-TcpTargetTransport::TcpTargetTransport(target::Target& tgt, const TcpTargetOptions& o)
-    : tgt_(tgt), opts_(o) {
+TcpTargetTransport::TcpTargetTransport(target::Target& tgt, const TcpTargetOptions& o,
+                                       net::Network& network)
+    : tgt_(tgt), opts_(o), net_(network) {
   limits_.max_queue_depth = o.max_queue_depth;
   limits_.max_aq_depth = o.max_aq_depth;
   limits_.max_io_qpairs_per_ctrlr = o.max_io_qpairs_per_ctrlr;
@@ -82,9 +61,11 @@ TcpTargetTransport::TcpTargetTransport(target::Target& tgt, const TcpTargetOptio
 }
 
 Result<std::unique_ptr<TcpTargetTransport>> TcpTargetTransport::create(target::Target& tgt,
-                                                                       const TcpTargetOptions& o) {
+                                                                       const TcpTargetOptions& o,
+                                                                       net::Network* network) {
   if (std::string e = validate(o); !e.empty()) return make_error(EINVAL, e);
-  std::unique_ptr<TcpTargetTransport> t(new TcpTargetTransport(tgt, o));
+  std::unique_ptr<TcpTargetTransport> t(
+      new TcpTargetTransport(tgt, o, network != nullptr ? *network : net::posix_network()));
   auto pool = env::DmaBufferPool::create(env::MemoryRegistry::global(), o.max_io_size,
                                          o.num_shared_buffers);
   if (!pool) return make_error(pool.error().code, "TCP transport buffers: " + pool.error().message);
@@ -94,8 +75,7 @@ Result<std::unique_ptr<TcpTargetTransport>> TcpTargetTransport::create(target::T
 }
 
 TcpTargetTransport::~TcpTargetTransport() {
-  for (auto& l : listeners_)
-    if (l->fd >= 0) ::close(l->fd);
+  listeners_.clear();
   groups_.clear();  // their caches give buffers back before the pool goes
 }
 
@@ -112,38 +92,16 @@ target::Status TcpTargetTransport::listen(const target::ListenAddress& a) {
   if (fam != "ipv4" && fam != "ipv6")
     return make_error(EINVAL, "adrfam '" + a.adrfam + "': IPv4 or IPv6");
   if (a.traddr.empty()) return make_error(EINVAL, "traddr: missing");
-  addrinfo hints{};
-  hints.ai_family = fam == "ipv6" ? AF_INET6 : AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE;
-  addrinfo* res = nullptr;
   const std::string port = a.trsvcid.empty() ? std::to_string(nt::kIoPort) : a.trsvcid;
-  if (int rc = ::getaddrinfo(a.traddr.c_str(), port.c_str(), &hints, &res); rc != 0)
-    return make_error(EINVAL, fmt::format("listen {}: {}", a.to_string(), ::gai_strerror(rc)));
-  const int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    ::freeaddrinfo(res);
-    return make_error(errno,
-                      fmt::format("listen {}: socket: {}", a.to_string(), std::strerror(errno)));
-  }
-  const int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (::bind(fd, res->ai_addr, res->ai_addrlen) != 0 || ::listen(fd, kBacklog) != 0) {
-    const int e = errno;
-    ::close(fd);
-    ::freeaddrinfo(res);
-    return make_error(e, fmt::format("listen {}: {}", a.to_string(), std::strerror(e)));
-  }
-  ::freeaddrinfo(res);
+  auto sock = net_.listen(fam, a.traddr, port);
+  if (!sock)
+    return make_error(sock.error().code,
+                      fmt::format("listen {}: {}", a.to_string(), sock.error().message));
   auto l = std::make_unique<Listener>();
   l->address = a;
-  l->fd = fd;
+  l->socket = std::move(sock).value();
+  l->port = l->socket->port();
   l->transport = this;
-  sockaddr_storage ss{};
-  socklen_t sl = sizeof ss;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &sl);
-  l->port = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
-                                           : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
   l->poller =
       tgt_.thread()->register_poller(accept_poll, l.get(), kAcceptPeriodUs, "nvmf_tcp_accept");
   fmt::print(stderr, "nvmf/tcp: listening on {}:{}\n", a.traddr, l->port);
@@ -155,7 +113,6 @@ void TcpTargetTransport::stop_listening(const target::ListenAddress& a) {
   for (auto it = listeners_.begin(); it != listeners_.end(); ++it) {
     if (!((*it)->address == a)) continue;
     tgt_.thread()->unregister_poller((*it)->poller);
-    ::close((*it)->fd);
     listeners_.erase(it);
     return;
   }
@@ -173,19 +130,16 @@ event::PollStatus TcpTargetTransport::accept_poll(void* arg) {
   TcpTargetTransport& t = *l.transport;
   bool any = false;
   for (int i = 0; i < 32; ++i) {
-    sockaddr_storage ss{};
-    socklen_t sl = sizeof ss;
-    const int fd =
-        ::accept4(l.fd, reinterpret_cast<sockaddr*>(&ss), &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) break;
+    std::unique_ptr<net::Socket> sock = l.socket->accept();
+    if (!sock) break;
     any = true;
-    const int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     target::PollGroup& pg = t.tgt_.next_group();
     TcpTargetGroup* tg = t.groups_[pg.index()].get();
+    // A copyable message: the socket travels as a raw pointer, owned again on arrival.
+    net::Socket* s = sock.release();
     if (!t.tgt_.run_on(pg.thread(),
-                       [tg, fd, a = l.address, peer = peer_name(ss)] { tg->adopt(fd, a, peer); }))
-      ::close(fd);
+                       [tg, s, a = l.address] { tg->adopt(std::unique_ptr<net::Socket>(s), a); }))
+      delete s;
   }
   return any ? event::PollStatus::kBusy : event::PollStatus::kIdle;
 }
@@ -232,11 +186,10 @@ TcpTargetGroup::TcpTargetGroup(TcpTargetTransport& t, target::PollGroup& g)
 
 TcpTargetGroup::~TcpTargetGroup() {
   for (TcpConnection* c : conns_) delete c;
-  if (epfd_ >= 0) ::close(epfd_);
 }
 
 void TcpTargetGroup::start() {
-  epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  ready_ = t_.network().readiness_group();
   poller_ = g_.thread()->register_poller(poll, this, 0, "nvmf_tcp_poll_group");
 }
 
@@ -245,16 +198,10 @@ void TcpTargetGroup::stop() {
   poller_ = nullptr;
 }
 
-void TcpTargetGroup::adopt(int fd, target::ListenAddress listen, std::string peer) {
-  if (poller_ == nullptr || g_.target().stopping()) {
-    ::close(fd);
-    return;
-  }
-  auto* c = new TcpConnection(*this, fd, std::move(listen), std::move(peer));
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.ptr = c;
-  ::epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev);
+void TcpTargetGroup::adopt(std::unique_ptr<net::Socket> socket, target::ListenAddress listen) {
+  if (poller_ == nullptr || g_.target().stopping()) return;  // the socket closes
+  auto* c = new TcpConnection(*this, std::move(socket), std::move(listen));
+  ready_->add(c->socket(), c);
   conns_.push_back(c);
   ++stats_.accepted;
 }
@@ -275,7 +222,7 @@ void TcpTargetGroup::forget_waits(TcpConnection& c) {
 }
 
 void TcpTargetGroup::finalize(TcpConnection* c) {
-  ::epoll_ctl(epfd_, EPOLL_CTL_DEL, c->fd(), nullptr);
+  ready_->remove(c->socket());
   c->finalize();  // the core lets go of it (an admin queue ends its association)
   conns_.erase(std::find(conns_.begin(), conns_.end(), c));
   delete c;
@@ -287,7 +234,7 @@ event::PollStatus TcpTargetGroup::poll(void* arg) {
   ++g.stats_.polls;
   bool busy = false;
   // Responses completed since the last poll (by the bdev layer's pollers) go first: they
-  // should not wait behind an epoll_wait.
+  // should not wait behind the readiness poll.
   auto flush_all = [&g, &busy] {
     for (TcpConnection* c : g.conns_) {
       if (c->wants_flush()) {
@@ -306,9 +253,9 @@ event::PollStatus TcpTargetGroup::poll(void* arg) {
     w.c->buffer_ready(*w.r, b);
     busy = true;
   }
-  epoll_event evs[kMaxEvents];
-  const int n = ::epoll_wait(g.epfd_, evs, kMaxEvents, 0);
-  for (int i = 0; i < n; ++i) static_cast<TcpConnection*>(evs[i].data.ptr)->on_readable();
+  void* ready[kMaxEvents];
+  const int n = g.ready_->poll(ready, kMaxEvents);
+  for (int i = 0; i < n; ++i) static_cast<TcpConnection*>(ready[i])->on_readable();
   busy = busy || n > 0;
   for (TcpConnection* c : g.conns_) {
     if (!c->closing() && c->wants_resume()) {

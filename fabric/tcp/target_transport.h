@@ -1,7 +1,8 @@
 // The NVMe/TCP target transport: listeners polled on the target thread; each accepted
 // connection is handed by message to one poll group (round robin), which owns it from then on.
-// A group polls its connections with one epoll_wait per iteration, sends what each has queued
-// with one sendmsg, and hands requests that wait for a data buffer the next one that frees.
+// A group polls its connections with one readiness poll per iteration (epoll_wait on the
+// kernel's TCP: fabric/net), sends what each has queued with one send, and hands requests that wait
+// for a data buffer the next one that frees.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 
 #include "driver/env/dma_pool.h"
 #include "driver/env/owner_counter.h"
+#include "fabric/net/socket.h"
 #include "fabric/target/target.h"
 #include "fabric/tcp/target_connection.h"
 
@@ -40,8 +42,10 @@ class TcpTargetGroup;
 class TcpTargetTransport final : public target::Transport {
  public:
   // On the target thread (listener pollers run there).
+  // network: where it listens (default: the kernel's TCP; a SimNetwork in virtual time).
   static Result<std::unique_ptr<TcpTargetTransport>> create(target::Target& tgt,
-                                                            const TcpTargetOptions& o);
+                                                            const TcpTargetOptions& o,
+                                                            net::Network* network = nullptr);
   ~TcpTargetTransport() override;
 
   const char* trtype() const override { return "TCP"; }
@@ -56,17 +60,19 @@ class TcpTargetTransport final : public target::Transport {
   const TcpTargetOptions& options() const { return opts_; }
   target::Target& target() const { return tgt_; }
   env::DmaBufferPool& pool() const { return *pool_; }
+  net::Network& network() const { return net_; }
   TcpTargetGroup* group_of(target::PollGroup& g) const;
   // The port a listener is bound to (its trsvcid may have been "0": any).
   uint16_t bound_port(const target::ListenAddress& a) const;
 
  private:
-  TcpTargetTransport(target::Target& tgt, const TcpTargetOptions& o);
+  TcpTargetTransport(target::Target& tgt, const TcpTargetOptions& o, net::Network& network);
   struct Listener;
   static event::PollStatus accept_poll(void* arg);
 
   target::Target& tgt_;
   TcpTargetOptions opts_;
+  net::Network& net_;
   target::TransportLimits limits_;
   std::unique_ptr<env::DmaBufferPool> pool_;
   std::vector<std::unique_ptr<Listener>> listeners_;
@@ -83,7 +89,7 @@ class TcpTargetGroup {
   // The group's thread.
   void start();
   void stop();
-  void adopt(int fd, target::ListenAddress listen, std::string peer);
+  void adopt(std::unique_ptr<net::Socket> socket, target::ListenAddress listen);
   // A data buffer, or nullptr (then wait_for_buffer()).
   void* get_buffer() { return cache_.get(); }
   void put_buffer(void* b);
@@ -103,7 +109,7 @@ class TcpTargetGroup {
 
   TcpTargetTransport& t_;
   target::PollGroup& g_;
-  int epfd_ = -1;
+  std::unique_ptr<net::ReadinessGroup> ready_;
   event::Poller* poller_ = nullptr;
   env::DmaBufferCache cache_;
   std::vector<TcpConnection*> conns_;

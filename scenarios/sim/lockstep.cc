@@ -19,8 +19,28 @@ void Lockstep::unwatch(const nvme::Qpair* qp) {
   std::erase_if(watched_, [qp](const Watched& w) { return w.qp == qp; });
 }
 
+bool Lockstep::step_world() {
+  if (in_world_ || world_frozen_ || world_.empty()) return false;
+  in_world_ = true;
+  bool work = false;
+  for (auto& w : world_) work |= w();
+  in_world_ = false;
+  return work;
+}
+
+// The idle jump's bound: no further than the next event of any source.
+uint64_t Lockstep::jump_cap(uint64_t t) const {
+  uint64_t cap = costs_.idle_jump_cap_ns;
+  for (const auto& next : sources_) {
+    const uint64_t e = next();
+    cap = e <= t ? 0 : std::min(cap, e - t);
+  }
+  return cap;
+}
+
 bool Lockstep::step() {
   fw_.step();
+  const bool world = step_world();
   ++steps_;
   uint64_t cost = costs_.reactor_iteration_ns;
   bool work = false;
@@ -35,11 +55,14 @@ bool Lockstep::step() {
             db * costs_.doorbell_ns;
     work |= sub != 0 || cpl != 0;
   }
-  advance(cost, !work);
+  advance(cost, !work, !work && !world);
   return work;
 }
 
-void Lockstep::wait_turn() { advance(costs_.wait_turn_ns, true); }
+void Lockstep::wait_turn() {
+  const bool world = step_world();
+  advance(costs_.wait_turn_ns, true, !world);
+}
 
 void Lockstep::set_realtime(bool on) {
   realtime_ = on;
@@ -47,7 +70,7 @@ void Lockstep::set_realtime(bool on) {
   base_ns_ = clock_.now();
 }
 
-void Lockstep::advance(uint64_t cost_ns, bool idle) {
+void Lockstep::advance(uint64_t cost_ns, bool idle, bool may_jump) {
   using emu::timing::kNs;
   if (realtime_) {
     const auto wall = std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -66,10 +89,10 @@ void Lockstep::advance(uint64_t cost_ns, bool idle) {
   // The device sees what the host wrote during this step at the step's end.
   sim_.run_until(t * kNs);
   sim_.scan();
-  if (idle) {
+  if (may_jump) {
     // Nothing for the host to do until a device posts a completion: skip the empty polls
-    // (bounded, so host timers are not skipped over).
-    sim_.run_until((t + costs_.idle_jump_cap_ns) * kNs, /*stop_at_completion=*/true);
+    // (bounded, so host timers and the next network event are not skipped over).
+    sim_.run_until((t + jump_cap(t)) * kNs, /*stop_at_completion=*/true);
     t = std::max(t, (sim_.now() + kNs - 1) / kNs);
   }
   sim_.run_until(t * kNs);

@@ -6,6 +6,12 @@
 // time. When the host found nothing to do, time jumps to the next device event (bounded, so
 // host timers still fire on time). Same seed + same configuration = same event trace.
 //
+// The rest of the world (add_world): other machines in the same virtual time — a fabric
+// target on its own step-mode framework — stepped once per step and per set-up wait turn,
+// never charged to the host. Event sources (add_event_source) — a simulated network — bound
+// the idle jump so it lands on their next event instead of skipping it. With neither, a run
+// is exactly what it was without them (device-only trace hashes do not change).
+//
 // Realtime mode (set_realtime): the same loop, but time is the wall clock — each step the
 // devices catch up to the wall clock instead of to the host's modelled cost, and nothing is
 // skipped, so the host's real CPU time counts and a completion is seen no earlier than its
@@ -48,8 +54,19 @@ class Lockstep {
 
   // One host step and device catch-up. Returns whether the host did any work.
   bool step();
-  // For nvme::ControllerOptions::wait_hook: a set-up path waits for the device.
+  // For nvme::ControllerOptions::wait_hook: a set-up path waits for the device (the world
+  // is stepped too; the host never).
   void wait_turn();
+  // Another machine's step (true: it did work). Steps the world never nest: a world's own
+  // set-up wait that lands in wait_turn() only advances time.
+  void add_world(std::function<bool()> step) { world_.push_back(std::move(step)); }
+  // The instant (ns) of a source's next event, UINT64_MAX for none.
+  void add_event_source(std::function<uint64_t()> next_event_ns) {
+    sources_.push_back(std::move(next_event_ns));
+  }
+  // Stops (true) or resumes stepping the world: the other machine hangs, its peers' timers
+  // run on (a keep-alive expiry).
+  void freeze_world(bool frozen) { world_frozen_ = frozen; }
   // Called after every advance of time (host steps and set-up waits alike): a scenario's
   // timeline fires device faults at their instant even inside a host reset's wait loop. It
   // must not step the host.
@@ -68,7 +85,9 @@ class Lockstep {
     const nvme::Qpair* qp;
     uint64_t submitted, completed, doorbells;
   };
-  void advance(uint64_t cost_ns, bool idle);
+  void advance(uint64_t cost_ns, bool host_idle, bool may_jump);
+  bool step_world();
+  uint64_t jump_cap(uint64_t t) const;
 
   emu::timing::Simulation& sim_;
   event::Framework& fw_;
@@ -78,6 +97,9 @@ class Lockstep {
   uint64_t host_busy_ns_ = 0;
   uint64_t steps_ = 0;
   std::function<void()> after_advance_;
+  std::vector<std::function<bool()>> world_;
+  std::vector<std::function<uint64_t()>> sources_;
+  bool in_world_ = false, world_frozen_ = false;
   bool realtime_ = false;
   std::chrono::steady_clock::time_point wall0_;  // realtime: the wall clock at base_ns_
   uint64_t base_ns_ = 0;

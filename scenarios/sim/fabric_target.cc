@@ -1,0 +1,93 @@
+#include "scenarios/sim/fabric_target.h"
+
+namespace pollux::sim {
+
+namespace ft = fabric::target;
+
+std::unique_ptr<FabricTarget> FabricTarget::create(const env::Clock& clock,
+                                                   fabric::net::Network& net,
+                                                   FabricTargetOptions options,
+                                                   std::string* error) {
+  std::unique_ptr<FabricTarget> t(new FabricTarget(net, std::move(options)));
+  event::FrameworkOptions fo;
+  fo.core_mask = "0x1";
+  fo.step_mode = true;
+  fo.pin_reactors = false;
+  fo.clock = &clock;
+  auto fw = event::Framework::create(fo);
+  if (!fw) {
+    *error = "fabric target: " + fw.error().message;
+    return nullptr;
+  }
+  t->fw_ = std::move(fw).value();
+  t->thread_ = t->fw_->create_thread("sim-target", 0);
+  auto mgr = bdev::Manager::create(*t->fw_);
+  if (!mgr) {
+    *error = "fabric target bdevs: " + mgr.error().message;
+    return nullptr;
+  }
+  t->mgr_ = std::move(mgr).value();
+  return t;
+}
+
+std::string FabricTarget::start(const std::vector<FabricSubsystem>& subsystems,
+                                const std::function<void()>& turn) {
+  if (tgt_) return "fabric target: already running";
+  std::string err;
+  bool settled = false;
+  {
+    event::CurrentThreadScope scope(thread_);
+    auto tg = ft::Target::create(*fw_, *mgr_);
+    if (!tg) return "fabric target: " + tg.error().message;
+    tgt_ = std::move(tg).value();
+    auto tr = fabric::tcp::TcpTargetTransport::create(*tgt_, o_.tcp, &net_);
+    if (!tr) return "fabric target transport: " + tr.error().message;
+    if (auto st = tgt_->add_transport(std::move(tr).value()); !st) return st.error().message;
+    const ft::ListenAddress listen{"TCP", "IPv4", o_.address, o_.port};
+    for (const FabricSubsystem& s : subsystems) {
+      ft::SubsystemOptions so;
+      so.nqn = s.nqn;
+      so.allow_any_host = true;
+      if (auto r = tgt_->create_subsystem(so); !r)
+        return "subsystem " + s.nqn + ": " + r.error().message;
+      for (const std::string& b : s.bdevs) {
+        ft::NamespaceOptions no;
+        no.bdev_name = b;
+        if (auto n = tgt_->add_namespace(s.nqn, no); !n)
+          return "namespace " + b + " of " + s.nqn + ": " + n.error().message;
+      }
+      if (auto st = tgt_->add_listener(s.nqn, listen); !st)
+        return "listener " + o_.address + ":" + o_.port + ": " + st.error().message;
+    }
+    tgt_->when_settled([&settled] { settled = true; });
+  }
+  for (int i = 0; i < 1'000'000 && !settled; ++i) turn();
+  return settled ? "" : "fabric target: set-up did not settle";
+}
+
+void FabricTarget::stop(const std::function<void()>& turn) {
+  if (!tgt_) return;
+  bool done = false;
+  {
+    event::CurrentThreadScope scope(thread_);
+    tgt_->stop([&done] { done = true; });
+  }
+  for (int i = 0; i < 1'000'000 && !done; ++i) turn();
+  event::CurrentThreadScope scope(thread_);
+  tgt_.reset();  // the transport's listener and connections close with it
+}
+
+void FabricTarget::shutdown(const std::function<void()>& turn) {
+  stop(turn);
+  if (!fw_) return;
+  mgr_.reset();
+  fw_->stop(0);
+  for (int i = 0; i < 1'000'000 && !fw_->finished(); ++i) fw_->step();
+}
+
+FabricTarget::~FabricTarget() {
+  if (fw_ && !fw_->finished()) shutdown([this] { fw_->step(); });
+  fw_.reset();
+}
+
+}  // namespace pollux::sim

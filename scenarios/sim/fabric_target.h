@@ -1,0 +1,79 @@
+// A Pollux NVMe-oF/TCP target as another machine in the lockstep: the target's core
+// (fabric/target) and its TCP transport (fabric/tcp) on a step-mode event framework of its
+// own, listening on a SimNetwork, serving bdevs of its own bdev manager (malloc, or bdev_nvme
+// over the timed emulator's SSDs). The lockstep steps it as part of "the world"
+// (Lockstep::add_world): never charged to the host, never stepped by the host.
+//
+// Two frameworks on one OS thread: each reactor iteration sets Thread::current() for its
+// thread and restores the previous one (CurrentThreadScope), so a host poller that waits in a
+// set-up path (a reconnect's ICReq) may step the target and come back to its own thread.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "driver/bdev/bdev.h"
+#include "driver/env/clock.h"
+#include "driver/event/framework.h"
+#include "fabric/net/socket.h"
+#include "fabric/target/target.h"
+#include "fabric/tcp/target_transport.h"
+
+namespace pollux::sim {
+
+struct FabricSubsystem {
+  std::string nqn;
+  std::vector<std::string> bdevs;  // namespaces 1, 2, ... in order
+};
+
+struct FabricTargetOptions {
+  std::string address = "10.0.0.1";
+  std::string port = "4420";
+  fabric::tcp::TcpTargetOptions tcp = [] {
+    fabric::tcp::TcpTargetOptions o;
+    o.num_shared_buffers = 128;
+    return o;
+  }();
+};
+
+class FabricTarget {
+ public:
+  // clock: the lockstep's VirtualClock (1 tick = 1 ns). The bdev manager exists from here on;
+  // the NVMe-oF target starts with start().
+  static std::unique_ptr<FabricTarget> create(const env::Clock& clock, fabric::net::Network& net,
+                                              FabricTargetOptions options, std::string* error);
+  ~FabricTarget();
+
+  event::Framework& framework() { return *fw_; }
+  event::Thread& thread() { return *thread_; }
+  bdev::Manager& bdevs() { return *mgr_; }
+  bool running() const { return tgt_ != nullptr; }
+  fabric::target::Target& target() { return *tgt_; }
+  const FabricTargetOptions& options() const { return o_; }
+
+  // One iteration of the target's reactor (the lockstep's world step).
+  bool step() { return fw_->step(); }
+  // Builds the target: transport, subsystems (any host), namespaces, the listener. `turn`
+  // advances the world until the changes have reached every poll group. "" or the error.
+  std::string start(const std::vector<FabricSubsystem>& subsystems,
+                    const std::function<void()>& turn);
+  // Ends every association and the listener, as a target process that exits (its bdevs
+  // stay: the drives outlive the process). start() again is a restart.
+  void stop(const std::function<void()>& turn);
+  // Stops and lets go of the bdevs (before the devices behind them go).
+  void shutdown(const std::function<void()>& turn);
+
+ private:
+  FabricTarget(fabric::net::Network& net, FabricTargetOptions o) : net_(net), o_(std::move(o)) {}
+
+  fabric::net::Network& net_;
+  FabricTargetOptions o_;
+  std::unique_ptr<event::Framework> fw_;
+  event::Thread* thread_ = nullptr;
+  std::unique_ptr<bdev::Manager> mgr_;
+  std::unique_ptr<fabric::target::Target> tgt_;
+};
+
+}  // namespace pollux::sim

@@ -741,19 +741,35 @@ std::string Controller::connect_queue(Qpair& qp) {
 void Controller::keep_alive() {
   if (!transport_->fabrics() || options_.keep_alive_timeout_ms == 0) return;
   const uint64_t now = clock_.now();
+  // The host's side of KATO (as Linux's host does): a Keep Alive unanswered for KATO means the
+  // controller no longer answers — recover now rather than after the admin timeout.
+  if (keep_alive_pending_) {
+    if (now - keep_alive_sent_ >= clock_.us_to_ticks(uint64_t{options_.keep_alive_timeout_ms} * 1000)) {
+      keep_alive_pending_ = false;
+      ++stats_.keep_alive_expired;
+      request_reset();
+    }
+    return;  // one Keep Alive at a time
+  }
   if (now < next_keep_alive_) return;
   next_keep_alive_ = now + clock_.us_to_ticks(uint64_t{options_.keep_alive_timeout_ms} * 500);
   sn::SubmissionEntry cmd{};
   cmd.opcode = sn::admin::kKeepAlive;
-  (void)admin_->submit_raw(
+  const int rc = admin_->submit_raw(
       cmd, nullptr, 0,
       [](void* ctx, const sn::CompletionEntry& cpl) {
+        auto* c = static_cast<Controller*>(ctx);
+        c->keep_alive_pending_ = false;
         // A refused Keep Alive (not a reset ending it): the association is in doubt.
         if (cpl_is_error(cpl) && sn::status::sc(cpl.status) != sn::sc::kAbortedByRequest) {
-          static_cast<Controller*>(ctx)->request_reset();
+          c->request_reset();
         }
       },
       this);
+  if (rc == 0) {
+    keep_alive_pending_ = true;
+    keep_alive_sent_ = now;
+  }
 }
 
 // Fabrics: every queue's connection holds (the caller holds admin_mu_).
@@ -902,6 +918,7 @@ int Controller::reset() {
     for (uint32_t stale; abort_requests_.try_pop(stale);) {
     }
     admin_->reset_rings(sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedByRequest));
+    keep_alive_pending_ = false;  // the reset ended it
     admin_stuck_.store(false, std::memory_order_release);  // disabled: nothing is the device's
     // Fabrics: the admin queue connected again (reset_rings); Connect makes the association.
     // Under the same lock as the rings' reset: a Keep Alive (or any admin command) from

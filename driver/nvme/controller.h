@@ -87,6 +87,7 @@ struct ControllerStats {
   std::atomic<uint64_t> reset_aborted_ios{0};  // I/Os the device held, ended retriable by resets
   std::atomic<uint64_t> reset_requests{0};     // resets requested by timeouts (kReset), one per stall
   std::atomic<uint64_t> admin_failed_on_removal{0};
+  std::atomic<uint64_t> keep_alive_expired{0};  // fabrics: a Keep Alive unanswered for KATO
 };
 
 class Controller {
@@ -241,6 +242,8 @@ class Controller {
   uint64_t cap_ = 0;
   uint16_t cntlid_ = 0xffff;        // fabrics: what the admin Connect returned
   uint64_t next_keep_alive_ = 0;    // fabrics: clock tick of the next Keep Alive
+  bool keep_alive_pending_ = false;  // one is out, sent at keep_alive_sent_
+  uint64_t keep_alive_sent_ = 0;
   std::string hostnqn_;
   uint32_t version_ = 0;
 

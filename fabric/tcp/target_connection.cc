@@ -69,7 +69,7 @@ bool TcpConnection::prepare(uint16_t qid, uint32_t entries) {
   if (stride != 0) {
     env::DmaOptions dopt;
     dopt.allow_hugepages = false;  // a few hundred KiB per queue: 4 KiB pages
-    auto region = env::DmaRegion::create(env::MemoryRegistry::global(), stride * entries, dopt);
+    auto region = env::DmaRegion::create(transport_.registry(), stride * entries, dopt);
     if (!region) {
       fmt::print(stderr, "nvmf/tcp {}: in-capsule buffers: {}\n", peer_, region.error().message);
       return false;

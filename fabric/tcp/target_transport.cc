@@ -50,8 +50,8 @@ struct TcpTargetTransport::Listener {
 };
 
 TcpTargetTransport::TcpTargetTransport(target::Target& tgt, const TcpTargetOptions& o,
-                                       net::Network& network)
-    : tgt_(tgt), opts_(o), net_(network) {
+                                       net::Network& network, env::MemoryRegistry& registry)
+    : tgt_(tgt), opts_(o), net_(network), registry_(registry) {
   limits_.max_queue_depth = o.max_queue_depth;
   limits_.max_aq_depth = o.max_aq_depth;
   limits_.max_io_qpairs_per_ctrlr = o.max_io_qpairs_per_ctrlr;
@@ -60,13 +60,14 @@ TcpTargetTransport::TcpTargetTransport(target::Target& tgt, const TcpTargetOptio
   limits_.discovery_trtype = spec::nvmf::trtype::kTcp;
 }
 
-Result<std::unique_ptr<TcpTargetTransport>> TcpTargetTransport::create(target::Target& tgt,
-                                                                       const TcpTargetOptions& o,
-                                                                       net::Network* network) {
+Result<std::unique_ptr<TcpTargetTransport>> TcpTargetTransport::create(
+    target::Target& tgt, const TcpTargetOptions& o, net::Network* network,
+    env::MemoryRegistry* registry) {
   if (std::string e = validate(o); !e.empty()) return make_error(EINVAL, e);
   std::unique_ptr<TcpTargetTransport> t(
-      new TcpTargetTransport(tgt, o, network != nullptr ? *network : net::posix_network()));
-  auto pool = env::DmaBufferPool::create(env::MemoryRegistry::global(), o.max_io_size,
+      new TcpTargetTransport(tgt, o, network != nullptr ? *network : net::posix_network(),
+                             registry != nullptr ? *registry : env::MemoryRegistry::global()));
+  auto pool = env::DmaBufferPool::create(t->registry_, o.max_io_size,
                                          o.num_shared_buffers);
   if (!pool) return make_error(pool.error().code, "TCP transport buffers: " + pool.error().message);
   t->pool_ = std::move(pool).value();

@@ -43,9 +43,11 @@ class TcpTargetTransport final : public target::Transport {
  public:
   // On the target thread (listener pollers run there).
   // network: where it listens (default: the kernel's TCP; a SimNetwork in virtual time).
-  static Result<std::unique_ptr<TcpTargetTransport>> create(target::Target& tgt,
-                                                            const TcpTargetOptions& o,
-                                                            net::Network* network = nullptr);
+  // registry: where data buffers come from (default: the global one; a simulation's devices
+  // reach only the memory of their rig's registry).
+  static Result<std::unique_ptr<TcpTargetTransport>> create(
+      target::Target& tgt, const TcpTargetOptions& o, net::Network* network = nullptr,
+      env::MemoryRegistry* registry = nullptr);
   ~TcpTargetTransport() override;
 
   const char* trtype() const override { return "TCP"; }
@@ -61,18 +63,21 @@ class TcpTargetTransport final : public target::Transport {
   target::Target& target() const { return tgt_; }
   env::DmaBufferPool& pool() const { return *pool_; }
   net::Network& network() const { return net_; }
+  env::MemoryRegistry& registry() const { return registry_; }
   TcpTargetGroup* group_of(target::PollGroup& g) const;
   // The port a listener is bound to (its trsvcid may have been "0": any).
   uint16_t bound_port(const target::ListenAddress& a) const;
 
  private:
-  TcpTargetTransport(target::Target& tgt, const TcpTargetOptions& o, net::Network& network);
+  TcpTargetTransport(target::Target& tgt, const TcpTargetOptions& o, net::Network& network,
+                     env::MemoryRegistry& registry);
   struct Listener;
   static event::PollStatus accept_poll(void* arg);
 
   target::Target& tgt_;
   TcpTargetOptions opts_;
   net::Network& net_;
+  env::MemoryRegistry& registry_;
   target::TransportLimits limits_;
   std::unique_ptr<env::DmaBufferPool> pool_;
   std::vector<std::unique_ptr<Listener>> listeners_;

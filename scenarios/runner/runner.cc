@@ -124,7 +124,8 @@ std::string Engine::setup() {
   std::string err;
   target_ = sc_.devices.front().type == DeviceType::kQemu
                 ? make_pcie_target(sc_, std::move(tune), &err)
-                : make_emulated_target(sc_, seed_, std::move(tune), &err);
+            : sc_.fabric ? make_fabric_target(sc_, seed_, std::move(tune), &err)
+                         : make_emulated_target(sc_, seed_, std::move(tune), &err);
   if (!target_) return err;
   auto mgr = bdev::Manager::create(target_->framework());
   if (!mgr) return mgr.error().message;
@@ -138,6 +139,11 @@ std::string Engine::setup() {
   base.registry = &target_->registry();
   base.qpair.timeout_us = host.io_timeout_us;
   base.qpair.track_latency = o_.metrics != nullptr;
+  if (sc_.fabric) {  // bdev_nvme's recovery knobs for a lost connection
+    base.reconnect_delay_us = sc_.fabric->reconnect_delay_ns / 1000;
+    base.ctrlr_loss_timeout_us = sc_.fabric->ctrlr_loss_timeout_ns / 1000;
+    base.fast_io_fail_timeout_us = sc_.fabric->fast_io_fail_timeout_ns / 1000;
+  }
   // Every queue pair is charged to host time; with metrics on, it is also registered (under
   // its controller's name, also for controllers the hot-plug poller attaches later).
   const bool watch_metrics = o_.metrics != nullptr;
@@ -323,6 +329,11 @@ void Engine::fire(Fault& f, uint64_t t) {
           target_->inject(d, s, range, seed_ ^ (0x9e3779b97f4a7c15ull * (t + 1)));
       if (!r.error.empty()) fail_fault(f, r.error);
       o.detail = r.detail;
+      if (is_fabric_fault(s.kind)) {
+        // Errors may come while it lasts and a window after; recovery counts from its end.
+        window += s.duration_ns;
+        o.recovery_from_ns = t + s.duration_ns;
+      }
       if (r.power_lost) {
         tracks_[d]->oracle->power_loss(tracks_[d]->plp);
         for (auto& w : workloads_)

@@ -81,6 +81,103 @@ Status parse_device(const YAML::Node& n, size_t i, DeviceSpec* d) {
   return s.unknown_keys();
 }
 
+// A number in [lo, hi] ("0.01"); absent: unchanged.
+Status real(Section& s, const YAML::Node& n, const std::string& field, const char* key, double lo,
+            double hi, double* out) {
+  YAML::Node v = s.take(key);
+  if (!v || v.IsNull()) return {};
+  const std::string t = v.IsScalar() ? v.Scalar() : "";
+  char* end = nullptr;
+  const double x = std::strtod(t.c_str(), &end);
+  if (t.empty() || *end || !(x >= lo && x <= hi)) {
+    char range[64];
+    std::snprintf(range, sizeof range, "[%g, %g]", lo, hi);
+    return err(field + "." + key + ": '" + t + "' (expected a number in " + range + ")" + where(v));
+  }
+  (void)n;
+  *out = x;
+  return {};
+}
+
+// "25Gbps", "100 Mbps", "1e9" (bits per second).
+Status bandwidth(Section& s, const std::string& field, uint64_t* out) {
+  YAML::Node v = s.take("bandwidth");
+  if (!v || v.IsNull()) return {};
+  const std::string t = v.IsScalar() ? v.Scalar() : "";
+  char* end = nullptr;
+  const double x = std::strtod(t.c_str(), &end);
+  std::string unit(end ? end : "");
+  while (!unit.empty() && unit.front() == ' ') unit.erase(unit.begin());
+  double scale = 0;
+  if (unit.empty() || unit == "bps") scale = 1;
+  else if (unit == "Kbps") scale = 1e3;
+  else if (unit == "Mbps") scale = 1e6;
+  else if (unit == "Gbps") scale = 1e9;
+  if (t.empty() || end == t.c_str() || scale == 0 || !(x * scale >= 1e6) || x * scale > 1e12) {
+    return err(field + ".bandwidth: '" + t +
+               "' (expected bits per second from 1Mbps to 1000Gbps, e.g. 25Gbps)" + where(v));
+  }
+  *out = static_cast<uint64_t>(x * scale);
+  return {};
+}
+
+Status parse_fabric(const YAML::Node& n, FabricSpec* f) {
+  const std::string prefix = "topology.fabric";
+  if (!n.IsMap()) return err(prefix + ": expected a mapping" + where(n));
+  Section s(n, prefix);
+  f->line = line_of(n);
+  POLLUX_TRY(s.string("transport", &f->transport));
+  if (f->transport != "tcp") {
+    return err(prefix + ".transport: '" + f->transport +
+               "' (expected tcp: the simulated network carries NVMe/TCP)" + where(n["transport"]));
+  }
+  if (YAML::Node l = s.take("link")) {
+    const std::string lp = prefix + ".link";
+    if (!l.IsMap()) return err(lp + ": expected a mapping" + where(l));
+    Section ls(l, lp);
+    FabricLinkSpec& k = f->link;
+    POLLUX_TRY(duration_ns(ls, "latency", &k.latency_ns));
+    POLLUX_TRY(bandwidth(ls, lp, &k.bandwidth_bps));
+    POLLUX_TRY(ls.uint("mtu", 576, 65535, &k.mtu));
+    POLLUX_TRY(real(ls, l, lp, "loss", 0, 0.5, &k.loss));
+    POLLUX_TRY(duration_ns(ls, "rto", &k.rto_ns));
+    POLLUX_TRY(duration_ns(ls, "jitter", &k.jitter_ns));
+    POLLUX_TRY(duration_ns(ls, "user_timeout", &k.user_timeout_ns));
+    if (k.rto_ns < 1000) return err(lp + ".rto: at least 1us" + where(l));
+    if (k.user_timeout_ns < 1'000'000) return err(lp + ".user_timeout: at least 1ms" + where(l));
+    POLLUX_TRY(ls.unknown_keys());
+  }
+  POLLUX_TRY(s.boolean("digests", &f->digests));
+  POLLUX_TRY(s.uint("io_queues", 1, 64, &f->io_queues));
+  uint64_t kato = uint64_t{f->keep_alive_timeout_ms} * 1'000'000;
+  POLLUX_TRY(duration_ns(s, "keep_alive_timeout", &kato));
+  if (kato % 1'000'000 != 0) {
+    return err(prefix + ".keep_alive_timeout: whole milliseconds (KATO's unit)" + where(n));
+  }
+  f->keep_alive_timeout_ms = static_cast<uint32_t>(kato / 1'000'000);
+  POLLUX_TRY(duration_ns(s, "connect_timeout", &f->connect_timeout_ns));
+  if (f->connect_timeout_ns < 1'000'000) {
+    return err(prefix + ".connect_timeout: at least 1ms" + where(n));
+  }
+  POLLUX_TRY(duration_ns(s, "reconnect_delay", &f->reconnect_delay_ns));
+  POLLUX_TRY(duration_ns(s, "ctrlr_loss_timeout", &f->ctrlr_loss_timeout_ns));
+  POLLUX_TRY(duration_ns(s, "fast_io_fail_timeout", &f->fast_io_fail_timeout_ns));
+  // SPDK's rules for the three knobs (bdev_nvme_attach_controller).
+  if (f->ctrlr_loss_timeout_ns != 0) {
+    if (f->reconnect_delay_ns == 0 || f->reconnect_delay_ns > f->ctrlr_loss_timeout_ns) {
+      return err(prefix + ".reconnect_delay: must be more than 0 and at most ctrlr_loss_timeout" +
+                 where(n));
+    }
+    if (f->fast_io_fail_timeout_ns > f->ctrlr_loss_timeout_ns) {
+      return err(prefix + ".fast_io_fail_timeout: at most ctrlr_loss_timeout" + where(n));
+    }
+  }
+  if (f->fast_io_fail_timeout_ns != 0 && f->fast_io_fail_timeout_ns < f->reconnect_delay_ns) {
+    return err(prefix + ".fast_io_fail_timeout: at least reconnect_delay" + where(n));
+  }
+  return s.unknown_keys();
+}
+
 Status parse_host(const YAML::Node& n, HostSpec* h) {
   Section s(n, "host");
   POLLUX_TRY(s.check_is_map());
@@ -143,6 +240,10 @@ constexpr ActionName kActions[] = {
     {"power_loss", FaultKind::kPowerLoss}, {"ready_delay", FaultKind::kReadyDelay},
     {"host_reset", FaultKind::kHostReset}, {"bad_blocks", FaultKind::kBadBlocks},
     {"clear", FaultKind::kClear},
+    {"connection_drop", FaultKind::kConnectionDrop}, {"partition", FaultKind::kPartition},
+    {"latency", FaultKind::kLatency},      {"corruption", FaultKind::kCorruption},
+    {"keepalive_expiry", FaultKind::kKeepaliveExpiry},
+    {"target_restart", FaultKind::kTargetRestart},
 };
 constexpr const char* kCommandActions[] = {"status",      "never_complete", "delay",
                                            "duplicate_completion", "unknown_cid", "stale_phase",
@@ -304,6 +405,25 @@ Status parse_fault(const YAML::Node& n, size_t i, FaultSpec* f) {
     POLLUX_TRY(s.uint("count", 1, 1u << 20, &f->count));
     if (f->count == 0) return err(prefix + ".count: required for bad_blocks" + where(n));
   }
+  if (is_fabric_fault(f->kind) && f->kind != FaultKind::kConnectionDrop) {
+    POLLUX_TRY(duration_ns(s, "duration", &f->duration_ns));
+    if (f->duration_ns == 0) {
+      return err(prefix + ".duration: required for " + action + " (how long it lasts)" + where(n));
+    }
+  }
+  if (f->kind == FaultKind::kLatency) {
+    POLLUX_TRY(duration_ns(s, "latency", &f->delay_ns));
+    if (f->delay_ns == 0) {
+      return err(prefix + ".latency: required for latency (the one-way delay added)" + where(n));
+    }
+  }
+  if (f->kind == FaultKind::kCorruption) {
+    POLLUX_TRY(real(s, n, prefix, "rate", 0, 1, &f->rate));
+    if (f->rate <= 0) {
+      return err(prefix + ".rate: required for corruption (the probability per segment, in " +
+                 "(0, 1])" + where(n));
+    }
+  }
   if (f->label.empty()) f->label = action;
   return s.unknown_keys();
 }
@@ -391,6 +511,11 @@ Result<Scenario> parse_root(const YAML::Node& root, const std::string& file) {
     POLLUX_TRY(parse_device(devs[i], i, &d));
     sc.devices.push_back(d);
   }
+  if (YAML::Node fab = ts.take("fabric")) {
+    FabricSpec f;
+    POLLUX_TRY(parse_fabric(fab, &f));
+    sc.fabric = f;
+  }
   POLLUX_TRY(ts.unknown_keys());
   if (YAML::Node h = top.take("host")) POLLUX_TRY(parse_host(h, &sc.host));
   YAML::Node ws = top.take("workloads");
@@ -418,6 +543,12 @@ Result<Scenario> parse_root(const YAML::Node& root, const std::string& file) {
 }
 
 }  // namespace
+
+bool is_fabric_fault(FaultKind k) {
+  return k == FaultKind::kConnectionDrop || k == FaultKind::kPartition ||
+         k == FaultKind::kLatency || k == FaultKind::kCorruption ||
+         k == FaultKind::kKeepaliveExpiry || k == FaultKind::kTargetRestart;
+}
 
 const char* to_string(FaultKind k) {
   for (const ActionName& a : kActions)

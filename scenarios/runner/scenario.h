@@ -51,6 +51,35 @@ struct HostSpec {
   uint32_t max_reset_failures = 3;
 };
 
+// A fabric topology: the devices are served by an in-process Pollux NVMe-oF target (one
+// subsystem per device, nqn.2026-11.io.pollux:<name>) and the host's bdev_nvme reaches it over
+// a simulated network (fabric/net's SimNetwork) in virtual time.
+struct FabricLinkSpec {
+  uint64_t latency_ns = 10'000;             // one way
+  uint64_t bandwidth_bps = 25'000'000'000;  // per direction
+  uint32_t mtu = 1500;
+  double loss = 0;           // per segment: retransmitted after an RTO (then 2x, 4x...)
+  uint64_t rto_ns = 1'000'000;
+  uint64_t jitter_ns = 0;
+  uint64_t user_timeout_ns = 50'000'000;  // a partition this long ends the connections
+};
+
+struct FabricSpec {
+  int line = 0;
+  std::string transport = "tcp";
+  FabricLinkSpec link;
+  bool digests = false;  // NVMe/TCP header and data digests (CRC32C)
+  uint32_t io_queues = 1;
+  uint32_t keep_alive_timeout_ms = 10'000;  // KATO asked for at Connect (0: none)
+  uint64_t connect_timeout_ns = 5'000'000;  // a connection's TCP connect + ICReq/ICResp
+  // bdev_nvme's recovery knobs (SPDK's *_sec, in time units here): a lost controller is
+  // reconnected every reconnect_delay, I/O fails at once after fast_io_fail_timeout (0: never),
+  // the controller is given up after ctrlr_loss_timeout (0: the driver's reset-failure rule).
+  uint64_t reconnect_delay_ns = 1'000'000;
+  uint64_t ctrlr_loss_timeout_ns = 0;
+  uint64_t fast_io_fail_timeout_ns = 0;
+};
+
 enum class Pattern { kRandom, kSequential };
 
 struct WorkloadSpec {
@@ -73,7 +102,16 @@ enum class FaultKind {
   kCommand,    // a device fault rule (status, never_complete, delay, duplicate_completion, ...)
   kBadBlocks,  // persistent bad blocks in the workload range
   kClear,      // remove every device fault rule and bad block
+  // Fabric faults (a fabric topology): on the network between host and target, or the target.
+  kConnectionDrop,   // every connection reset (RST to both ends)
+  kPartition,        // nothing crosses for `duration` (at least user_timeout: connections end)
+  kLatency,          // + `latency` one way for `duration`
+  kCorruption,       // segments corrupted past TCP's checksum with `rate` for `duration`
+  kKeepaliveExpiry,  // the target stops answering for `duration`: the host's KATO fires
+  kTargetRestart,    // the target process exits; it is back after `duration`
 };
+constexpr int kFaultKinds = static_cast<int>(FaultKind::kTargetRestart) + 1;
+bool is_fabric_fault(FaultKind k);
 const char* to_string(FaultKind k);
 
 enum class TriggerKind { kAt, kAfterIos, kOnState };
@@ -92,6 +130,9 @@ struct FaultSpec {
   uint64_t delay_ns = 0;         // kReadyDelay: extra time before CSTS.RDY; kHotRemove:
                                  // re-insert after this long (0: stays out unless kHotInsert)
   uint32_t count = 0;            // kBadBlocks: how many (drawn from the seed)
+  uint64_t duration_ns = 0;      // fabric faults that last: partition, latency, corruption,
+                                 // keepalive_expiry, target_restart
+  double rate = 0;               // kCorruption: probability per segment
   uint64_t window_ns = 0;        // errors are allowed from the fault to this long after it
                                  // (hot-remove: after the re-insertion); 0: the default
   std::string label;             // shown in the report
@@ -122,6 +163,7 @@ struct Scenario {
   uint64_t seed = 1;
   std::string time = "virtual";      // virtual | realtime
   std::vector<DeviceSpec> devices;
+  std::optional<FabricSpec> fabric;  // the devices behind an NVMe-oF target
   HostSpec host;
   std::vector<WorkloadSpec> workloads;
   std::vector<FaultSpec> faults;

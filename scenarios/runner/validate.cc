@@ -109,6 +109,39 @@ Status qemu_rules(const Scenario& s) {
   return {};
 }
 
+// A fabric topology: emulated drives behind the in-process target; fabric faults need one.
+Status fabric_rules(const Scenario& s) {
+  for (size_t i = 0; i < s.faults.size(); ++i) {
+    const FaultSpec& f = s.faults[i];
+    const std::string at = "faults[" + std::to_string(i) + "]";
+    if (is_fabric_fault(f.kind) && !s.fabric) {
+      return err(at + ": '" + to_string(f.kind) + "' is a fabric fault: it needs topology.fabric" +
+                 line_of(f.line));
+    }
+    if (is_fabric_fault(f.kind) && !f.device.empty()) {
+      return err(at + ".device: a fabric fault acts on the fabric (the link and the target), " +
+                 "not on one device" + line_of(f.line));
+    }
+    if (s.fabric && (f.kind == FaultKind::kHotRemove || f.kind == FaultKind::kHotInsert)) {
+      return err(at + ": '" + to_string(f.kind) + "' of a drive behind the fabric target is not " +
+                 "supported yet (the target does not re-attach a drive); use the device faults, " +
+                 "or target_restart" + line_of(f.line));
+    }
+  }
+  if (!s.fabric) return {};
+  for (const DeviceSpec& d : s.devices) {
+    if (d.type != DeviceType::kEmulated) {
+      return err("topology.fabric: the target serves emulated devices ('" + d.name +
+                 "' is not one)" + line_of(s.fabric->line));
+    }
+  }
+  if (s.time != "virtual") {
+    return err("time: a fabric topology runs in virtual time (the simulated network has no " +
+               std::string("realtime mode yet)") + line_of(s.fabric->line));
+  }
+  return {};
+}
+
 size_t device_of(const Scenario& s, const std::string& name) {
   for (size_t i = 0; i < s.devices.size(); ++i)
     if (s.devices[i].name == name) return i;
@@ -210,6 +243,7 @@ Status validate(const Scenario& s) {
   if (s.devices.empty()) return err("topology.devices: required (a list of devices)");
   if (Status st = names(s); !st) return st;
   if (Status st = qemu_rules(s); !st) return st;
+  if (Status st = fabric_rules(s); !st) return st;
   if (Status st = capacities(s); !st) return st;
   if (Status st = timeouts(s); !st) return st;
   return hot_inserts(s);

@@ -1,5 +1,7 @@
 #include "scenarios/sim/fabric_target.h"
 
+#include "driver/bdev/modules/nvme.h"
+
 namespace pollux::sim {
 
 namespace ft = fabric::target;
@@ -30,63 +32,83 @@ std::unique_ptr<FabricTarget> FabricTarget::create(const env::Clock& clock,
   return t;
 }
 
+bool FabricTarget::step() {
+  const bool work = fw_->step();
+  if (stopped_) {
+    event::CurrentThreadScope scope(thread_);
+    tgt_.reset();  // the transport's listener and connections close with it
+    stopped_ = stopping_ = false;
+  }
+  return work;
+}
+
+std::string FabricTarget::start_async(const std::vector<FabricSubsystem>& subsystems) {
+  if (tgt_) return "fabric target: already running";
+  settled_ = false;
+  event::CurrentThreadScope scope(thread_);
+  auto tg = ft::Target::create(*fw_, *mgr_);
+  if (!tg) return "fabric target: " + tg.error().message;
+  tgt_ = std::move(tg).value();
+  auto tr = fabric::tcp::TcpTargetTransport::create(*tgt_, o_.tcp, &net_, o_.registry);
+  if (!tr) return "fabric target transport: " + tr.error().message;
+  if (auto st = tgt_->add_transport(std::move(tr).value()); !st) return st.error().message;
+  const ft::ListenAddress listen{"TCP", "IPv4", o_.address, o_.port};
+  for (const FabricSubsystem& s : subsystems) {
+    ft::SubsystemOptions so;
+    so.nqn = s.nqn;
+    so.allow_any_host = true;
+    if (auto r = tgt_->create_subsystem(so); !r)
+      return "subsystem " + s.nqn + ": " + r.error().message;
+    for (const std::string& b : s.bdevs) {
+      ft::NamespaceOptions no;
+      no.bdev_name = b;
+      if (auto n = tgt_->add_namespace(s.nqn, no); !n)
+        return "namespace " + b + " of " + s.nqn + ": " + n.error().message;
+    }
+    if (auto st = tgt_->add_listener(s.nqn, listen); !st)
+      return "listener " + o_.address + ":" + o_.port + ": " + st.error().message;
+  }
+  tgt_->when_settled([this] { settled_ = true; });
+  return "";
+}
+
 std::string FabricTarget::start(const std::vector<FabricSubsystem>& subsystems,
                                 const std::function<void()>& turn) {
-  if (tgt_) return "fabric target: already running";
-  std::string err;
-  bool settled = false;
-  {
-    event::CurrentThreadScope scope(thread_);
-    auto tg = ft::Target::create(*fw_, *mgr_);
-    if (!tg) return "fabric target: " + tg.error().message;
-    tgt_ = std::move(tg).value();
-    auto tr = fabric::tcp::TcpTargetTransport::create(*tgt_, o_.tcp, &net_);
-    if (!tr) return "fabric target transport: " + tr.error().message;
-    if (auto st = tgt_->add_transport(std::move(tr).value()); !st) return st.error().message;
-    const ft::ListenAddress listen{"TCP", "IPv4", o_.address, o_.port};
-    for (const FabricSubsystem& s : subsystems) {
-      ft::SubsystemOptions so;
-      so.nqn = s.nqn;
-      so.allow_any_host = true;
-      if (auto r = tgt_->create_subsystem(so); !r)
-        return "subsystem " + s.nqn + ": " + r.error().message;
-      for (const std::string& b : s.bdevs) {
-        ft::NamespaceOptions no;
-        no.bdev_name = b;
-        if (auto n = tgt_->add_namespace(s.nqn, no); !n)
-          return "namespace " + b + " of " + s.nqn + ": " + n.error().message;
-      }
-      if (auto st = tgt_->add_listener(s.nqn, listen); !st)
-        return "listener " + o_.address + ":" + o_.port + ": " + st.error().message;
-    }
-    tgt_->when_settled([&settled] { settled = true; });
-  }
-  for (int i = 0; i < 1'000'000 && !settled; ++i) turn();
-  return settled ? "" : "fabric target: set-up did not settle";
+  if (std::string e = start_async(subsystems); !e.empty()) return e;
+  for (int i = 0; i < 1'000'000 && !settled_; ++i) turn();
+  return settled_ ? "" : "fabric target: set-up did not settle";
+}
+
+void FabricTarget::begin_stop() {
+  if (!tgt_ || stopping_) return;
+  stopping_ = true;
+  event::CurrentThreadScope scope(thread_);
+  tgt_->stop([this] { stopped_ = true; });
 }
 
 void FabricTarget::stop(const std::function<void()>& turn) {
-  if (!tgt_) return;
-  bool done = false;
-  {
-    event::CurrentThreadScope scope(thread_);
-    tgt_->stop([&done] { done = true; });
-  }
-  for (int i = 0; i < 1'000'000 && !done; ++i) turn();
-  event::CurrentThreadScope scope(thread_);
-  tgt_.reset();  // the transport's listener and connections close with it
+  begin_stop();
+  for (int i = 0; i < 1'000'000 && tgt_; ++i) turn();
 }
 
 void FabricTarget::shutdown(const std::function<void()>& turn) {
   stop(turn);
   if (!fw_) return;
+  if (mgr_) {  // drives attached with bdev_nvme let go first
+    {
+      event::CurrentThreadScope scope(thread_);
+      for (const std::string& n : bdev::nvme_controller_names(*mgr_))
+        bdev::nvme_detach_controller(*mgr_, n);
+    }
+    for (int i = 0; i < 1'000'000 && !bdev::nvme_controller_names(*mgr_).empty(); ++i) turn();
+  }
   mgr_.reset();
   fw_->stop(0);
   for (int i = 0; i < 1'000'000 && !fw_->finished(); ++i) fw_->step();
 }
 
 FabricTarget::~FabricTarget() {
-  if (fw_ && !fw_->finished()) shutdown([this] { fw_->step(); });
+  if (fw_ && !fw_->finished()) shutdown([this] { step(); });
   fw_.reset();
 }
 

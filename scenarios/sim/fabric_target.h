@@ -16,6 +16,7 @@
 
 #include "driver/bdev/bdev.h"
 #include "driver/env/clock.h"
+#include "driver/env/memory_registry.h"
 #include "driver/event/framework.h"
 #include "fabric/net/socket.h"
 #include "fabric/target/target.h"
@@ -31,6 +32,7 @@ struct FabricSubsystem {
 struct FabricTargetOptions {
   std::string address = "10.0.0.1";
   std::string port = "4420";
+  env::MemoryRegistry* registry = nullptr;  // the transport's buffers (nullptr: the global one)
   fabric::tcp::TcpTargetOptions tcp = [] {
     fabric::tcp::TcpTargetOptions o;
     o.num_shared_buffers = 128;
@@ -53,14 +55,20 @@ class FabricTarget {
   fabric::target::Target& target() { return *tgt_; }
   const FabricTargetOptions& options() const { return o_; }
 
-  // One iteration of the target's reactor (the lockstep's world step).
-  bool step() { return fw_->step(); }
-  // Builds the target: transport, subsystems (any host), namespaces, the listener. `turn`
-  // advances the world until the changes have reached every poll group. "" or the error.
+  // One iteration of the target's reactor (the lockstep's world step); a stop that finished
+  // lets go of the target's core here, outside any poller.
+  bool step();
+  // Builds the target: transport, subsystems (any host), namespaces, the listener; the
+  // changes reach the poll groups as the world steps. "" or the error.
+  std::string start_async(const std::vector<FabricSubsystem>& subsystems);
+  // The same, and `turn` advances the world until every poll group has the changes.
   std::string start(const std::vector<FabricSubsystem>& subsystems,
                     const std::function<void()>& turn);
   // Ends every association and the listener, as a target process that exits (its bdevs
-  // stay: the drives outlive the process). start() again is a restart.
+  // stay: the drives outlive the process); done at a later step. start() again: a restart.
+  void begin_stop();
+  bool stopping() const { return stopping_; }
+  // begin_stop() and `turn` until it is done.
   void stop(const std::function<void()>& turn);
   // Stops and lets go of the bdevs (before the devices behind them go).
   void shutdown(const std::function<void()>& turn);
@@ -74,6 +82,7 @@ class FabricTarget {
   event::Thread* thread_ = nullptr;
   std::unique_ptr<bdev::Manager> mgr_;
   std::unique_ptr<fabric::target::Target> tgt_;
+  bool stopping_ = false, stopped_ = false, settled_ = false;
 };
 
 }  // namespace pollux::sim

@@ -52,7 +52,7 @@ INSTANTIATE_TEST_SUITE_P(Scenarios, Suite, ::testing::ValuesIn(scenario_files())
 TEST(SuiteFiles, AtLeastFifteenScenariosAndEveryFaultClass) {
   const auto files = scenario_files();
   EXPECT_GE(files.size(), 15u);
-  std::vector<bool> seen(10, false);
+  std::vector<bool> seen(kFaultKinds, false);
   std::vector<std::string> actions;
   for (const auto& f : files) {
     auto s = load_scenario(f);

@@ -1,0 +1,239 @@
+// The fabric target: the scenario's emulated drives behind an in-process Pollux NVMe-oF/TCP
+// target (scenarios/sim's FabricTarget, on a step-mode framework of its own: another machine
+// in the lockstep world), and the host's driver connected to it over a SimNetwork — so a
+// fabric fault replays from its seed like a device fault. One subsystem per drive
+// (nqn.2026-11.io.pollux:<name>, namespace 1 = the drive's namespace 1 through the target's
+// bdev_nvme); the host's controller for the drive has the drive's name, so its bdev is
+// <name>n1 as on the emulated target.
+#include "scenarios/sim/fabric_target.h"
+
+#include <algorithm>
+
+#include "driver/bdev/modules/nvme.h"
+#include "driver/nvme/transport_id.h"
+#include "fabric/net/sim_network.h"
+#include "fabric/tcp/host.h"
+#include "scenarios/runner/emulated_target.h"
+
+namespace pollux::scenarios {
+namespace {
+
+constexpr char kAddress[] = "10.0.0.1";
+constexpr char kPort[] = "4420";
+constexpr char kHostNqn[] = "nqn.2026-11.io.pollux:scenario-host";
+
+std::string nqn_of(const std::string& device) {
+  return "nqn.2026-11.io.pollux:" + device;
+}
+
+fabric::net::LinkConfig link_of(const FabricLinkSpec& l) {
+  fabric::net::LinkConfig c;
+  c.latency_ns = l.latency_ns;
+  c.bandwidth_bps = l.bandwidth_bps;
+  c.mtu = l.mtu;
+  c.loss = l.loss;
+  c.rto_ns = l.rto_ns;
+  c.jitter_ns = l.jitter_ns;
+  c.user_timeout_ns = l.user_timeout_ns;
+  return c;
+}
+
+class FabricScenarioTarget final : public EmulatedTarget {
+ public:
+  FabricScenarioTarget(const Scenario& sc, std::vector<emu::timing::Profile> profiles,
+                       std::unique_ptr<sim::Rig> rig, uint64_t seed, TuneController tune)
+      : EmulatedTarget(sc, std::move(profiles), std::move(rig)),
+        spec_(*sc.fabric),
+        tune_(std::move(tune)),
+        net_(rig_->clock(), seed ^ 0xfab41c5eedull) {
+    net_.set_default_link(link_of(spec_.link));
+    for (const DeviceSpec& d : sc.devices) subsystems_.push_back({nqn_of(d.name), {d.name + "n1"}});
+  }
+  ~FabricScenarioTarget() override {
+    // The host's controllers are gone (the engine detached them); the target, then its drives.
+    if (target_) target_->shutdown([this] { rig_->lockstep().wait_turn(); });
+    target_.reset();
+  }
+
+  // The target's side: its framework, the drives attached to its bdev_nvme, the listener.
+  std::string start() {
+    std::string err;
+    sim::FabricTargetOptions fo;
+    fo.registry = &rig_->registry();  // the drives reach only the rig's memory
+    target_ = sim::FabricTarget::create(rig_->clock(), net_, fo, &err);
+    if (!target_) return err;
+    sim::Lockstep& ls = rig_->lockstep();
+    ls.add_world([this] { return world_step(); });
+    ls.add_event_source([this] { return next_event_ns(); });
+    net_.set_wait_hook([&ls] { ls.wait_turn(); });
+    for (uint32_t d = 0; d < rig_->devices(); ++d) {
+      auto ctrl = rig_->connect(d, &err);
+      if (!ctrl) return "target: drive " + specs_[d].name + ": " + err;
+      event::CurrentThreadScope scope(&target_->thread());
+      bdev::NvmeBdevOptions o;
+      o.name = specs_[d].name;
+      o.registry = &rig_->registry();
+      o.admin_poll_period_us = 200;
+      auto names = bdev::nvme_attach_controller(target_->bdevs(), std::move(ctrl), o);
+      if (!names) return "target: attach " + o.name + ": " + names.error().message;
+    }
+    return target_->start(subsystems_, [&ls] { ls.wait_turn(); });
+  }
+
+  Result<std::unique_ptr<nvme::Controller>> connect(uint32_t d) override {
+    auto trid = nvme::parse_transport_id(std::string("trtype:tcp adrfam:ipv4 traddr:") + kAddress +
+                                         " trsvcid:" + kPort + " subnqn:" + nqn_of(specs_[d].name));
+    if (!trid) return trid.error();
+    fabric::tcp::TcpOptions to;
+    to.network = &net_;
+    to.header_digest = to.data_digest = spec_.digests;
+    to.connect_timeout_ms =
+        static_cast<uint32_t>(std::max<uint64_t>(1, spec_.connect_timeout_ns / 1'000'000));
+    auto transport = fabric::tcp::TcpTransport::create(trid.value(), to);
+    if (!transport) return transport.error();
+    nvme::ControllerOptions co;
+    co.registry = &rig_->registry();
+    co.clock = &rig_->clock();
+    co.io_queues_requested = spec_.io_queues;
+    sim::Lockstep* ls = &rig_->lockstep();
+    co.wait_hook = [ls] { ls->wait_turn(); };
+    co.hostnqn = kHostNqn;
+    co.keep_alive_timeout_ms = spec_.keep_alive_timeout_ms;
+    co.admin_timeout_us = std::max<uint64_t>(spec_.connect_timeout_ns / 1000, 1000);
+    if (tune_) tune_(co);
+    auto c = nvme::Controller::attach(std::move(transport).value(), co);
+    if (!c) return make_error(ENODEV, c.error().message);
+    return c;
+  }
+  // The remote controller is there whenever the target is (the hot-plug poller attaches it
+  // again after a controller loss; a refused connect just fails that attempt).
+  bool present(uint32_t) override { return true; }
+  std::string set_realtime(bool on) override {
+    return on ? "a fabric topology runs in virtual time only (no realtime SimNetwork yet)" : "";
+  }
+  std::string hot_remove(uint32_t) override {
+    return "hot_remove behind a fabric target: not supported";
+  }
+  std::string hot_insert(uint32_t) override {
+    return "hot_insert behind a fabric target: not supported";
+  }
+
+  InjectResult inject(uint32_t d, const FaultSpec& s, uint64_t range_blocks,
+                      uint64_t seed) override {
+    if (!is_fabric_fault(s.kind)) return EmulatedTarget::inject(d, s, range_blocks, seed);
+    InjectResult r;
+    const uint64_t now = rig_->clock().now();
+    switch (s.kind) {
+      case FaultKind::kConnectionDrop:
+        r.detail = std::to_string(net_.drop("")) + " connections reset";
+        break;
+      case FaultKind::kPartition:
+        net_.partition("", s.duration_ns);
+        r.detail = "no traffic for " + format_ns(s.duration_ns) +
+                   (s.duration_ns >= spec_.link.user_timeout_ns ? " (connections time out)" : "");
+        break;
+      case FaultKind::kLatency:
+        net_.add_latency("", s.delay_ns, s.duration_ns);
+        r.detail = "+" + format_ns(s.delay_ns) + " one way for " + format_ns(s.duration_ns);
+        break;
+      case FaultKind::kCorruption:
+        net_.corrupt("", s.rate, s.duration_ns);
+        r.detail = "segments corrupted with probability " + std::to_string(s.rate) + " for " +
+                   format_ns(s.duration_ns) + (spec_.digests ? " (digests on)" : " (no digests)");
+        break;
+      case FaultKind::kKeepaliveExpiry:
+        frozen_until_ = std::max(frozen_until_, now + s.duration_ns);
+        r.detail = "the target answers nothing for " + format_ns(s.duration_ns);
+        break;
+      case FaultKind::kTargetRestart:
+        // Acted on at the next world step: never from inside the target's own step.
+        restart_requested_ = true;
+        back_at_ = now + s.duration_ns;
+        r.detail = "target down for " + format_ns(s.duration_ns);
+        break;
+      default:
+        break;
+    }
+    return r;
+  }
+
+  std::string describe(uint32_t d) override {
+    std::string s = EmulatedTarget::describe(d);
+    s += target_ && target_->running() ? " target:up" : " target:down";
+    if (rig_->clock().now() < frozen_until_) s += "(frozen)";
+    return s;
+  }
+  void outcome(uint32_t d, DeviceOutcome* out) override { EmulatedTarget::outcome(d, out); }
+  void collect_metrics(metrics::Builder& b, uint64_t now_ns) const override {
+    EmulatedTarget::collect_metrics(b, now_ns);
+    const fabric::net::SimNetworkStats& st = net_.stats();
+    b.counter("pollux_simnet_segments_total", "Segments the simulated network carried", {},
+              static_cast<double>(st.segments));
+    b.counter("pollux_simnet_corrupted_segments_total", "Segments delivered corrupted", {},
+              static_cast<double>(st.corrupted));
+    b.counter("pollux_simnet_connection_resets_total", "Connections reset (drops, timeouts)", {},
+              static_cast<double>(st.resets));
+  }
+  // The drives' trace and the network's delivery trace together.
+  uint64_t trace_hash() const override {
+    return EmulatedTarget::trace_hash() ^ (net_.trace_hash() * 0x9e3779b97f4a7c15ull);
+  }
+  uint64_t trace_records() const override {
+    return EmulatedTarget::trace_records() + net_.trace_records();
+  }
+
+ private:
+  // The target machine's turn: restarts and freezes are decided here, outside its reactor.
+  bool world_step() {
+    const uint64_t now = rig_->clock().now();
+    if (restart_requested_) {
+      restart_requested_ = false;
+      target_->begin_stop();
+    }
+    if (back_at_ != 0 && now >= back_at_ && !target_->running()) {
+      back_at_ = 0;
+      if (std::string e = target_->start_async(subsystems_); !e.empty()) {
+        errors_.push_back("target restart: " + e);
+      }
+    }
+    if (now < frozen_until_) return false;
+    return target_->step();
+  }
+  uint64_t next_event_ns() {
+    uint64_t next = net_.next_event_ns();
+    const uint64_t now = rig_->clock().now();
+    for (uint64_t t : {frozen_until_, back_at_})
+      if (t > now) next = std::min(next, t);
+    return next;
+  }
+  std::vector<std::string> errors() const override { return errors_; }
+
+  FabricSpec spec_;
+  TuneController tune_;
+  fabric::net::SimNetwork net_;
+  std::unique_ptr<sim::FabricTarget> target_;
+  std::vector<sim::FabricSubsystem> subsystems_;
+  uint64_t frozen_until_ = 0;
+  bool restart_requested_ = false;
+  uint64_t back_at_ = 0;  // a restarted target is back then (0: no restart pending)
+  std::vector<std::string> errors_;
+};
+
+}  // namespace
+
+std::unique_ptr<Target> make_fabric_target(const Scenario& sc, uint64_t seed, TuneController tune,
+                                           std::string* error) {
+  std::vector<emu::timing::Profile> profiles;
+  // The drives' controllers belong to the target: the driver's defaults, not the host's tuning.
+  auto rig = make_rig(sc, seed, nullptr, &profiles, error);
+  if (!rig) return nullptr;
+  auto t = std::make_unique<FabricScenarioTarget>(sc, std::move(profiles), std::move(rig), seed,
+                                                  std::move(tune));
+  if (std::string e = t->start(); !e.empty()) {
+    *error = "fabric target: " + e;
+    return nullptr;
+  }
+  return t;
+}
+
+}  // namespace pollux::scenarios

@@ -92,6 +92,78 @@ FaultSpec draw_fault(Rng& r, const std::string& device, uint64_t at) {
   return f;
 }
 
+// The fabric: link, digests, keep-alive and recovery knobs drawn from the seed.
+FabricSpec draw_fabric(Rng& r) {
+  FabricSpec f;
+  f.link.latency_ns = uniform(r, 5, 50) * 1000;
+  f.link.jitter_ns = uniform(r, 0, 1) ? uniform(r, 1, 5) * 1000 : 0;
+  f.link.loss = uniform(r, 0, 2) == 0 ? 0.001 : 0;
+  f.link.rto_ns = 200'000;
+  f.link.user_timeout_ns = uniform(r, 3, 20) * 1'000'000;
+  f.digests = uniform(r, 0, 1);
+  f.io_queues = static_cast<uint32_t>(uniform(r, 1, 2));
+  f.keep_alive_timeout_ms = static_cast<uint32_t>(uniform(r, 3, 20));
+  f.connect_timeout_ns = uniform(r, 2, 5) * 1'000'000;
+  f.reconnect_delay_ns = uniform(r, 5, 20) * 100'000;
+  f.ctrlr_loss_timeout_ns = 1'000'000'000;
+  return f;
+}
+
+// A fault for a fabric topology: a fabric fault, or a device fault that applies behind the
+// target (no hot-plug). Corruption only with digests on: without them it is meant to reach
+// the data (fabric-corruption-no-digests), which chaos's expectations refuse.
+FaultSpec draw_fabric_fault(Rng& r, const FabricSpec& fab, const std::string& device, uint64_t at) {
+  FaultSpec f;
+  f.trigger = TriggerKind::kAt;
+  f.at_ns = at;
+  switch (uniform(r, 0, 7)) {
+    case 0:
+      f.kind = FaultKind::kConnectionDrop;
+      f.label = "connection drop";
+      break;
+    case 1:
+      f.kind = FaultKind::kPartition;
+      f.duration_ns = uniform(r, 2, 60) * 100'000;
+      f.label = "partition";
+      break;
+    case 2:
+      f.kind = FaultKind::kLatency;
+      f.delay_ns = uniform(r, 50, 500) * 1000;
+      f.duration_ns = uniform(r, 5, 30) * 100'000;
+      f.label = "added latency";
+      break;
+    case 3:
+      if (!fab.digests) {
+        f.kind = FaultKind::kConnectionDrop;
+        f.label = "connection drop";
+        break;
+      }
+      f.kind = FaultKind::kCorruption;
+      f.rate = static_cast<double>(uniform(r, 1, 30)) / 1000;
+      f.duration_ns = uniform(r, 5, 30) * 100'000;
+      f.label = "corruption";
+      break;
+    case 4:
+      f.kind = FaultKind::kKeepaliveExpiry;
+      f.duration_ns = uniform(r, 2, 60) * 100'000;
+      f.label = "target hung";
+      break;
+    case 5:
+      f.kind = FaultKind::kTargetRestart;
+      f.duration_ns = uniform(r, 5, 40) * 100'000;
+      f.label = "target restart";
+      break;
+    default: {
+      // A device fault behind the target (hot-plug is not supported there).
+      do {
+        f = draw_fault(r, device, at);
+      } while (f.kind == FaultKind::kHotRemove || f.kind == FaultKind::kHotInsert);
+      break;
+    }
+  }
+  return f;
+}
+
 }  // namespace
 
 Scenario make_chaos_scenario(const ChaosOptions& o) {
@@ -122,9 +194,17 @@ Scenario make_chaos_scenario(const ChaosOptions& o) {
     s.workloads.push_back(w);
   }
   const uint32_t n = static_cast<uint32_t>(uniform(r, 1, std::max<uint32_t>(o.max_faults, 1)));
+  // Drawn from a stream of its own: a device-only seed gives the scenario it always gave.
+  Rng fr(o.seed ^ 0xfab41c0ull);
+  if (o.fabric) {
+    s.fabric = draw_fabric(fr);
+    s.name = "chaos-fabric-" + std::to_string(o.seed);
+  }
   for (uint32_t i = 0; i < n; ++i) {
     const uint64_t at = uniform(r, o.duration_ns / 10, o.duration_ns * 3 / 4);
-    s.faults.push_back(draw_fault(r, "nvme" + std::to_string(uniform(r, 0, devices - 1)), at));
+    const std::string device = "nvme" + std::to_string(uniform(r, 0, devices - 1));
+    s.faults.push_back(o.fabric ? draw_fabric_fault(fr, *s.fabric, device, at)
+                                : draw_fault(r, device, at));
   }
   std::sort(s.faults.begin(), s.faults.end(),
             [](const FaultSpec& a, const FaultSpec& b) { return a.at_ns < b.at_ns; });

@@ -13,6 +13,9 @@ struct ChaosOptions {
   uint64_t seed = 1;
   uint64_t duration_ns = 20'000'000;
   uint32_t max_faults = 6;
+  // A fabric topology (the drives behind an NVMe-oF/TCP target over a simulated network):
+  // fabric faults are drawn too, with the device faults that apply behind a target.
+  bool fabric = false;
 };
 
 Scenario make_chaos_scenario(const ChaosOptions& o);

@@ -8,6 +8,7 @@
 #include "scenarios/sim/fabric_target.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "driver/bdev/modules/nvme.h"
 #include "driver/nvme/transport_id.h"
@@ -44,6 +45,7 @@ class FabricScenarioTarget final : public EmulatedTarget {
                        std::unique_ptr<sim::Rig> rig, uint64_t seed, TuneController tune)
       : EmulatedTarget(sc, std::move(profiles), std::move(rig)),
         spec_(*sc.fabric),
+        host_(sc.host),
         tune_(std::move(tune)),
         net_(rig_->clock(), seed ^ 0xfab41c5eedull) {
     net_.set_default_link(link_of(spec_.link));
@@ -51,7 +53,9 @@ class FabricScenarioTarget final : public EmulatedTarget {
   }
   ~FabricScenarioTarget() override {
     // The host's controllers are gone (the engine detached them); the target, then its drives.
-    if (target_) target_->shutdown([this] { rig_->lockstep().wait_turn(); });
+    if (target_ && !target_->shutdown([this] { rig_->lockstep().wait_turn(); })) {
+      std::fprintf(stderr, "fabric target: could not stop (I/O held by a drive); left in memory\n");
+    }
     target_.reset();
   }
 
@@ -73,7 +77,10 @@ class FabricScenarioTarget final : public EmulatedTarget {
       bdev::NvmeBdevOptions o;
       o.name = specs_[d].name;
       o.registry = &rig_->registry();
-      o.admin_poll_period_us = 200;
+      // The target's NVMe driver is the drives' host: the scenario's host section applies.
+      o.admin_poll_period_us = host_.admin_poll_us;
+      o.retry_count = host_.retry_count;
+      o.qpair.timeout_us = host_.io_timeout_us;
       auto names = bdev::nvme_attach_controller(target_->bdevs(), std::move(ctrl), o);
       if (!names) return "target: attach " + o.name + ": " + names.error().message;
     }
@@ -209,6 +216,7 @@ class FabricScenarioTarget final : public EmulatedTarget {
   std::vector<std::string> errors() const override { return errors_; }
 
   FabricSpec spec_;
+  HostSpec host_;
   TuneController tune_;
   fabric::net::SimNetwork net_;
   std::unique_ptr<sim::FabricTarget> target_;
@@ -224,8 +232,9 @@ class FabricScenarioTarget final : public EmulatedTarget {
 std::unique_ptr<Target> make_fabric_target(const Scenario& sc, uint64_t seed, TuneController tune,
                                            std::string* error) {
   std::vector<emu::timing::Profile> profiles;
-  // The drives' controllers belong to the target: the driver's defaults, not the host's tuning.
-  auto rig = make_rig(sc, seed, nullptr, &profiles, error);
+  // The drives' controllers belong to the target's NVMe driver, tuned as the host's (timeout
+  // action, reset failures): it is the drives' host.
+  auto rig = make_rig(sc, seed, tune, &profiles, error);
   if (!rig) return nullptr;
   auto t = std::make_unique<FabricScenarioTarget>(sc, std::move(profiles), std::move(rig), seed,
                                                   std::move(tune));

@@ -2,7 +2,7 @@
 // or against QEMU's NVMe controller through vfio-pci in a HIL guest (scenarios/qemu).
 //
 //   pollux-scenario run FILE [--seed N] [--time virtual] [--report DIR]
-//   pollux-scenario chaos --seed N [--duration 20ms] [--faults 6] [--report DIR]
+//   pollux-scenario chaos --seed N [--duration 20ms] [--faults 6] [--fabric] [--report DIR]
 //   pollux-scenario check FILE...        (parse and validate only)
 //
 // Exit status: 0 every expectation met, 1 an expectation failed (the replay command is
@@ -78,6 +78,10 @@ int main(int argc, char** argv) {
   chaos->add_option("--faults", max_faults, "at most this many faults")->check(CLI::Range(1, 64));
   chaos->add_option("--report", report, "directory for report.json and report.html ('' for none)");
   chaos->add_flag("--quiet", quiet, "no progress line");
+  bool fabric = false;
+  chaos->add_flag("--fabric", fabric,
+                  "the drives behind an NVMe-oF/TCP target over a simulated network, and fabric "
+                  "faults drawn too");
   metrics_opts(chaos);
 
   std::vector<std::string> files;
@@ -146,11 +150,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--duration: '%s' (expected at least 1ms, e.g. 20ms)\n", duration.c_str());
     return 2;
   }
-  ps::ChaosOptions co{chaos_seed, d.value(), max_faults};
+  ps::ChaosOptions co{chaos_seed, d.value(), max_faults, fabric};
   const ps::Scenario s = ps::make_chaos_scenario(co);
   o.seed = chaos_seed;
   o.replay = self + " chaos --seed " + std::to_string(chaos_seed) + " --duration " + duration +
-             " --faults " + std::to_string(max_faults);
+             " --faults " + std::to_string(max_faults) + (fabric ? " --fabric" : "");
   std::printf("chaos seed %lu: %zu devices, %zu faults, I/O timeout %lu us (%s)\n",
               static_cast<unsigned long>(chaos_seed), s.devices.size(), s.faults.size(),
               static_cast<unsigned long>(s.host.io_timeout_us), s.host.timeout_action.c_str());

@@ -29,6 +29,7 @@ void Recorder::completion(uint32_t device, uint64_t submit_ns, uint64_t done_ns,
   if (!ok) {
     ++errors_;
     ++k.errors;
+    max_error_latency_ns_ = std::max(max_error_latency_ns_, latency);
     // A fault explains an error when the I/O was in flight during its window: stuck behind a
     // lost completion, an I/O submitted inside the window may fail well after it closed.
     if (!overlaps_window(device, submit_ns, done_ns)) {

@@ -43,6 +43,8 @@ class Recorder {
   uint64_t errors_outside_windows() const { return errors_outside_; }
   // First error outside every window (for the report), or 0.
   uint64_t first_error_outside_ns() const { return first_error_outside_ns_; }
+  // The longest an I/O took to fail (submission to its failed completion).
+  uint64_t max_error_latency_ns() const { return max_error_latency_ns_; }
   const env::LatencyHistogram& latency() const { return all_; }
   const env::LatencyHistogram& latency_outside_faults() const { return outside_; }
 
@@ -52,6 +54,7 @@ class Recorder {
   std::vector<Window> windows_;
   env::LatencyHistogram all_, outside_;
   uint64_t ios_ = 0, errors_ = 0, errors_outside_ = 0, first_error_outside_ns_ = 0;
+  uint64_t max_error_latency_ns_ = 0;
 };
 
 }  // namespace pollux::scenarios

@@ -763,6 +763,15 @@ void Engine::judge(RunResult& r) {
     r.failures.push_back(std::to_string(r.errors) + " I/O errors (at most " +
                          std::to_string(e.max_errors) + " expected)");
   }
+  if (r.errors < e.min_errors) {
+    r.failures.push_back(std::to_string(r.errors) + " I/O errors (at least " +
+                         std::to_string(e.min_errors) + " expected)");
+  }
+  if (e.errors_within_ns != 0 && r.errors > 0 &&
+      rec_->max_error_latency_ns() > e.errors_within_ns) {
+    r.failures.push_back("an I/O took " + format_ns(rec_->max_error_latency_ns()) +
+                         " to fail (at most " + format_ns(e.errors_within_ns) + " expected)");
+  }
   if (ok_ios < e.min_ios) {
     r.failures.push_back(std::to_string(ok_ios) + " successful I/Os (at least " +
                          std::to_string(e.min_ios) + " expected)");

@@ -436,6 +436,8 @@ Status parse_expect(const YAML::Node& n, Expectations* e) {
   POLLUX_TRY(duration_ns(s, "recovery_within", &e->recovery_within_ns));
   POLLUX_TRY(s.uint("min_ios", 0, 1ull << 50, &e->min_ios));
   POLLUX_TRY(s.uint("max_errors", 0, 1ull << 50, &e->max_errors));
+  POLLUX_TRY(s.uint("min_errors", 0, 1ull << 50, &e->min_errors));
+  POLLUX_TRY(duration_ns(s, "errors_within", &e->errors_within_ns));
   if (YAML::Node d = s.take("detects")) {
     if (!d.IsSequence() || d.size() == 0) {
       return err("expect.detects: expected a list of violation kinds (stale, "

@@ -154,6 +154,10 @@ struct Expectations {
   std::vector<oracle::ViolationKind> detects;
   uint64_t min_ios = 1;              // successful I/Os, at least
   uint64_t max_errors = ~0ull;       // failed I/Os seen by the workloads, at most
+  uint64_t min_errors = 0;           // failed I/Os, at least (a fault meant to fail I/O)
+  // Every failed I/O failed within this of its submission (fast_io_fail_timeout at work);
+  // 0: not checked.
+  uint64_t errors_within_ns = 0;
 };
 
 struct Scenario {

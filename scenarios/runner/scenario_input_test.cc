@@ -143,6 +143,82 @@ TEST(ScenarioInput, AHotInsertOfAPresentDriveFailsTheRun) {
   EXPECT_TRUE(named) << testing::PrintToString(r.failures);
 }
 
+// A fabric topology: the devices behind an NVMe-oF/TCP target.
+std::string fabric(const std::string& section,
+                   const std::string& faults = "[{at: 1ms, action: connection_drop}]",
+                   const std::string& device = "{name: nvme0, profile: p4800x}") {
+  return "name: t\nseed: 3\ntopology:\n  fabric: " + section + "\n  devices: [" + device +
+         "]\nworkloads:\n  - " + kWorkload + "\nfaults: " + faults + "\n";
+}
+
+TEST(ScenarioInput, AFabricTopologyParsesWithItsKnobs) {
+  auto s = parse_scenario(fabric(
+      "{transport: tcp, link: {latency: 20us, bandwidth: 10Gbps, mtu: 9000, loss: 0.001, "
+      "rto: 300us, jitter: 2us, user_timeout: 15ms}, digests: true, io_queues: 2, "
+      "keep_alive_timeout: 5ms, connect_timeout: 3ms, reconnect_delay: 1ms, "
+      "ctrlr_loss_timeout: 100ms, fast_io_fail_timeout: 4ms}",
+      "[{at: 1ms, action: partition, duration: 2ms}, {at: 1ms, action: latency, latency: 50us, "
+      "duration: 1ms}, {at: 1ms, action: corruption, rate: 0.01, duration: 1ms}, "
+      "{at: 1ms, action: keepalive_expiry, duration: 9ms}, {at: 1ms, action: target_restart, "
+      "duration: 2ms}, {at: 1ms, action: fatal}]"));
+  ASSERT_TRUE(s.ok()) << s.error();
+  const FabricSpec& f = *s.value().fabric;
+  EXPECT_EQ(f.link.latency_ns, 20'000u);
+  EXPECT_EQ(f.link.bandwidth_bps, 10'000'000'000u);
+  EXPECT_EQ(f.link.mtu, 9000u);
+  EXPECT_DOUBLE_EQ(f.link.loss, 0.001);
+  EXPECT_EQ(f.link.user_timeout_ns, 15'000'000u);
+  EXPECT_TRUE(f.digests);
+  EXPECT_EQ(f.io_queues, 2u);
+  EXPECT_EQ(f.keep_alive_timeout_ms, 5u);
+  EXPECT_EQ(f.reconnect_delay_ns, 1'000'000u);
+  EXPECT_EQ(f.ctrlr_loss_timeout_ns, 100'000'000u);
+  EXPECT_EQ(f.fast_io_fail_timeout_ns, 4'000'000u);
+  const auto& faults = s.value().faults;
+  EXPECT_EQ(faults[0].kind, FaultKind::kPartition);
+  EXPECT_EQ(faults[0].duration_ns, 2'000'000u);
+  EXPECT_EQ(faults[1].delay_ns, 50'000u);
+  EXPECT_DOUBLE_EQ(faults[2].rate, 0.01);
+  EXPECT_EQ(faults[4].kind, FaultKind::kTargetRestart);
+  EXPECT_EQ(faults[5].kind, FaultKind::kFatal);  // device faults apply behind the target
+}
+
+TEST(ScenarioInput, BadFabricInputIsRefusedWithTheFieldNamed) {
+  auto has = [](const std::string& yaml, const std::string& what) {
+    const std::string e = error_of(yaml);
+    EXPECT_NE(e.find(what), std::string::npos) << "got: " << e;
+  };
+  has(fabric("{transport: rdma}"), "topology.fabric.transport: 'rdma' (expected tcp");
+  has(fabric("{link: {latency: fast}}"), "topology.fabric.link.latency: 'fast' is not a duration");
+  has(fabric("{link: {bandwidth: 10GB}}"), "topology.fabric.link.bandwidth: '10GB'");
+  has(fabric("{link: {mtu: 100}}"), "topology.fabric.link.mtu: 100 is out of range [576, 65535]");
+  has(fabric("{link: {loss: 0.9}}"),
+      "topology.fabric.link.loss: '0.9' (expected a number in [0, 0.5])");
+  has(fabric("{link: {speed: 1}}"), "topology.fabric.link.speed: unknown key");
+  has(fabric("{digest: true}"), "topology.fabric.digest: unknown key");
+  has(fabric("{io_queues: 0}"), "topology.fabric.io_queues: 0 is out of range [1, 64]");
+  has(fabric("{keep_alive_timeout: 1500us}"), "keep_alive_timeout: whole milliseconds");
+  has(fabric("{ctrlr_loss_timeout: 10ms, reconnect_delay: 20ms}"),
+      "reconnect_delay: must be more than 0 and at most ctrlr_loss_timeout");
+  has(fabric("{ctrlr_loss_timeout: 10ms, reconnect_delay: 1ms, fast_io_fail_timeout: 20ms}"),
+      "fast_io_fail_timeout: at most ctrlr_loss_timeout");
+  has(fabric("{}", "[{at: 1ms, action: partition}]"), "faults[0].duration: required for partition");
+  has(fabric("{}", "[{at: 1ms, action: latency, duration: 1ms}]"), "faults[0].latency: required");
+  has(fabric("{}", "[{at: 1ms, action: corruption, duration: 1ms}]"), "faults[0].rate: required");
+  has(fabric("{}", "[{at: 1ms, action: corruption, rate: 2, duration: 1ms}]"),
+      "faults[0].rate: '2' (expected a number in [0, 1])");
+  has(fabric("{}", "[{at: 1ms, action: connection_drop, device: nvme0}]"),
+      "faults[0].device: a fabric fault acts on the fabric");
+  has(fabric("{}", "[{at: 1ms, action: hot_remove}]"),
+      "faults[0]: 'hot_remove' of a drive behind the fabric target is not supported yet");
+  has(fabric("{}", "[{at: 1ms, action: connection_drop}]", "{name: nvme0, type: qemu}"),
+      "the target serves emulated devices");
+  // Fabric faults need a fabric.
+  has(base("{name: nvme0}", kWorkload, "[{at: 1ms, action: partition, duration: 1ms}]"),
+      "faults[0]: 'partition' is a fabric fault: it needs topology.fabric");
+  has(fabric("{}").insert(0, "time: realtime\n"), "a fabric topology runs in virtual time");
+}
+
 TEST(ScenarioInput, ReportsOfNamesThatAreNotUtf8AreWritten) {
   RunResult r;
   r.scenario = "t\xbd";

@@ -242,8 +242,8 @@ Status hot_inserts(const Scenario& s) {
 Status validate(const Scenario& s) {
   if (s.devices.empty()) return err("topology.devices: required (a list of devices)");
   if (Status st = names(s); !st) return st;
-  if (Status st = qemu_rules(s); !st) return st;
   if (Status st = fabric_rules(s); !st) return st;
+  if (Status st = qemu_rules(s); !st) return st;
   if (Status st = capacities(s); !st) return st;
   if (Status st = timeouts(s); !st) return st;
   return hot_inserts(s);

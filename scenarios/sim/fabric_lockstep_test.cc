@@ -160,7 +160,7 @@ Outcome run_world(uint64_t seed, fabric::net::LinkConfig link, bool digests,
   ls.unwatch(qp.value().get());
   EXPECT_EQ(c.free_io_qpair(std::move(qp).value()), 0);
   ctrl.value().reset();  // the shutdown goes over the wire too
-  tgt->shutdown(turn);
+  EXPECT_TRUE(tgt->shutdown(turn));
   out.trace_hash = net.trace_hash();
   out.records = net.trace_records();
   out.end_ns = clock.now();
@@ -275,7 +275,7 @@ TEST(FabricLockstep, SteppingTheTargetInsideAHostPollerKeepsEachThreadCurrent) {
   EXPECT_EQ(event::Thread::current(), nullptr);
   host->unregister_poller(hp);
   tgt->thread().unregister_poller(tp);
-  tgt->shutdown([&] { ls.wait_turn(); });
+  EXPECT_TRUE(tgt->shutdown([&] { ls.wait_turn(); }));
   host_fw->stop(0);
   for (int i = 0; i < 1000 && !host_fw->finished(); ++i) host_fw->step();
 }

@@ -70,8 +70,9 @@ class FabricTarget {
   bool stopping() const { return stopping_; }
   // begin_stop() and `turn` until it is done.
   void stop(const std::function<void()>& turn);
-  // Stops and lets go of the bdevs (before the devices behind them go).
-  void shutdown(const std::function<void()>& turn);
+  // Stops and lets go of the bdevs (before the devices behind them go). false: the target
+  // could not stop (I/O held by a drive); it is then left in memory, not torn down.
+  bool shutdown(const std::function<void()>& turn);
 
  private:
   FabricTarget(fabric::net::Network& net, FabricTargetOptions o) : net_(net), o_(std::move(o)) {}

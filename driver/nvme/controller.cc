@@ -744,7 +744,8 @@ void Controller::keep_alive() {
   // The host's side of KATO (as Linux's host does): a Keep Alive unanswered for KATO means the
   // controller no longer answers — recover now rather than after the admin timeout.
   if (keep_alive_pending_) {
-    if (now - keep_alive_sent_ >= clock_.us_to_ticks(uint64_t{options_.keep_alive_timeout_ms} * 1000)) {
+    if (now - keep_alive_sent_ >=
+        clock_.us_to_ticks(uint64_t{options_.keep_alive_timeout_ms} * 1000)) {
       keep_alive_pending_ = false;
       ++stats_.keep_alive_expired;
       request_reset();

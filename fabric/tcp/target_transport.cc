@@ -67,8 +67,7 @@ Result<std::unique_ptr<TcpTargetTransport>> TcpTargetTransport::create(
   std::unique_ptr<TcpTargetTransport> t(
       new TcpTargetTransport(tgt, o, network != nullptr ? *network : net::posix_network(),
                              registry != nullptr ? *registry : env::MemoryRegistry::global()));
-  auto pool = env::DmaBufferPool::create(t->registry_, o.max_io_size,
-                                         o.num_shared_buffers);
+  auto pool = env::DmaBufferPool::create(t->registry_, o.max_io_size, o.num_shared_buffers);
   if (!pool) return make_error(pool.error().code, "TCP transport buffers: " + pool.error().message);
   t->pool_ = std::move(pool).value();
   for (const auto& g : tgt.groups()) t->groups_.push_back(std::make_unique<TcpTargetGroup>(*t, *g));

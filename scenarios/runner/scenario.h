@@ -58,7 +58,7 @@ struct FabricLinkSpec {
   uint64_t latency_ns = 10'000;             // one way
   uint64_t bandwidth_bps = 25'000'000'000;  // per direction
   uint32_t mtu = 1500;
-  double loss = 0;           // per segment: retransmitted after an RTO (then 2x, 4x...)
+  double loss = 0;  // per segment: retransmitted after an RTO (then 2x, 4x...)
   uint64_t rto_ns = 1'000'000;
   uint64_t jitter_ns = 0;
   uint64_t user_timeout_ns = 50'000'000;  // a partition this long ends the connections

@@ -97,8 +97,8 @@ std::unique_ptr<Target> make_emulated_target(const Scenario& sc, uint64_t seed,
                                              TuneController tune, std::string* error);
 // The fabric target (a topology with fabric: the emulated devices behind an in-process NVMe-oF
 // target, the host over a simulated network), or nullptr and *error.
-std::unique_ptr<Target> make_fabric_target(const Scenario& sc, uint64_t seed,
-                                           TuneController tune, std::string* error);
+std::unique_ptr<Target> make_fabric_target(const Scenario& sc, uint64_t seed, TuneController tune,
+                                           std::string* error);
 // The qemu target (every device of type "qemu"), or nullptr and *error.
 std::unique_ptr<Target> make_pcie_target(const Scenario& sc, TuneController tune,
                                          std::string* error);

@@ -201,6 +201,7 @@ void TcpConnection::to_core(TcpRequest& r) {
     r.rsp = sn::CompletionEntry{};
     r.rsp.cid = r.cmd.cid;
     r.rsp.sqid = qid;
+    sq_head = static_cast<uint16_t>(entries ? (sq_head + 1) % entries : sq_head + 1);
     r.rsp.sqhd = sq_flow_control ? sq_head : nf::connect::kSqhdFlowControlDisabled;
     r.rsp.status = sn::status::make(sn::sct::kGeneric, sn::sc::kTransientTransportError);
     r.length = 0;
@@ -367,10 +368,6 @@ void TcpConnection::on_readable() {
 }
 
 bool TcpConnection::parse() {
-  if (stalled_) {
-    stalled_ = false;
-    if (!on_capsule()) return false;
-  }
   while (rx_pos_ < rx_end_) {
     if (closing_) return false;
     const uint32_t avail = rx_end_ - rx_pos_;
@@ -567,15 +564,18 @@ bool TcpConnection::on_capsule() {
   }
   TcpRequest* r = take_request();
   if (r == nullptr) {
-    stalled_ = true;  // resumed once a request is free: the header stays where it is
-    return false;
+    // One request per SQ entry, and an entry is held until its command completes: the host
+    // sent more commands than its queue has (or one before its Connect completed). Waiting
+    // for a request would leave what follows unread — H2CData that would free one, or the
+    // host's close — so this ends the connection, as Linux's nvmet does.
+    fmt::print(stderr, "nvmf/tcp {}: a command beyond the queue's {} entries\n", peer_,
+               state == State::kActive ? entries : 1u);
+    return fatal(nt::fes::kPduSequenceError, 0);
   }
   hdr_have_ = 0;
   hdr_need_ = nt::kCommonHeaderLength;
   r->cmd = pdu.sqe;
   r->xfer = xfer;
-  // The Connect is the queue's first entry, taken before its size is known.
-  sq_head = static_cast<uint16_t>(entries ? (sq_head + 1) % entries : sq_head + 1);
   if (has_data) {
     r->state = TcpRequest::State::kCapsuleData;
     r->data = r->icd;

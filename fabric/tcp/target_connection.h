@@ -77,7 +77,7 @@ class TcpConnection final : public target::Qpair {
   // Sends what is queued (one sendmsg, more while it all goes). false: the socket failed.
   void flush();
   bool wants_flush() const { return item_count_ > 0; }
-  bool wants_resume() const { return stalled_ || rx_pos_ < rx_end_; }
+  bool wants_resume() const { return rx_pos_ < rx_end_; }
   // Closing and nothing left with the core: the group may delete it (after qpair_closed).
   bool finished() const { return closing_ && in_core_ == 0; }
   bool closing() const { return closing_; }
@@ -95,7 +95,7 @@ class TcpConnection final : public target::Qpair {
   enum class Conn : uint8_t { kAwaitIcReq, kRunning };
 
   // Receive.
-  bool parse();  // false: stop (stalled, or closing)
+  bool parse();  // false: stop (closing)
   bool on_common_header();
   bool on_header();
   bool on_icreq();
@@ -127,7 +127,6 @@ class TcpConnection final : public target::Qpair {
   Conn conn_ = Conn::kAwaitIcReq;
   bool closing_ = false;
   bool socket_dead_ = false;
-  bool stalled_ = false;          // a capsule waits for a free request
   bool hd_ = false, dd_ = false;  // digests in force
   uint8_t hpda_ = 0;              // the host's alignment for C2H data
   uint32_t maxr2t_ = 1;           // R2Ts outstanding per command (the host's MAXR2T + 1)

@@ -98,6 +98,32 @@ bool TcpConnection::prepare(uint16_t qid, uint32_t entries) {
   return true;
 }
 
+namespace {
+constexpr uint64_t kTermLingerMs = 2000;  // for the host to read a C2HTermReq and close
+}  // namespace
+
+bool TcpConnection::lingering() const {
+  return terminating_ && !socket_dead_ &&
+         transport_.target().framework().clock().now() < linger_until_;
+}
+
+// After the C2HTermReq: FIN once it is all sent, then read and drop until the host closes.
+void TcpConnection::drain_after_term() {
+  if (socket_dead_) return;
+  if (item_count_ == 0 && !write_shut_) {
+    ::shutdown(fd_, SHUT_WR);
+    write_shut_ = true;
+  }
+  uint8_t sink[4096];
+  for (;;) {
+    const ssize_t n = ::recv(fd_, sink, sizeof sink, MSG_DONTWAIT);
+    if (n > 0) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    socket_dead_ = true;  // the host closed (or reset): nothing more to say
+    return;
+  }
+}
+
 // ---------------------------------------------------------------------- requests ---
 
 TcpRequest* TcpConnection::take_request() {
@@ -298,7 +324,7 @@ void TcpConnection::flush() {
     m.msg_iovlen = n;
     const ssize_t sent = ::sendmsg(fd_, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (sent < 0) {
-      if ((errno == EAGAIN || errno == EINTR) && !closing_) return;
+      if ((errno == EAGAIN || errno == EINTR) && (!closing_ || lingering())) return;
       begin_close(true);  // a closing connection waits for nobody: what is left is dropped
       return;
     }
@@ -319,11 +345,13 @@ void TcpConnection::flush() {
       }
     }
   }
+  if (terminating_ && item_count_ == 0) drain_after_term();  // the C2HTermReq is out: FIN
 }
 
 // ---------------------------------------------------------------------- receive ---
 
 void TcpConnection::on_readable() {
+  if (terminating_) return drain_after_term();
   if (closing_) return;
   for (int round = 0; round < 8; ++round) {
     if (!parse()) return;
@@ -673,6 +701,9 @@ bool TcpConnection::fatal(uint16_t fes, uint32_t fei) {
   push(termreq_, t.ch.plen);
   ++stats_.term_reqs_sent;
   fmt::print(stderr, "nvmf/tcp {}: protocol error: C2HTermReq FES {:#x} FEI {}\n", peer_, fes, fei);
+  terminating_ = true;
+  const env::Clock& clock = transport_.target().framework().clock();
+  linger_until_ = clock.now() + clock.us_to_ticks(kTermLingerMs * 1000);
   begin_close(false);
   return false;
 }

@@ -131,7 +131,7 @@ class Wire {
         over_ = true;
         return;
       }
-      closed();  // EOF, or a reset after the target closed with our bytes unread
+      closed(n == 0 ? 0 : errno);  // EOF, or a reset
       return;
     }
   }
@@ -156,10 +156,11 @@ class Wire {
     over_ = true;
     return false;
   }
-  void closed() {
+  void closed(int err) {
     over_ = true;
     if (!terminated_ && !fin_sent_ && !framer_.may_close_silently())
-      ADD_FAILURE() << where_ << ": the target closed the connection without a C2HTermReq";
+      ADD_FAILURE() << where_ << ": the target closed the connection without a C2HTermReq ("
+                    << (err == 0 ? "EOF" : std::strerror(err)) << ")";
     if (!terminated_ && !fin_sent_) ++t_.closed_by_host_pdu;
   }
   void parse() {

@@ -82,6 +82,15 @@ class NvmeTcpRecoveryTest : public ::testing::Test {
   }
   void TearDown() override {
     if (o_.ch || o_.desc) close();
+    if (fw_ && !bdev::nvme_controller_names(*mgr_).empty()) {
+      // Detached, so the controller and its queues are freed (LeakSanitizer).
+      down_ = false;
+      {
+        CurrentThreadScope on(t0_);
+        bdev::nvme_detach_controller(*mgr_, "Nvme0");
+      }
+      run_until([&] { return bdev::nvme_controller_names(*mgr_).empty(); });
+    }
     if (fw_) {
       fw_->stop(0);
       run_until([&] { return fw_->finished(); });

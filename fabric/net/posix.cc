@@ -63,6 +63,7 @@ class PosixSocket final : public Socket {
     if (r == 0) return kEof;
     return errno == EAGAIN || errno == EINTR ? kAgain : -errno;
   }
+  void shutdown_write() override { ::shutdown(fd_, SHUT_WR); }
   bool connected(int* error) override {
     if (!connecting_) return true;
     pollfd pf{fd_, POLLOUT, 0};

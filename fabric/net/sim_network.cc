@@ -69,15 +69,19 @@ class SimNetwork::SimSocket final : public Socket {
   ~SimSocket() override {
     Conn& c = *c_;
     c.open[side_] = false;
-    Direction& d = c.dir[side_];
-    if (!d.fin) {
-      d.fin = true;
-      const Link& l = *c.link;
-      const uint64_t now = net_.now_ns();
-      d.fin_at =
-          std::max({now + l.cfg.latency_ns, l.partition_until + l.cfg.latency_ns, d.last_arrival});
-    }
+    shutdown_write();
     if (!c.open[0] && !c.open[1]) net_.forget(&c);
+  }
+
+  void shutdown_write() override {
+    Conn& c = *c_;
+    Direction& d = c.dir[side_];
+    if (d.fin) return;
+    d.fin = true;  // a FIN behind the data
+    const Link& l = *c.link;
+    const uint64_t now = net_.now_ns();
+    d.fin_at =
+        std::max({now + l.cfg.latency_ns, l.partition_until + l.cfg.latency_ns, d.last_arrival});
   }
 
   ssize_t send(const iovec* iov, int iovcnt) override {
@@ -88,6 +92,7 @@ class SimNetwork::SimSocket final : public Socket {
     const Direction& back = c.dir[1 - side_];
     if (back.fin && now >= back.fin_at && !c.open[1 - side_]) return -EPIPE;
     Direction& d = c.dir[side_];
+    if (d.fin) return -EPIPE;  // this side shut its writing down
     const uint64_t size = d.ring.size();
     uint64_t room = size - (d.sent - d.read);
     const uint64_t from = d.sent;

@@ -35,6 +35,8 @@ class Socket {
     const iovec v{buf, len};
     return recv(&v, 1);
   }
+  // Half-close: the peer sees EOF once what was sent has arrived; receiving goes on.
+  virtual void shutdown_write() = 0;
   // Set-up paths only: true once a connect finished (false and *error when it failed).
   virtual bool connected(int* error) = 0;
   // Set-up paths only: waits until the socket may be readable (or writable), the connection

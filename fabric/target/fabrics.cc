@@ -26,6 +26,7 @@ void finish(Request& r, uint16_t st) {
   Qpair& q = *r.qpair;
   r.rsp.cid = r.cmd.cid;
   r.rsp.sqid = q.qid;
+  q.sq_head = static_cast<uint16_t>(q.entries ? (q.sq_head + 1) % q.entries : q.sq_head + 1);
   r.rsp.sqhd = q.sq_flow_control ? q.sq_head : nf::connect::kSqhdFlowControlDisabled;
   r.rsp.status = st & 0xfffe;
   if (st != kSuccess) r.length = 0;  // a failed command moves no data to the host

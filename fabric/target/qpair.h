@@ -79,7 +79,11 @@ class Qpair {
   uint16_t qid = 0;
   uint32_t entries = 0;         // SQSIZE + 1
   bool sq_flow_control = true;  // CATTR bit 2 clear: CQEs report the SQ head
-  uint16_t sq_head = 0;         // commands taken, modulo entries
+  // Commands completed, modulo entries: an SQ entry is held until its command completes (as
+  // SPDK's target does), so a host that follows SQHD — or, without SQ flow control, counts
+  // completions — never has more commands outstanding than the queue has entries, and a
+  // transport can hold one request per entry.
+  uint16_t sq_head = 0;
   uint16_t cntlid = 0;
   uint32_t subsystem_slot = 0;
   Controller* ctrlr = nullptr;       // admin queue: its controller, on this thread

@@ -86,7 +86,6 @@ class FakeQpair final : public Qpair {
     s.req.data = len ? s.buf.data() : nullptr;
     s.req.length = len;
     s.req.xfer = xfer_of(cmd);
-    sq_head = static_cast<uint16_t>(entries ? (sq_head + 1) % entries : sq_head + 1);
     execute(s.req);
     return i;
   }

@@ -78,6 +78,7 @@ class LiveTarget {
     done.get_future().wait();
   }
   const target::ListenAddress& listen_address() const { return listen_; }
+  TcpTargetTransport& transport() const { return *transport_; }
 
  private:
   static void start(void* arg) {
@@ -102,6 +103,7 @@ class LiveTarget {
     auto tr = TcpTargetTransport::create(*t.tgt_, t.o_.tcp);
     if (!tr) return fail(tr.error().message);
     TcpTargetTransport* transport = tr->get();
+    t.transport_ = transport;
     if (auto st = t.tgt_->add_transport(std::move(tr).value()); !st)
       return fail(st.error().message);
     target::SubsystemOptions so;
@@ -122,6 +124,7 @@ class LiveTarget {
   std::unique_ptr<bdev::Manager> mgr_;
   std::unique_ptr<target::Target> tgt_;
   event::Thread* app_ = nullptr;
+  TcpTargetTransport* transport_ = nullptr;
   target::ListenAddress listen_;
   uint16_t port_ = 0;
   std::string error_;

@@ -73,9 +73,9 @@ bool recv_exact(net::Socket& s, const net::Network& net, void* p, std::size_t n,
 
 }  // namespace
 
-TcpQueue::TcpQueue(Endpoint endpoint, const nvme::QueueParams& params, TcpOptions options,
-                   uint32_t in_capsule)
-    : endpoint_(std::move(endpoint)), params_(params), options_(options), in_capsule_(in_capsule) {}
+TcpQueue::TcpQueue(std::shared_ptr<Paths> paths, const nvme::QueueParams& params,
+                   TcpOptions options, uint32_t in_capsule)
+    : paths_(std::move(paths)), params_(params), options_(options), in_capsule_(in_capsule) {}
 
 TcpQueue::~TcpQueue() {
   close_socket();
@@ -88,6 +88,17 @@ void TcpQueue::close_socket() {
 // ----------------------------------------------------------------------- connection ---
 
 std::string TcpQueue::open() {
+  std::string err = open_at(paths_->active());
+  if (params_.qid == 0) {
+    for (std::size_t others = paths_->size() - 1; !err.empty() && others > 0; --others) {
+      paths_->fail_over();
+      err = open_at(paths_->active());
+    }
+  }
+  return err;
+}
+
+std::string TcpQueue::open_at(const Endpoint& endpoint_) {
   close_socket();
   broken_.store(true, std::memory_order_release);  // until the handshake is done
   net::Network& net = options_.network != nullptr ? *options_.network : net::posix_network();

@@ -94,6 +94,32 @@ bool TcpConnection::prepare(uint16_t qid, uint32_t entries) {
   return true;
 }
 
+namespace {
+constexpr uint64_t kTermLingerMs = 2000;  // for the host to read a C2HTermReq and close
+}  // namespace
+
+bool TcpConnection::lingering() const {
+  return terminating_ && !socket_dead_ &&
+         transport_.target().framework().clock().now() < linger_until_;
+}
+
+// After the C2HTermReq: FIN once it is all sent, then read and drop until the host closes.
+void TcpConnection::drain_after_term() {
+  if (socket_dead_) return;
+  if (item_count_ == 0 && !write_shut_) {
+    sock_->shutdown_write();
+    write_shut_ = true;
+  }
+  uint8_t sink[4096];
+  for (;;) {
+    const ssize_t n = sock_->recv(sink, sizeof sink);
+    if (n > 0) continue;
+    if (n == net::kAgain) return;
+    socket_dead_ = true;  // the host closed (or reset): nothing more to say
+    return;
+  }
+}
+
 // ---------------------------------------------------------------------- requests ---
 
 TcpRequest* TcpConnection::take_request() {
@@ -197,6 +223,7 @@ void TcpConnection::to_core(TcpRequest& r) {
     r.rsp = sn::CompletionEntry{};
     r.rsp.cid = r.cmd.cid;
     r.rsp.sqid = qid;
+    sq_head = static_cast<uint16_t>(entries ? (sq_head + 1) % entries : sq_head + 1);
     r.rsp.sqhd = sq_flow_control ? sq_head : nf::connect::kSqhdFlowControlDisabled;
     r.rsp.status = sn::status::make(sn::sct::kGeneric, sn::sc::kTransientTransportError);
     r.length = 0;
@@ -290,7 +317,7 @@ void TcpConnection::flush() {
     for (uint32_t i = 0; i < n; ++i) v[i] = items_[item_head_ + i].v;
     const ssize_t sent = sock_->send(v, static_cast<int>(n));
     if (sent <= 0) {  // full (kAgain), or broken
-      if (sent == net::kAgain && !closing_) return;
+      if (sent == net::kAgain && (!closing_ || lingering())) return;
       begin_close(true);  // a closing connection waits for nobody: what is left is dropped
       return;
     }
@@ -311,11 +338,13 @@ void TcpConnection::flush() {
       }
     }
   }
+  if (terminating_ && item_count_ == 0) drain_after_term();  // the C2HTermReq is out: FIN
 }
 
 // ---------------------------------------------------------------------- receive ---
 
 void TcpConnection::on_readable() {
+  if (terminating_) return drain_after_term();
   if (closing_) return;
   for (int round = 0; round < 8; ++round) {
     if (!parse()) return;
@@ -357,10 +386,6 @@ void TcpConnection::on_readable() {
 }
 
 bool TcpConnection::parse() {
-  if (stalled_) {
-    stalled_ = false;
-    if (!on_capsule()) return false;
-  }
   while (rx_pos_ < rx_end_) {
     if (closing_) return false;
     const uint32_t avail = rx_end_ - rx_pos_;
@@ -557,15 +582,18 @@ bool TcpConnection::on_capsule() {
   }
   TcpRequest* r = take_request();
   if (r == nullptr) {
-    stalled_ = true;  // resumed once a request is free: the header stays where it is
-    return false;
+    // One request per SQ entry, and an entry is held until its command completes: the host
+    // sent more commands than its queue has (or one before its Connect completed). Waiting
+    // for a request would leave what follows unread — H2CData that would free one, or the
+    // host's close — so this ends the connection, as Linux's nvmet does.
+    fmt::print(stderr, "nvmf/tcp {}: a command beyond the queue's {} entries\n", peer_,
+               state == State::kActive ? entries : 1u);
+    return fatal(nt::fes::kPduSequenceError, 0);
   }
   hdr_have_ = 0;
   hdr_need_ = nt::kCommonHeaderLength;
   r->cmd = pdu.sqe;
   r->xfer = xfer;
-  // The Connect is the queue's first entry, taken before its size is known.
-  sq_head = static_cast<uint16_t>(entries ? (sq_head + 1) % entries : sq_head + 1);
   if (has_data) {
     r->state = TcpRequest::State::kCapsuleData;
     r->data = r->icd;
@@ -663,6 +691,9 @@ bool TcpConnection::fatal(uint16_t fes, uint32_t fei) {
   push(termreq_, t.ch.plen);
   ++stats_.term_reqs_sent;
   fmt::print(stderr, "nvmf/tcp {}: protocol error: C2HTermReq FES {:#x} FEI {}\n", peer_, fes, fei);
+  terminating_ = true;
+  const env::Clock& clock = transport_.target().framework().clock();
+  linger_until_ = clock.now() + clock.us_to_ticks(kTermLingerMs * 1000);
   begin_close(false);
   return false;
 }

@@ -78,9 +78,11 @@ class TcpConnection final : public target::Qpair {
   // Sends what is queued (one sendmsg, more while it all goes). false: the socket failed.
   void flush();
   bool wants_flush() const { return item_count_ > 0; }
-  bool wants_resume() const { return stalled_ || rx_pos_ < rx_end_; }
+  bool wants_resume() const { return rx_pos_ < rx_end_; }
   // Closing and nothing left with the core: the group may delete it (after qpair_closed).
-  bool finished() const { return closing_ && in_core_ == 0; }
+  // Closing and nothing left with the core: the group may delete it (after qpair_closed).
+  // After a C2HTermReq, once the host has read it: its close, or the linger time.
+  bool finished() const { return closing_ && in_core_ == 0 && !lingering(); }
   bool closing() const { return closing_; }
   void finalize();
   // A pool buffer for a request that waited for one.
@@ -96,7 +98,7 @@ class TcpConnection final : public target::Qpair {
   enum class Conn : uint8_t { kAwaitIcReq, kRunning };
 
   // Receive.
-  bool parse();  // false: stop (stalled, or closing)
+  bool parse();  // false: stop (closing)
   bool on_common_header();
   bool on_header();
   bool on_icreq();
@@ -128,7 +130,15 @@ class TcpConnection final : public target::Qpair {
   Conn conn_ = Conn::kAwaitIcReq;
   bool closing_ = false;
   bool socket_dead_ = false;
-  bool stalled_ = false;          // a capsule waits for a free request
+  // A C2HTermReq ends the connection gracefully: sent whole (waiting for the host's window),
+  // then FIN (shutdown SHUT_WR), then what the host still sends is read and dropped until it
+  // closes — closing with its bytes unread would reset the connection and could take the
+  // C2HTermReq with it. Bounded by kTermLingerMs.
+  bool terminating_ = false;
+  bool write_shut_ = false;
+  uint64_t linger_until_ = 0;  // clock ticks
+  bool lingering() const;
+  void drain_after_term();
   bool hd_ = false, dd_ = false;  // digests in force
   uint8_t hpda_ = 0;              // the host's alignment for C2H data
   uint32_t maxr2t_ = 1;           // R2Ts outstanding per command (the host's MAXR2T + 1)

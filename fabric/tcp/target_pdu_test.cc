@@ -4,236 +4,16 @@
 // closes — while a Pollux host on another connection keeps doing verified I/O. And what a
 // correct host may ask for: MAXR2T (several R2Ts outstanding), HPDA (C2H data alignment), the
 // SUCCESS flag without SQ flow control, a data digest error that ends only its command.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <vector>
 
 #include "fabric/tcp/live_target.h"
-#include "fabric/tcp/test_host.h"
-#include "isa-l/crc.h"
-#include "spec/nvme_fabrics.h"
-#include "spec/nvme_tcp.h"
+#include "fabric/tcp/raw_host.h"
 
 namespace pollux::fabric::tcp::testing {
 namespace {
-
-namespace nt = spec::nvme_tcp;
-namespace nf = spec::nvmf;
-
-uint32_t crc32c(const void* p, std::size_t n) {
-  return ~crc32_iscsi(static_cast<unsigned char*>(const_cast<void*>(p)), static_cast<int>(n), ~0u);
-}
-
-// A blocking client socket with a receive timeout: a target that stays silent fails the test.
-class Raw {
- public:
-  explicit Raw(uint16_t port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    timeval tv{5, 0};
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    const int one = 1;
-    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  }
-  ~Raw() { ::close(fd_); }
-  void send(const void* p, std::size_t n) {
-    ASSERT_EQ(::send(fd_, p, n, MSG_NOSIGNAL), static_cast<ssize_t>(n));
-  }
-  void send(const std::vector<uint8_t>& v) { send(v.data(), v.size()); }
-  bool recv(void* p, std::size_t n) {
-    auto* b = static_cast<uint8_t*>(p);
-    while (n > 0) {
-      const ssize_t r = ::recv(fd_, b, n, 0);
-      if (r <= 0) return false;
-      b += r;
-      n -= static_cast<std::size_t>(r);
-    }
-    return true;
-  }
-  // One whole PDU (its common header says how long).
-  std::vector<uint8_t> pdu() {
-    std::vector<uint8_t> v(8);
-    if (!recv(v.data(), 8)) return {};
-    nt::CommonHeader ch;
-    std::memcpy(&ch, v.data(), 8);
-    if (ch.plen < 8 || ch.plen > (1u << 24)) return {};
-    v.resize(ch.plen);
-    if (!recv(v.data() + 8, ch.plen - 8)) return {};
-    return v;
-  }
-  bool eof() {
-    uint8_t b;
-    return ::recv(fd_, &b, 1, 0) == 0;
-  }
-
-  // ICReq, and the ICResp it gets.
-  nt::IcResp handshake(uint8_t dgst = 0, uint8_t hpda = 0, uint32_t maxr2t = 0) {
-    nt::IcReq req{};
-    req.ch.type = nt::pdu::kIcReq;
-    req.ch.hlen = req.ch.plen = nt::kIcReqHlen;
-    req.hpda = hpda;
-    req.dgst = dgst;
-    req.maxr2t = maxr2t;
-    send(&req, sizeof req);
-    nt::IcResp resp{};
-    auto p = pdu();
-    EXPECT_EQ(p.size(), sizeof resp);
-    if (p.size() == sizeof resp) std::memcpy(&resp, p.data(), sizeof resp);
-    EXPECT_EQ(resp.ch.type, nt::pdu::kIcResp);
-    hd_ = resp.dgst & nt::dgst::kHdgstEnable;
-    dd_ = resp.dgst & nt::dgst::kDdgstEnable;
-    return resp;
-  }
-  bool hd() const { return hd_; }
-  bool dd() const { return dd_; }
-
- private:
-  int fd_ = -1;
-  bool hd_ = false, dd_ = false;
-};
-
-// A CapsuleCmd PDU: the SQE, optional in-capsule data, digests as negotiated.
-std::vector<uint8_t> capsule(const sn::SubmissionEntry& sqe, const void* data, uint32_t len,
-                             bool hd, bool dd) {
-  nt::CapsuleCmd c{};
-  c.ch.type = nt::pdu::kCapsuleCmd;
-  c.ch.hlen = nt::kCapsuleCmdHlen;
-  c.ch.flags =
-      static_cast<uint8_t>((hd ? nt::flags::kHdgst : 0) | (len && dd ? nt::flags::kDdgst : 0));
-  const uint32_t pdo = len ? nt::data_offset(nt::kCapsuleCmdHlen, hd, 0) : 0;
-  c.ch.pdo = static_cast<uint8_t>(pdo);
-  c.ch.plen = nt::pdu_length(nt::kCapsuleCmdHlen, hd, pdo, len, dd);
-  c.sqe = sqe;
-  std::vector<uint8_t> v(sizeof c);
-  std::memcpy(v.data(), &c, sizeof c);
-  if (hd) {
-    const uint32_t d = crc32c(v.data(), nt::kCapsuleCmdHlen);
-    v.insert(v.end(), reinterpret_cast<const uint8_t*>(&d),
-             reinterpret_cast<const uint8_t*>(&d) + 4);
-  }
-  if (len) {
-    v.resize(pdo);
-    const auto* b = static_cast<const uint8_t*>(data);
-    v.insert(v.end(), b, b + len);
-    if (dd) {
-      const uint32_t d = crc32c(data, len);
-      v.insert(v.end(), reinterpret_cast<const uint8_t*>(&d),
-               reinterpret_cast<const uint8_t*>(&d) + 4);
-    }
-  }
-  return v;
-}
-
-std::vector<uint8_t> h2c(uint16_t cccid, uint16_t ttag, uint32_t datao, const void* data,
-                         uint32_t len, bool last, bool hd, bool dd) {
-  nt::H2cData h{};
-  h.ch.type = nt::pdu::kH2cData;
-  h.ch.hlen = nt::kDataHlen;
-  h.ch.flags = static_cast<uint8_t>((hd ? nt::flags::kHdgst : 0) | (dd ? nt::flags::kDdgst : 0) |
-                                    (last ? nt::flags::kLastPdu : 0));
-  const uint32_t pdo = nt::data_offset(nt::kDataHlen, hd, 0);
-  h.ch.pdo = static_cast<uint8_t>(pdo);
-  h.ch.plen = nt::pdu_length(nt::kDataHlen, hd, pdo, len, dd);
-  h.cccid = cccid;
-  h.ttag = ttag;
-  h.datao = datao;
-  h.datal = len;
-  std::vector<uint8_t> v(sizeof h);
-  std::memcpy(v.data(), &h, sizeof h);
-  if (hd) {
-    const uint32_t d = crc32c(v.data(), nt::kDataHlen);
-    v.insert(v.end(), reinterpret_cast<const uint8_t*>(&d),
-             reinterpret_cast<const uint8_t*>(&d) + 4);
-  }
-  v.resize(pdo);
-  const auto* b = static_cast<const uint8_t*>(data);
-  v.insert(v.end(), b, b + len);
-  if (dd) {
-    const uint32_t d = crc32c(data, len);
-    v.insert(v.end(), reinterpret_cast<const uint8_t*>(&d),
-             reinterpret_cast<const uint8_t*>(&d) + 4);
-  }
-  return v;
-}
-
-sn::SubmissionEntry connect_sqe(uint16_t qid, uint16_t sqsize, uint8_t cattr = 0) {
-  nf::ConnectCommand c{};
-  c.opcode = nf::kOpcodeFabrics;
-  c.fctype = nf::fctype::kConnect;
-  c.flags = static_cast<uint8_t>(sn::kPsdtSglMptrContiguous << 6);
-  c.cid = 1;
-  c.sgl1 = nf::sgl::in_capsule(sizeof(nf::ConnectData));
-  c.qid = qid;
-  c.sqsize = sqsize;
-  c.cattr = cattr;
-  sn::SubmissionEntry e;
-  std::memcpy(&e, &c, sizeof e);
-  return e;
-}
-
-nf::ConnectData connect_data(const std::string& subnqn, uint16_t cntlid) {
-  nf::ConnectData d{};
-  std::memset(d.hostid, 0x42, sizeof d.hostid);
-  d.cntlid = cntlid;
-  const std::string host = "nqn.2026-11.io.pollux:raw";
-  std::memcpy(d.subnqn, subnqn.data(), subnqn.size());
-  std::memcpy(d.hostnqn, host.data(), host.size());
-  return d;
-}
-
-sn::SubmissionEntry sqe(uint8_t opcode, uint16_t cid, uint32_t nsid = 0) {
-  sn::SubmissionEntry e{};
-  e.opcode = opcode;
-  e.cid = cid;
-  e.nsid = nsid;
-  e.set_psdt(sn::kPsdtSglMptrContiguous);
-  return e;
-}
-
-sn::CompletionEntry response(Raw& r) {
-  auto p = r.pdu();
-  EXPECT_GE(p.size(), sizeof(nt::CapsuleResp));
-  nt::CapsuleResp resp{};
-  if (p.size() >= sizeof resp) std::memcpy(&resp, p.data(), sizeof resp);
-  EXPECT_EQ(resp.ch.type, nt::pdu::kCapsuleResp);
-  return resp.cqe;
-}
-
-// Admin queue connected and enabled on `r`; returns the CNTLID.
-uint16_t connect_admin(Raw& r, const std::string& nqn) {
-  const nf::ConnectData d = connect_data(nqn, 0xffff);
-  r.send(capsule(connect_sqe(0, 31), &d, sizeof d, r.hd(), r.dd()));
-  const sn::CompletionEntry c = response(r);
-  EXPECT_EQ(c.status, 0);
-  nf::PropertySetCommand ps{};
-  ps.opcode = nf::kOpcodeFabrics;
-  ps.fctype = nf::fctype::kPropertySet;
-  ps.cid = 2;
-  ps.ofst = sn::reg::kCc;
-  ps.value = sn::cc::make(true, 0, 0, 0, 0, 6, 4);
-  sn::SubmissionEntry e;
-  std::memcpy(&e, &ps, sizeof e);
-  e.set_psdt(sn::kPsdtSglMptrContiguous);
-  r.send(capsule(e, nullptr, 0, r.hd(), r.dd()));
-  EXPECT_EQ(response(r).status, 0);
-  return nf::connect::cntlid(c.dw0);
-}
-
-uint16_t connect_io(Raw& r, const std::string& nqn, uint16_t cntlid, uint8_t cattr = 0) {
-  const nf::ConnectData d = connect_data(nqn, cntlid);
-  r.send(capsule(connect_sqe(1, 31, cattr), &d, sizeof d, r.hd(), r.dd()));
-  return response(r).status;
-}
 
 struct Fixture : ::testing::Test {
   void SetUp() override {
@@ -570,6 +350,36 @@ TEST_F(TcpPdu, C2hDataAlignmentAndSuccessFlag) {
       EXPECT_EQ(cqe.sqhd, 2);  // Connect, then this read
     }
   }
+}
+
+// An SQ entry is held until its command completes: SQHD says so, and a host that sends more
+// commands than its queue has entries — here while the writes it has hold their R2Ts, so the
+// data that would free them sits behind the extra capsule — gets a C2HTermReq, not a
+// connection that stops reading (it used to wait for a free request that could never come,
+// and never saw the host's close).
+TEST_F(TcpPdu, MoreCommandsThanQueueEntriesEndTheConnection) {
+  Raw admin(target->port());
+  admin.handshake();
+  const uint16_t cntlid = connect_admin(admin, target->nqn());
+  Raw r(target->port());
+  r.handshake();
+  const nf::ConnectData d = connect_data(target->nqn(), cntlid);
+  r.send(capsule(connect_sqe(1, 3), &d, sizeof d, false, false));  // 4 entries
+  const sn::CompletionEntry connected = response(r);
+  ASSERT_EQ(connected.status, 0);
+  EXPECT_EQ(connected.sqhd, 1);              // the Connect completed
+  for (uint16_t cid = 1; cid <= 4; ++cid) {  // four writes by R2T, their data never sent
+    sn::SubmissionEntry e = sqe(sn::nvm::kWrite, cid, 1);
+    e.cdw10 = cid * 16u;
+    e.cdw12 = 15;
+    e.dptr.sgl1 = nf::sgl::transport(8192);
+    r.send(capsule(e, nullptr, 0, false, false));
+    auto p = r.pdu();
+    ASSERT_GE(p.size(), sizeof(nt::R2t));
+    EXPECT_EQ(p[0], nt::pdu::kR2t) << "write " << cid;
+  }
+  r.send(capsule(sqe(sn::nvm::kFlush, 5, 1), nullptr, 0, false, false));  // a fifth
+  expect_term(r, nt::fes::kPduSequenceError, 0, "a command beyond the queue's entries");
 }
 
 }  // namespace

@@ -107,6 +107,8 @@ class TcpTargetGroup {
   };
   const Stats& stats() const { return stats_; }
   std::size_t connections() const { return conns_.size(); }
+  // Data buffers in this group's cache (the group's thread, or a quiet target).
+  std::size_t cached_buffers() const { return cache_.cached(); }
 
  private:
   static event::PollStatus poll(void* arg);

@@ -350,6 +350,43 @@ TEST_F(TcpHostTest, KeepAliveArrivesWithinKato) {
   EXPECT_TRUE(ctrl_->healthy());
 }
 
+// The host's side of KATO: a Keep Alive the controller never answers means it is gone —
+// after KATO the host resets (reconnects) instead of waiting for the admin timeout (5 s).
+TEST_F(TcpHostTest, AKeepAliveUnansweredForKatoResetsTheController) {
+  start_target();
+  std::atomic<bool> hold{true};
+  std::atomic<int> held{0};
+  target_->set_hook([&](st::Conn&, const st::Command& c) {
+    if (c.qid != 0 || c.sqe.opcode != sn::admin::kKeepAlive || !hold.load()) return false;
+    ++held;
+    return true;  // never answered
+  });
+  nvme::ControllerOptions copt;
+  copt.keep_alive_timeout_ms = 200;
+  attach({}, copt);
+  const auto start = Clock::now();
+  const auto deadline = start + kWait;
+  while (ctrl_->stats().keep_alive_expired.load() == 0 && Clock::now() < deadline) {
+    ctrl_->process_admin_completions();
+    std::this_thread::yield();
+  }
+  ASSERT_EQ(ctrl_->stats().keep_alive_expired.load(), 1u);
+  // The first Keep Alive goes at once, expires one KATO later: far under the admin timeout.
+  EXPECT_GE(Clock::now() - start, milliseconds(200));
+  EXPECT_LT(Clock::now() - start, milliseconds(2000));
+  EXPECT_EQ(held.load(), 1);  // one at a time: none sent while one is out
+  hold = false;
+  const uint64_t resets = ctrl_->stats().resets.load();
+  while (ctrl_->stats().resets.load() == resets && Clock::now() < deadline) {
+    ctrl_->process_admin_completions();
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(ctrl_->stats().resets.load(), resets + 1);
+  EXPECT_TRUE(ctrl_->healthy());
+  auto data = pattern(4096, 7);
+  write_ok(0, data);
+}
+
 // -------------------------------------------------------------------------- writes ---
 
 TEST_F(TcpHostTest, WritesGoInCapsuleUpToIoccszAndByR2tBeyond) {

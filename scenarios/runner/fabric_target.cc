@@ -115,9 +115,9 @@ class FabricScenarioTarget final : public EmulatedTarget {
   // The remote controller is there whenever the target is (the hot-plug poller attaches it
   // again after a controller loss; a refused connect just fails that attempt).
   bool present(uint32_t) override { return true; }
-  std::string set_realtime(bool on) override {
-    return on ? "a fabric topology runs in virtual time only (no realtime SimNetwork yet)" : "";
-  }
+  // Realtime: the lockstep's clock follows the wall clock, and the simulated network (on that
+  // clock) with it — the same faults, paced; not real sockets.
+  std::string set_realtime(bool on) override { return EmulatedTarget::set_realtime(on); }
   std::string hot_remove(uint32_t) override {
     return "hot_remove behind a fabric target: not supported";
   }

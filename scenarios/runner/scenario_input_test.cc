@@ -216,7 +216,6 @@ TEST(ScenarioInput, BadFabricInputIsRefusedWithTheFieldNamed) {
   // Fabric faults need a fabric.
   has(base("{name: nvme0}", kWorkload, "[{at: 1ms, action: partition, duration: 1ms}]"),
       "faults[0]: 'partition' is a fabric fault: it needs topology.fabric");
-  has(fabric("{}").insert(0, "time: realtime\n"), "a fabric topology runs in virtual time");
 }
 
 TEST(ScenarioInput, ReportsOfNamesThatAreNotUtf8AreWritten) {

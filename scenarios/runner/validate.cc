@@ -135,10 +135,6 @@ Status fabric_rules(const Scenario& s) {
                  "' is not one)" + line_of(s.fabric->line));
     }
   }
-  if (s.time != "virtual") {
-    return err("time: a fabric topology runs in virtual time (the simulated network has no " +
-               std::string("realtime mode yet)") + line_of(s.fabric->line));
-  }
   return {};
 }
 

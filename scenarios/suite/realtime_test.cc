@@ -48,7 +48,10 @@ TEST_P(Realtime, NothingAcknowledgedLostAndEveryFaultRecovers) {
 INSTANTIATE_TEST_SUITE_P(Suite, Realtime,
                          ::testing::Values("hot-remove-reinsert", "power-loss-volatile-cache",
                                            "timeout-reset", "controller-fatal-status",
-                                           "misbehaving-device"),
+                                           "misbehaving-device",
+                                           // Over the simulated network, paced (not real
+                                           // sockets): a long partition, a hung target.
+                                           "fabric-partition-long", "fabric-keepalive-expiry"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n) c = c == '-' ? '_' : c;

@@ -102,6 +102,7 @@ FabricSpec draw_fabric(Rng& r) {
   f.link.user_timeout_ns = uniform(r, 3, 20) * 1'000'000;
   f.digests = uniform(r, 0, 1);
   f.io_queues = static_cast<uint32_t>(uniform(r, 1, 2));
+  f.paths = static_cast<uint32_t>(uniform(r, 1, 2));
   f.keep_alive_timeout_ms = static_cast<uint32_t>(uniform(r, 3, 20));
   f.connect_timeout_ns = uniform(r, 2, 5) * 1'000'000;
   f.reconnect_delay_ns = uniform(r, 5, 20) * 100'000;
@@ -160,6 +161,11 @@ FaultSpec draw_fabric_fault(Rng& r, const FabricSpec& fab, const std::string& de
       } while (f.kind == FaultKind::kHotRemove || f.kind == FaultKind::kHotInsert);
       break;
     }
+  }
+  // With two paths, a network fault may hit one of them only (the host fails over).
+  if (fab.paths > 1 && is_fabric_fault(f.kind) && f.kind != FaultKind::kKeepaliveExpiry &&
+      f.kind != FaultKind::kTargetRestart) {
+    f.path = static_cast<int>(uniform(r, 0, fab.paths)) - 1;  // -1: every path
   }
   return f;
 }

@@ -19,7 +19,8 @@
 namespace pollux::scenarios {
 namespace {
 
-constexpr char kAddress[] = "10.0.0.1";
+// Path p of the fabric is the target's address 10.0.0.<p + 1>, a link of its own.
+std::string address_of(uint32_t path) { return "10.0.0." + std::to_string(path + 1); }
 constexpr char kPort[] = "4420";
 constexpr char kHostNqn[] = "nqn.2026-11.io.pollux:scenario-host";
 
@@ -64,6 +65,8 @@ class FabricScenarioTarget final : public EmulatedTarget {
     std::string err;
     sim::FabricTargetOptions fo;
     fo.registry = &rig_->registry();  // the drives reach only the rig's memory
+    fo.addresses.clear();
+    for (uint32_t p = 0; p < spec_.paths; ++p) fo.addresses.push_back(address_of(p));
     target_ = sim::FabricTarget::create(rig_->clock(), net_, fo, &err);
     if (!target_) return err;
     sim::Lockstep& ls = rig_->lockstep();
@@ -88,8 +91,11 @@ class FabricScenarioTarget final : public EmulatedTarget {
   }
 
   Result<std::unique_ptr<nvme::Controller>> connect(uint32_t d) override {
-    auto trid = nvme::parse_transport_id(std::string("trtype:tcp adrfam:ipv4 traddr:") + kAddress +
-                                         " trsvcid:" + kPort + " subnqn:" + nqn_of(specs_[d].name));
+    auto trid_of = [&](uint32_t path) {
+      return nvme::parse_transport_id("trtype:tcp adrfam:ipv4 traddr:" + address_of(path) +
+                                      " trsvcid:" + kPort + " subnqn:" + nqn_of(specs_[d].name));
+    };
+    auto trid = trid_of(0);
     if (!trid) return trid.error();
     fabric::tcp::TcpOptions to;
     to.network = &net_;
@@ -98,6 +104,12 @@ class FabricScenarioTarget final : public EmulatedTarget {
         static_cast<uint32_t>(std::max<uint64_t>(1, spec_.connect_timeout_ns / 1'000'000));
     auto transport = fabric::tcp::TcpTransport::create(trid.value(), to);
     if (!transport) return transport.error();
+    for (uint32_t p = 1; p < spec_.paths; ++p) {  // multipath, failover
+      auto other = trid_of(p);
+      if (!other) return other.error();
+      if (std::string e = transport.value()->add_path(other.value()); !e.empty())
+        return make_error(EINVAL, "path " + std::to_string(p) + ": " + e);
+    }
     nvme::ControllerOptions co;
     co.registry = &rig_->registry();
     co.clock = &rig_->clock();
@@ -130,21 +142,23 @@ class FabricScenarioTarget final : public EmulatedTarget {
     if (!is_fabric_fault(s.kind)) return EmulatedTarget::inject(d, s, range_blocks, seed);
     InjectResult r;
     const uint64_t now = rig_->clock().now();
+    const std::string link = s.path < 0 ? "" : address_of(static_cast<uint32_t>(s.path));
+    const std::string on = s.path < 0 ? "" : " on path " + std::to_string(s.path);
     switch (s.kind) {
       case FaultKind::kConnectionDrop:
-        r.detail = std::to_string(net_.drop("")) + " connections reset";
+        r.detail = std::to_string(net_.drop(link)) + " connections reset" + on;
         break;
       case FaultKind::kPartition:
-        net_.partition("", s.duration_ns);
-        r.detail = "no traffic for " + format_ns(s.duration_ns) +
+        net_.partition(link, s.duration_ns);
+        r.detail = "no traffic" + on + " for " + format_ns(s.duration_ns) +
                    (s.duration_ns >= spec_.link.user_timeout_ns ? " (connections time out)" : "");
         break;
       case FaultKind::kLatency:
-        net_.add_latency("", s.delay_ns, s.duration_ns);
+        net_.add_latency(link, s.delay_ns, s.duration_ns);
         r.detail = "+" + format_ns(s.delay_ns) + " one way for " + format_ns(s.duration_ns);
         break;
       case FaultKind::kCorruption:
-        net_.corrupt("", s.rate, s.duration_ns);
+        net_.corrupt(link, s.rate, s.duration_ns);
         r.detail = "segments corrupted with probability " + std::to_string(s.rate) + " for " +
                    format_ns(s.duration_ns) + (spec_.digests ? " (digests on)" : " (no digests)");
         break;

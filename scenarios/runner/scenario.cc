@@ -149,6 +149,7 @@ Status parse_fabric(const YAML::Node& n, FabricSpec* f) {
   }
   POLLUX_TRY(s.boolean("digests", &f->digests));
   POLLUX_TRY(s.uint("io_queues", 1, 64, &f->io_queues));
+  POLLUX_TRY(s.uint("paths", 1, 4, &f->paths));
   uint64_t kato = uint64_t{f->keep_alive_timeout_ms} * 1'000'000;
   POLLUX_TRY(duration_ns(s, "keep_alive_timeout", &kato));
   if (kato % 1'000'000 != 0) {
@@ -409,6 +410,14 @@ Status parse_fault(const YAML::Node& n, size_t i, FaultSpec* f) {
     POLLUX_TRY(duration_ns(s, "duration", &f->duration_ns));
     if (f->duration_ns == 0) {
       return err(prefix + ".duration: required for " + action + " (how long it lasts)" + where(n));
+    }
+  }
+  if (f->kind == FaultKind::kConnectionDrop || f->kind == FaultKind::kPartition ||
+      f->kind == FaultKind::kLatency || f->kind == FaultKind::kCorruption) {
+    uint32_t path = 0;
+    if (n["path"]) {
+      POLLUX_TRY(s.uint("path", 0, 3, &path));
+      f->path = static_cast<int>(path);
     }
   }
   if (f->kind == FaultKind::kLatency) {

@@ -70,6 +70,9 @@ struct FabricSpec {
   FabricLinkSpec link;
   bool digests = false;  // NVMe/TCP header and data digests (CRC32C)
   uint32_t io_queues = 1;
+  // Paths to the target (multipath, failover): the target listens on 10.0.0.1, 10.0.0.2...,
+  // one link each; the host's controllers know every path and fail over when a reset fails.
+  uint32_t paths = 1;
   uint32_t keep_alive_timeout_ms = 10'000;  // KATO asked for at Connect (0: none)
   uint64_t connect_timeout_ns = 5'000'000;  // a connection's TCP connect + ICReq/ICResp
   // bdev_nvme's recovery knobs (SPDK's *_sec, in time units here): a lost controller is
@@ -133,6 +136,7 @@ struct FaultSpec {
   uint64_t duration_ns = 0;      // fabric faults that last: partition, latency, corruption,
                                  // keepalive_expiry, target_restart
   double rate = 0;               // kCorruption: probability per segment
+  int path = -1;                 // fabric faults: on this path's link only (-1: every link)
   uint64_t window_ns = 0;        // errors are allowed from the fault to this long after it
                                  // (hot-remove: after the re-insertion); 0: the default
   std::string label;             // shown in the report

@@ -183,6 +183,15 @@ TEST(ScenarioInput, AFabricTopologyParsesWithItsKnobs) {
   EXPECT_EQ(faults[5].kind, FaultKind::kFatal);  // device faults apply behind the target
 }
 
+TEST(ScenarioInput, FabricFaultsMayNameOnePath) {
+  auto s = parse_scenario(fabric("{paths: 2}", "[{at: 1ms, action: partition, path: 1, "
+                                               "duration: 2ms}, {at: 2ms, action: connection_drop}]"));
+  ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_EQ(s.value().fabric->paths, 2u);
+  EXPECT_EQ(s.value().faults[0].path, 1);
+  EXPECT_EQ(s.value().faults[1].path, -1);  // every path
+}
+
 TEST(ScenarioInput, BadFabricInputIsRefusedWithTheFieldNamed) {
   auto has = [](const std::string& yaml, const std::string& what) {
     const std::string e = error_of(yaml);
@@ -213,6 +222,11 @@ TEST(ScenarioInput, BadFabricInputIsRefusedWithTheFieldNamed) {
       "faults[0]: 'hot_remove' of a drive behind the fabric target is not supported yet");
   has(fabric("{}", "[{at: 1ms, action: connection_drop}]", "{name: nvme0, type: qemu}"),
       "the target serves emulated devices");
+  has(fabric("{paths: 2}", "[{at: 1ms, action: partition, path: 2, duration: 1ms}]"),
+      "faults[0].path: 2 (topology.fabric has 2 paths, numbered from 0)");
+  has(fabric("{}", "[{at: 1ms, action: keepalive_expiry, path: 0, duration: 1ms}]"),
+      "faults[0].path: unknown key");
+  has(fabric("{paths: 5}"), "topology.fabric.paths: 5 is out of range [1, 4]");
   // Fabric faults need a fabric.
   has(base("{name: nvme0}", kWorkload, "[{at: 1ms, action: partition, duration: 1ms}]"),
       "faults[0]: 'partition' is a fabric fault: it needs topology.fabric");

@@ -122,6 +122,11 @@ Status fabric_rules(const Scenario& s) {
       return err(at + ".device: a fabric fault acts on the fabric (the link and the target), " +
                  "not on one device" + line_of(f.line));
     }
+    if (f.path >= 0 && s.fabric && static_cast<uint32_t>(f.path) >= s.fabric->paths) {
+      return err(at + ".path: " + std::to_string(f.path) + " (topology.fabric has " +
+                 std::to_string(s.fabric->paths) + " path" + (s.fabric->paths == 1 ? "" : "s") +
+                 ", numbered from 0)" + line_of(f.line));
+    }
     if (s.fabric && (f.kind == FaultKind::kHotRemove || f.kind == FaultKind::kHotInsert)) {
       return err(at + ": '" + to_string(f.kind) + "' of a drive behind the fabric target is not " +
                  "supported yet (the target does not re-attach a drive); use the device faults, " +

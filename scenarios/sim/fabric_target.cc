@@ -52,7 +52,7 @@ std::string FabricTarget::start_async(const std::vector<FabricSubsystem>& subsys
   auto tr = fabric::tcp::TcpTargetTransport::create(*tgt_, o_.tcp, &net_, o_.registry);
   if (!tr) return "fabric target transport: " + tr.error().message;
   if (auto st = tgt_->add_transport(std::move(tr).value()); !st) return st.error().message;
-  const ft::ListenAddress listen{"TCP", "IPv4", o_.address, o_.port};
+
   for (const FabricSubsystem& s : subsystems) {
     ft::SubsystemOptions so;
     so.nqn = s.nqn;
@@ -65,8 +65,10 @@ std::string FabricTarget::start_async(const std::vector<FabricSubsystem>& subsys
       if (auto n = tgt_->add_namespace(s.nqn, no); !n)
         return "namespace " + b + " of " + s.nqn + ": " + n.error().message;
     }
-    if (auto st = tgt_->add_listener(s.nqn, listen); !st)
-      return "listener " + o_.address + ":" + o_.port + ": " + st.error().message;
+    for (const std::string& a : o_.addresses) {
+      if (auto st = tgt_->add_listener(s.nqn, ft::ListenAddress{"TCP", "IPv4", a, o_.port}); !st)
+        return "listener " + a + ":" + o_.port + ": " + st.error().message;
+    }
   }
   tgt_->when_settled([this] { settled_ = true; });
   return "";

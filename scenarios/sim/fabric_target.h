@@ -30,7 +30,7 @@ struct FabricSubsystem {
 };
 
 struct FabricTargetOptions {
-  std::string address = "10.0.0.1";
+  std::vector<std::string> addresses = {"10.0.0.1"};  // a listener on each (paths)
   std::string port = "4420";
   env::MemoryRegistry* registry = nullptr;  // the transport's buffers (nullptr: the global one)
   fabric::tcp::TcpTargetOptions tcp = [] {

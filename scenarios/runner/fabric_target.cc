@@ -20,7 +20,9 @@ namespace pollux::scenarios {
 namespace {
 
 // Path p of the fabric is the target's address 10.0.0.<p + 1>, a link of its own.
-std::string address_of(uint32_t path) { return "10.0.0." + std::to_string(path + 1); }
+std::string address_of(uint32_t path) {
+  return "10.0.0." + std::to_string(path + 1);
+}
 constexpr char kPort[] = "4420";
 constexpr char kHostNqn[] = "nqn.2026-11.io.pollux:scenario-host";
 

@@ -184,8 +184,9 @@ TEST(ScenarioInput, AFabricTopologyParsesWithItsKnobs) {
 }
 
 TEST(ScenarioInput, FabricFaultsMayNameOnePath) {
-  auto s = parse_scenario(fabric("{paths: 2}", "[{at: 1ms, action: partition, path: 1, "
-                                               "duration: 2ms}, {at: 2ms, action: connection_drop}]"));
+  auto s = parse_scenario(fabric("{paths: 2}",
+                                 "[{at: 1ms, action: partition, path: 1, "
+                                 "duration: 2ms}, {at: 2ms, action: connection_drop}]"));
   ASSERT_TRUE(s.ok()) << s.error();
   EXPECT_EQ(s.value().fabric->paths, 2u);
   EXPECT_EQ(s.value().faults[0].path, 1);

@@ -5,6 +5,8 @@
 #include <bit>
 #include <cstring>
 
+#include "driver/blob/async.h"
+
 namespace pollux::blob {
 namespace {
 
@@ -302,43 +304,33 @@ void Blobstore::write_super(bool clean, Step done) {
   });
 }
 
-// Both masks, one after the other, through the scratch buffer; their CRCs go in the super.
+// Both masks, a scratch-full at a time; their CRCs go in the super block.
 void Blobstore::write_masks(Step done) {
   sb_.page_mask_crc = crc32c(page_mask_.data(), page_mask_.size() * 8);
   sb_.cluster_mask_crc = crc32c(cluster_mask_.data(), cluster_mask_.size() * 8);
-  struct Part {
+  struct Chunk {
     const std::vector<uint64_t>* words;
-    uint64_t start, pages;
+    uint64_t disk_page, mask_page, pages;
   };
-  auto parts = std::make_shared<std::vector<Part>>(std::vector<Part>{
-      {&page_mask_, sb_.page_mask_start, sb_.page_mask_pages},
-      {&cluster_mask_, sb_.cluster_mask_start, sb_.cluster_mask_pages}});
-  auto step = std::make_shared<std::function<void(std::size_t, uint64_t)>>();
-  *step = [this, parts, step, done](std::size_t part, uint64_t page) {
-    if (part == parts->size()) {
-      *step = nullptr;  // break the cycle
-      return done(0);
-    }
-    const Part& p = (*parts)[part];
-    if (page == p.pages) return (*step)(part + 1, 0);
-    const uint64_t n = std::min<uint64_t>(p.pages - page, kScratchPages);
-    const std::size_t bytes = p.words->size() * 8;
-    const std::size_t from = page * kPageSize;
-    std::memset(scratch_->data(), 0, n * kPageSize);
-    if (from < bytes)
-      std::memcpy(scratch_->data(), reinterpret_cast<const uint8_t*>(p.words->data()) + from,
-                  std::min<std::size_t>(bytes - from, n * kPageSize));
-    page_io(true, p.start + page, static_cast<uint32_t>(n), scratch_->data(),
-            [step, part, page, n, done](int rc) {
-              if (rc != 0) {
-                auto d = done;
-                *step = nullptr;
-                return d(rc);
-              }
-              (*step)(part, page + n);
-            });
+  std::vector<Chunk> chunks;
+  auto cut = [&](const std::vector<uint64_t>* w, uint64_t start, uint64_t pages) {
+    for (uint64_t at = 0; at < pages; at += kScratchPages)
+      chunks.push_back({w, start + at, at, std::min<uint64_t>(kScratchPages, pages - at)});
   };
-  (*step)(0, 0);
+  cut(&page_mask_, sb_.page_mask_start, sb_.page_mask_pages);
+  cut(&cluster_mask_, sb_.cluster_mask_start, sb_.cluster_mask_pages);
+  for_each_step(
+      chunks.size(),
+      [this, chunks](std::size_t i, Step next) {
+        const Chunk& c = chunks[i];
+        const std::size_t bytes = c.words->size() * 8, from = c.mask_page * kPageSize;
+        std::memset(scratch_->data(), 0, c.pages * kPageSize);
+        if (from < bytes)
+          std::memcpy(scratch_->data(), reinterpret_cast<const uint8_t*>(c.words->data()) + from,
+                      std::min<std::size_t>(bytes - from, c.pages * kPageSize));
+        page_io(true, c.disk_page, static_cast<uint32_t>(c.pages), scratch_->data(), next);
+      },
+      std::move(done));
 }
 
 // -------------------------------------------------------------------- allocation ----

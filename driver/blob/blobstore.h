@@ -108,6 +108,7 @@ class Blob {
   void set_read_only();
 
   const BlobMetadata& metadata() const { return md_; }  // for tests and tools
+  const std::vector<uint32_t>& md_pages() const { return md_pages_; }  // md-region indexes
 
  private:
   friend class Blobstore;

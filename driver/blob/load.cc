@@ -107,12 +107,23 @@ int Blobstore::rebuild(std::vector<uint8_t>& region, std::vector<uint32_t>* to_c
   // 1. Every readable page, grouped into versions (blob id, sequence).
   std::map<BlobId, std::map<uint64_t, Version, std::greater<>>> versions;
   uint64_t max_seq = 0, max_id = 0, unreadable = 0;
+  struct Claim {
+    uint32_t page;
+    BlobId id;
+    std::string why;
+  };
+  std::vector<Claim> unreadable_claims;
   std::vector<uint8_t> selected(sb_.md_pages, 0);  // 1: live chain, 2: kept for a skipped blob
   for (uint32_t i = 0; i < sb_.md_pages; ++i) {
     PageHeader h;
     std::string why;
     if (!decode_header(page(i), &h, &why)) {
-      if (!all_zero(page(i))) ++unreadable;
+      if (!all_zero(page(i))) {
+        ++unreadable;
+        BlobId claimed;
+        std::memcpy(&claimed, page(i), 8);
+        unreadable_claims.push_back({i, claimed, why});
+      }
       continue;
     }
     max_seq = std::max(max_seq, h.sequence);
@@ -173,6 +184,13 @@ int Blobstore::rebuild(std::vector<uint8_t>& region, std::vector<uint32_t>* to_c
     }
     if (!chosen) skip(id, "no complete metadata version", {});
   }
+
+  // An unreadable page whose (untrusted) id names no loaded blob may have been that blob's
+  // only copy: say so (it may also be a torn write of a blob that was never completed).
+  for (const Claim& c : unreadable_claims)
+    if (!found.count(c.id))
+      report_.errors.push_back("md page " + std::to_string(c.page) + ": " + c.why + " (claims blob " +
+                               hex(c.id) + ", which is not loaded)");
 
   // 3. Half-made snapshots: complete if the blob already points at them, else roll back.
   std::set<BlobId> completed;

@@ -99,7 +99,24 @@ Blobstore::~Blobstore() {
   if (desc_ != nullptr) mgr_.close(desc_);
 }
 
-void Blobstore::abandon() { delete this; }
+void Blobstore::abandon() { destroy(nullptr, nullptr); }
+
+// Channels are released by deferred messages: the store is freed only after the last one.
+void Blobstore::destroy(OpDoneFn cb, void* arg) {
+  destroy_cb_ = cb;
+  destroy_arg_ = arg;
+  if (!registered_) return finish_destroy(this);
+  registered_ = false;
+  mgr_.framework().unregister_io_device(this, finish_destroy, this);
+}
+
+void Blobstore::finish_destroy(void* self) {
+  auto* bs = static_cast<Blobstore*>(self);
+  const OpDoneFn cb = bs->destroy_cb_;
+  void* arg = bs->destroy_arg_;
+  delete bs;
+  if (cb) cb(arg, 0);
+}
 
 Blobstore* Blobstore::open_store(bdev::Manager& mgr, const std::string& bdev_name,
                                  const StoreOptions& opts, int* rc) {
@@ -224,8 +241,7 @@ void Blobstore::unload(OpDoneFn cb, void* arg) {
             finish();
             return cb(arg, rc);
           }
-          delete this;  // no finish(): nothing may run on this store any more
-          cb(arg, 0);
+          destroy(cb, arg);  // no finish(): nothing may run on this store any more
         });
       });
     });

@@ -194,6 +194,8 @@ class Blobstore {
   static Blobstore* open_store(bdev::Manager& mgr, const std::string& bdev_name,
                                const StoreOptions& opts, int* rc);
   int setup_buffers(const StoreOptions& opts);
+  void destroy(OpDoneFn cb, void* arg);
+  static void finish_destroy(void* self);
   void register_channels();
 
   // The serial metadata queue: op(finish) runs when every earlier op has called finish.
@@ -265,6 +267,8 @@ class Blobstore {
   bool op_running_ = false;
   std::atomic<uint32_t> channels_{0};
   bool registered_ = false;
+  OpDoneFn destroy_cb_ = nullptr;
+  void* destroy_arg_ = nullptr;
 };
 
 }  // namespace pollux::blob

@@ -343,14 +343,23 @@ void Blobstore::delete_blob(BlobId id, OpDoneFn cb, void* arg) {
     if (b == nullptr) return done(-ENOENT);
     if (b->open_refs_ > 0 || !b->clones().empty()) return done(-EBUSY);
     b->deleting_ = true;
-    release_chain(b, [this, b, done](int rc) {
+    // Flush first: zeroings of this blob's superseded chains that are still in a volatile
+    // cache must not come undone while the live chain is being zeroed (the old version would
+    // be the only complete one left).
+    flush([this, b, done](int rc) {
+      if (rc != 0) {
+        b->deleting_ = false;
+        return done(rc);
+      }
+      release_chain(b, [this, b, done](int rc) {
       if (rc != 0) {
         b->deleting_ = false;
         return done(rc);
       }
       if (sb_.super_blob == b->md_.id) sb_.super_blob = kInvalidBlobId;
-      forget_blob(b);  // the chain is durably gone: its clusters are free at once
-      done(0);
+        forget_blob(b);  // the chain is durably gone: its clusters are free at once
+        done(0);
+      });
     });
   });
 }

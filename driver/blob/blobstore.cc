@@ -130,6 +130,12 @@ Blobstore* Blobstore::open_store(bdev::Manager& mgr, const std::string& bdev_nam
     *rc = d.error().code;
     return nullptr;
   }
+  // The store owns the bdev: nobody else may write it (bdevperf and virtual bdevs skip it).
+  if (int rc2 = mgr.claim(d.value(), "blobstore"); rc2 != 0) {
+    mgr.close(d.value());
+    *rc = rc2;
+    return nullptr;
+  }
   auto* bs = new Blobstore(mgr, d.value(), t);
   *rc = bs->setup_buffers(opts);
   if (*rc != 0) {

@@ -29,6 +29,25 @@ TEST_F(Store, InitThenCleanUnloadAndLoad) {
   EXPECT_TRUE(bs->report().errors.empty());
 }
 
+TEST_F(Store, TheStoreClaimsItsBdev) {
+  ASSERT_EQ(init(), 0);
+  on(t0, [&] {
+    auto w = mgr->open("m0", true);
+    ASSERT_FALSE(w.ok());  // no other writer while the store is loaded
+    EXPECT_EQ(w.error().code, -EPERM);
+    auto r = mgr->open("m0", false);
+    ASSERT_TRUE(r.ok());  // readers are fine
+    mgr->close(r.value());
+  });
+  ASSERT_EQ(unload(), 0);
+  on(t0, [&] {
+    auto w = mgr->open("m0", true);
+    ASSERT_TRUE(w.ok());
+    EXPECT_EQ(mgr->claim(w.value(), "other"), 0);  // released by the unload
+    mgr->close(w.value());
+  });
+}
+
 TEST_F(Store, LoadAfterCrashIsDirty) {
   ASSERT_EQ(init(), 0);
   crash();

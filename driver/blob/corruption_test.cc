@@ -40,20 +40,35 @@ class Corruption : public testing::BlobFixture {
     ASSERT_GE(bs->find(big)->md_pages().size(), 3u);
     sb = bs->super_block();
     ASSERT_EQ(unload(), 0);
-    auto d = mgr->open("m0", true);
-    ASSERT_TRUE(d.ok());
-    raw = d.value();
     image = read_pages(0, sb.md_start + sb.md_pages);
   }
   void TearDown() override {
-    if (raw_ch) on(t0, [&] { mgr->put_io_channel(raw_ch); });
-    s.settle();
-    on(t0, [&] { mgr->close(raw); });
+    close_raw();
     BlobFixture::TearDown();
   }
+  // The store claims its bdev: raw access is opened around edits and closed before a load.
   event::IoChannel* raw_channel() {
+    if (!raw) {
+      on(t0, [&] {
+        auto d = mgr->open("m0", true);
+        ASSERT_TRUE(d.ok());
+        raw = d.value();
+      });
+    }
     if (!raw_ch) on(t0, [&] { raw_ch = mgr->get_io_channel(raw); });
     return raw_ch;
+  }
+  void close_raw() {
+    if (raw_ch) on(t0, [&] { mgr->put_io_channel(raw_ch); });
+    raw_ch = nullptr;
+    s.settle();
+    if (raw) on(t0, [&] { mgr->close(raw); });
+    raw = nullptr;
+    s.settle();
+  }
+  int load() {
+    close_raw();
+    return BlobFixture::load();
   }
   static void io_done(bdev::BdevIo&, bool ok, void* a) { *static_cast<Outcome*>(a) = {true, ok ? 0 : -EIO}; }
   std::vector<uint8_t> read_pages(uint64_t page, uint64_t n) {

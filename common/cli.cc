@@ -50,6 +50,15 @@ std::string program(const CLI::App& app) {
 
 }  // namespace
 
+const CLI::Validator kPositive(
+    [](std::string& s) -> std::string {
+      char* end = nullptr;
+      const double v = std::strtod(s.c_str(), &end);
+      if (end == s.c_str() || *end != '\0' || !(v > 0)) return "expected a number > 0, got " + s;
+      return "";
+    },
+    "POSITIVE", "pollux-positive");
+
 std::optional<int> parse(CLI::App& app, int argc, char** argv) {
   if (app.get_name().empty() && argc > 0) app.name(argv[0]);
   add_number_checks(app);

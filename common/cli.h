@@ -15,6 +15,9 @@ namespace pollux::cli {
 
 inline constexpr int kBadInput = 2;
 
+// A number > 0 (CLI11's PositiveNumber names its range as "4.94066e-324 to 1.79769e+308").
+extern const CLI::Validator kPositive;
+
 // Parses argv. Returns the exit status when the program must stop now (help: 0 after
 // printing it; an error: 2 after printing it), nullopt to carry on:
 //   if (auto rc = cli::parse(app, argc, argv)) return *rc;

@@ -243,6 +243,11 @@ Result<Desc*> Manager::open(const std::string& name, bool write, DescEventFn fn,
   return descs_.back().get();
 }
 
+std::string Manager::claim_module(Bdev& bdev) {
+  std::lock_guard lock(mu_);
+  return bdev.claimed_by_ != nullptr ? bdev.claim_module_ : std::string();
+}
+
 void Manager::close(Desc* d) {
   Bdev* b = d->bdev_;
   {

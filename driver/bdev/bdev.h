@@ -290,6 +290,8 @@ class Manager {
   // or another descriptor already writes.
   int claim(Desc* desc, const std::string& module);
   void release_claim(Bdev& bdev);
+  // The module that claims `bdev` ("" if none), for reports such as bdev_get_bdevs.
+  std::string claim_module(Bdev& bdev);
 
   // Per-(thread, bdev) channel for I/O on the current thread.
   event::IoChannel* get_io_channel(Desc* desc);

@@ -245,7 +245,7 @@ ConfigMethods& global_config_methods() {
 // ------------------------------------------------------------------------ apply ----
 
 Status apply_config(const nlohmann::json& config, ConfigContext& ctx,
-                    const ConfigMethods& methods) {
+                    const ConfigMethods& methods, const std::string& subsystem) {
   if (!config.is_object()) return make_error(EINVAL, "config: expected a JSON object");
   if (!config.contains("subsystems") || !config.at("subsystems").is_array())
     return make_error(EINVAL, "config: 'subsystems' must be an array");
@@ -255,7 +255,7 @@ Status apply_config(const nlohmann::json& config, ConfigContext& ctx,
     const auto& sub = subs[s];
     if (!sub.is_object() || !sub.contains("subsystem") || !sub.at("subsystem").is_string())
       return make_error(EINVAL, sw + ": expected an object with a string 'subsystem'");
-    if (sub.at("subsystem").get<std::string>() != "bdev") continue;
+    if (sub.at("subsystem").get<std::string>() != subsystem) continue;
     if (!sub.contains("config") || sub.at("config").is_null()) continue;
     if (!sub.at("config").is_array()) return make_error(EINVAL, sw + ": 'config' must be an array");
     const auto& entries = sub.at("config");
@@ -281,24 +281,36 @@ Status apply_config(const nlohmann::json& config, ConfigContext& ctx,
   return ok_status();
 }
 
-Status apply_config_text(const std::string& text, ConfigContext& ctx,
-                         const ConfigMethods& methods) {
-  nlohmann::json j;
+namespace {
+Result<nlohmann::json> parse_config(const std::string& text) {
   try {  // set-up path: nlohmann reports the position only through its exception
-    j = nlohmann::json::parse(text);
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     return make_error(EINVAL, std::string("config: JSON parse error: ") + e.what());
   }
-  return apply_config(j, ctx, methods);
+}
+}  // namespace
+
+Status apply_config_text(const std::string& text, ConfigContext& ctx,
+                         const ConfigMethods& methods, const std::string& subsystem) {
+  auto j = parse_config(text);
+  if (!j) return j.error();
+  return apply_config(*j, ctx, methods, subsystem);
 }
 
-Status apply_config_file(const std::string& path, ConfigContext& ctx,
-                         const ConfigMethods& methods) {
+Result<nlohmann::json> read_config_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) return make_error(ENOENT, "config: cannot open '" + path + "'");
   std::stringstream ss;
   ss << in.rdbuf();
-  return apply_config_text(ss.str(), ctx, methods);
+  return parse_config(ss.str());
+}
+
+Status apply_config_file(const std::string& path, ConfigContext& ctx,
+                         const ConfigMethods& methods, const std::string& subsystem) {
+  auto j = read_config_file(path);
+  if (!j) return j.error();
+  return apply_config(*j, ctx, methods, subsystem);
 }
 
 std::vector<std::string> StandardModules::unbuilt() {

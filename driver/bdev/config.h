@@ -5,8 +5,10 @@
 //                                                   "block_size": 512}}, ...]}]}
 //
 // Entries run in order; the first failure stops and is reported with where it is, e.g.
-// "subsystems[0].config[2] (bdev_delay_create): 'avg_read_latency': missing". Subsystems other
-// than "bdev" are skipped (they belong to other layers).
+// "subsystems[0].config[2] (bdev_delay_create): 'avg_read_latency': missing". Only the
+// subsystem asked for ("bdev" by default) is applied; the others belong to other layers, which
+// apply their own section with their own method table through the same parser (the NVMe-oF
+// target: subsystem "nvmf", fabric/tgt/nvmf_config.h — driver/ never includes fabric/).
 //
 // Methods are looked up in a ConfigMethods table: the built-in ones below, plus whatever
 // other modules add (bdev_nvme_attach_controller, bdev_uring_create, ...) without touching
@@ -101,12 +103,18 @@ class ConfigMethods {
 ConfigMethods& global_config_methods();
 
 Status apply_config(const nlohmann::json& config, ConfigContext& ctx,
-                    const ConfigMethods& methods = global_config_methods());
+                    const ConfigMethods& methods = global_config_methods(),
+                    const std::string& subsystem = "bdev");
 // Parse errors name the byte position.
 Status apply_config_text(const std::string& text, ConfigContext& ctx,
-                         const ConfigMethods& methods = global_config_methods());
+                         const ConfigMethods& methods = global_config_methods(),
+                         const std::string& subsystem = "bdev");
 Status apply_config_file(const std::string& path, ConfigContext& ctx,
-                         const ConfigMethods& methods = global_config_methods());
+                         const ConfigMethods& methods = global_config_methods(),
+                         const std::string& subsystem = "bdev");
+// The file's JSON (a parse error names the byte position), for callers that apply several
+// subsystems' sections of one file.
+Result<nlohmann::json> read_config_file(const std::string& path);
 
 // The four virtual modules, registered with one manager; context() for apply_config.
 // Destroy after the bdevs they built are gone, or after the manager.

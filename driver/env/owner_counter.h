@@ -24,6 +24,12 @@ class OwnerCounter {
     return *this;
   }
   OwnerCounter& operator++() { return *this += 1; }
+  // Gauges (a count of things open now) go down too; owner thread only.
+  OwnerCounter& operator-=(uint64_t n) {
+    v_.store(load() - n, std::memory_order_relaxed);
+    return *this;
+  }
+  OwnerCounter& operator--() { return *this -= 1; }
   uint64_t operator++(int) {
     const uint64_t old = load();
     v_.store(old + 1, std::memory_order_relaxed);

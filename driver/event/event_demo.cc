@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
   double seconds = 2.0;
   std::size_t threads = 4;
   app.add_option("-m,--core-mask", mask, "reactor core mask, hex or [list]");
-  app.add_option("-t,--time", seconds, "run time in seconds")->check(CLI::PositiveNumber);
+  app.add_option("-t,--time", seconds, "run time in seconds")->check(pollux::cli::kPositive);
   app.add_option("-n,--threads", threads, "lightweight threads in the ring")
       ->check(CLI::Range(1, 64));
   if (auto rc = pollux::cli::parse(app, argc, argv)) return *rc;

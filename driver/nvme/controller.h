@@ -108,6 +108,9 @@ class Controller {
   Controller& operator=(const Controller&) = delete;
 
   Transport& transport() { return *transport_; }
+  // Multipath failover (Transport::add_path): another address of this subsystem. "" or why not.
+  std::string add_path(const TransportId& trid) { return transport_->add_path(trid); }
+  Transport::PathInfo paths() const { return transport_->paths(); }
   uint64_t cap() const { return cap_; }
   uint32_t version() const { return version_; }
   const sn::IdentifyController& identify() const { return cdata_; }

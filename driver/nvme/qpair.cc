@@ -9,20 +9,24 @@
 namespace pollux::nvme {
 
 struct Qpair::Request {
-  sn::SubmissionEntry cmd;     // kept here while waiting for an SQ slot
+  sn::SubmissionEntry cmd;  // kept here while waiting for an SQ slot
   CompletionFn cb = nullptr;
   void* cb_ctx = nullptr;
-  Request* next = nullptr;     // free list / wait FIFO / outstanding list
-  Request* prev = nullptr;     // outstanding list
+  Request* next = nullptr;  // free list / wait FIFO / outstanding list
+  Request* prev = nullptr;  // outstanding list
   uint64_t submit_tick = 0;
   uint64_t timed_out_tick = 0;  // when its timeout was seen (overdue one timeout later)
-  uint16_t cid = 0;            // as sent: generation << cid_index_bits_ | index
-  uint16_t index = 0;          // in requests_
+  uint16_t cid = 0;             // as sent: generation << cid_index_bits_ | index
+  uint16_t index = 0;           // in requests_
   uint16_t gen = 0;
   uint16_t inject_status = 0;  // valid when injected
   bool in_sq = false;
-  uint8_t stage = 0;           // 0: outstanding, 1: timed out (late list), 2: overdue too
-  bool injected = false;       // an error injection rule hit it
+  uint8_t stage = 0;      // 0: outstanding, 1: timed out (late list), 2: overdue too
+  bool injected = false;  // an error injection rule hit it
+  // A split I/O's collector (never submitted): its children's count and first error.
+  Qpair* owner = nullptr;
+  uint32_t children_left = 0;
+  uint16_t split_status = 0;
 };
 
 namespace {
@@ -64,8 +68,8 @@ Result<std::unique_ptr<Qpair>> Qpair::create(const QpairContext& ctx,
     qp->free_ = &r;
   }
   if (options.timeout_us) qp->timeout_ticks_ = ctx.clock->us_to_ticks(options.timeout_us);
-  qp->ns_per_tick_q32_ = static_cast<uint64_t>((static_cast<unsigned __int128>(1'000'000'000) << 32) /
-                                               ctx.clock->ticks_per_second());
+  qp->ns_per_tick_q32_ = static_cast<uint64_t>(
+      (static_cast<unsigned __int128>(1'000'000'000) << 32) / ctx.clock->ticks_per_second());
   return qp;
 }
 
@@ -106,6 +110,8 @@ int Qpair::rw(uint8_t opcode, const Namespace& ns, const iovec* iov, int iovcnt,
   for (int i = 0; i < iovcnt; ++i) total += iov[i].iov_len;
   if (total < bytes) return -EINVAL;
   if (gone()) return -ENODEV;
+  if (ctx_.max_transfer && bytes > ctx_.max_transfer) [[unlikely]]
+    return split_rw(opcode, ns, iov, iovcnt, lba, nlb, cb, cb_ctx, io_flags);
   Request* r = get_request(cb, cb_ctx);
   if (r == nullptr) return -ENOMEM;
   r->cmd.opcode = opcode;
@@ -120,14 +126,90 @@ int Qpair::rw(uint8_t opcode, const Namespace& ns, const iovec* iov, int iovcnt,
   return submit(r);
 }
 
+// Beyond MDTS: commands of at most max_transfer bytes (whole blocks), each with its slice of
+// the caller's iovecs, collected by a request that is never submitted. Every command is built
+// before any is submitted, so a refusal (no requests, a slice the device cannot take) leaves
+// nothing behind.
+int Qpair::split_rw(uint8_t opcode, const Namespace& ns, const iovec* iov, int iovcnt, uint64_t lba,
+                    uint32_t nlb, CompletionFn cb, void* cb_ctx, uint32_t io_flags) {
+  const uint32_t chunk = ctx_.max_transfer / ns.block_size;  // blocks per command
+  if (chunk == 0) return -EINVAL;
+  const uint32_t children = (nlb + chunk - 1) / chunk;
+  uint32_t free = 0;
+  for (Request* f = free_; f != nullptr && free <= children; f = f->next) ++free;
+  if (free < children + 1) return -ENOMEM;
+  Request* parent = get_request(cb, cb_ctx);
+  parent->owner = this;
+  parent->children_left = children;
+  parent->split_status = 0;
+  constexpr int kMaxSliceIov = 64;
+  Request* built[64];
+  if (children > 64) {
+    put_request(parent);
+    return -EINVAL;  // 64 × MDTS: beyond any I/O the API takes (65536 blocks)
+  }
+  int vi = 0;  // iovec and offset in it where the next slice starts
+  std::size_t voff = 0;
+  for (uint32_t k = 0; k < children; ++k) {
+    const uint32_t n = std::min(chunk, nlb - k * chunk);
+    std::size_t want = std::size_t{n} * ns.block_size;
+    iovec slice[kMaxSliceIov];
+    int slices = 0;
+    while (want > 0) {
+      if (slices == kMaxSliceIov || vi >= iovcnt) {
+        for (uint32_t i = 0; i < k; ++i) put_request(built[i]);
+        put_request(parent);
+        return -EINVAL;
+      }
+      const std::size_t take = std::min(want, iov[vi].iov_len - voff);
+      slice[slices++] = iovec{static_cast<uint8_t*>(iov[vi].iov_base) + voff, take};
+      want -= take;
+      voff += take;
+      if (voff == iov[vi].iov_len) ++vi, voff = 0;
+    }
+    Request* r = get_request(split_child_done, parent);
+    const uint64_t at = lba + uint64_t{k} * chunk;
+    r->cmd.opcode = opcode;
+    r->cmd.nsid = ns.id;
+    r->cmd.cdw10 = static_cast<uint32_t>(at);
+    r->cmd.cdw11 = static_cast<uint32_t>(at >> 32);
+    r->cmd.cdw12 = (n - 1) | (io_flags & 0xffff0000u);
+    if (const int rc = build_data(r, slice, slices, n * ns.block_size); rc != 0) {
+      put_request(r);
+      for (uint32_t i = 0; i < k; ++i) put_request(built[i]);
+      put_request(parent);
+      return rc;
+    }
+    built[k] = r;
+  }
+  ++stats_.split_ios;
+  stats_.split_children += children;
+  for (uint32_t k = 0; k < children; ++k) submit(built[k]);
+  return 0;
+}
+
+void Qpair::split_child_done(void* ctx, const sn::CompletionEntry& cpl) {
+  Request* parent = static_cast<Request*>(ctx);
+  if ((cpl.status & 0xfffe) != 0 && parent->split_status == 0)
+    parent->split_status = static_cast<uint16_t>(cpl.status & 0xfffe);
+  if (--parent->children_left != 0) return;
+  sn::CompletionEntry done = cpl;
+  done.cid = parent->cid;
+  done.status = static_cast<uint16_t>((cpl.status & 1) | parent->split_status);
+  const CompletionFn cb = parent->cb;
+  void* const cb_ctx = parent->cb_ctx;
+  parent->owner->put_request(parent);
+  if (cb) cb(cb_ctx, done);
+}
+
 int Qpair::read(const Namespace& ns, void* buf, uint64_t lba, uint32_t nlb, CompletionFn cb,
                 void* cb_ctx, uint32_t io_flags) {
   const iovec v{buf, std::size_t{nlb} * ns.block_size};
   return rw(sn::nvm::kRead, ns, &v, 1, lba, nlb, cb, cb_ctx, io_flags);
 }
 
-int Qpair::write(const Namespace& ns, const void* buf, uint64_t lba, uint32_t nlb,
-                 CompletionFn cb, void* cb_ctx, uint32_t io_flags) {
+int Qpair::write(const Namespace& ns, const void* buf, uint64_t lba, uint32_t nlb, CompletionFn cb,
+                 void* cb_ctx, uint32_t io_flags) {
   const iovec v{const_cast<void*>(buf), std::size_t{nlb} * ns.block_size};
   return rw(sn::nvm::kWrite, ns, &v, 1, lba, nlb, cb, cb_ctx, io_flags);
 }
@@ -235,7 +317,10 @@ int Qpair::submit(Request* r) {
   const bool sq_full = (sq_tail_ + 1) % size_ == sq_head_;
   if (wait_head_ != nullptr || sq_full || resetting_ || connecting_) {  // keep order
     r->next = nullptr;
-    if (wait_tail_) wait_tail_->next = r; else wait_head_ = r;
+    if (wait_tail_)
+      wait_tail_->next = r;
+    else
+      wait_head_ = r;
     wait_tail_ = r;
     ++stats_.queued;
     return 0;
@@ -249,11 +334,16 @@ void Qpair::place_in_sq(Request* r) {
   sq_[sq_tail_] = r->cmd;
   sq_tail_ = sq_tail_ + 1 == size_ ? 0 : sq_tail_ + 1;
   r->in_sq = true;
-  if (timeout_ticks_) r->submit_tick = ctx_.clock->now();
-  else if (options_.track_latency) ++unstamped_;
+  if (timeout_ticks_)
+    r->submit_tick = ctx_.clock->now();
+  else if (options_.track_latency)
+    ++unstamped_;
   r->prev = out_tail_;
   r->next = nullptr;
-  if (out_tail_) out_tail_->next = r; else out_head_ = r;
+  if (out_tail_)
+    out_tail_->next = r;
+  else
+    out_head_ = r;
   out_tail_ = r;
   doorbell_pending_ = true;
   ++stats_.submitted;
@@ -272,7 +362,9 @@ void Qpair::ring_sq_doorbell() {
   transport_->flush(sq_tail_);
 }
 
-void Qpair::flush_doorbell() { ring_sq_doorbell(); }
+void Qpair::flush_doorbell() {
+  ring_sq_doorbell();
+}
 
 void Qpair::count_error(uint16_t status) {
   ++stats_.errors;
@@ -281,9 +373,15 @@ void Qpair::count_error(uint16_t status) {
 
 Qpair::Request** Qpair::stage_list(uint8_t stage, Request*** tail) {
   switch (stage) {
-    case 0: *tail = &out_tail_; return &out_head_;
-    case 1: *tail = &late_tail_; return &late_head_;
-    default: *tail = &overdue_tail_; return &overdue_head_;
+    case 0:
+      *tail = &out_tail_;
+      return &out_head_;
+    case 1:
+      *tail = &late_tail_;
+      return &late_head_;
+    default:
+      *tail = &overdue_tail_;
+      return &overdue_head_;
   }
 }
 
@@ -291,8 +389,14 @@ void Qpair::unlink_outstanding(Request* r) {
   Request** tailp;
   Request*& head = *stage_list(r->stage, &tailp);
   Request*& tail = *tailp;
-  if (r->prev) r->prev->next = r->next; else head = r->next;
-  if (r->next) r->next->prev = r->prev; else tail = r->prev;
+  if (r->prev)
+    r->prev->next = r->next;
+  else
+    head = r->next;
+  if (r->next)
+    r->next->prev = r->prev;
+  else
+    tail = r->prev;
   r->prev = r->next = nullptr;
   r->in_sq = false;
 }
@@ -327,8 +431,10 @@ inline void Qpair::complete(const sn::CompletionEntry& entry, uint64_t* now) {
     if (*now < r->submit_tick) *now = ctx_.clock->now();
     stats_.latency.record(ticks_to_ns(*now - r->submit_tick));
   }
-  if (r->injected) [[unlikely]] cpl.status = static_cast<uint16_t>((cpl.status & 1) | r->inject_status);
-  if ((cpl.status & 0xfffe) != 0) [[unlikely]] count_error(cpl.status);
+  if (r->injected) [[unlikely]]
+    cpl.status = static_cast<uint16_t>((cpl.status & 1) | r->inject_status);
+  if ((cpl.status & 0xfffe) != 0) [[unlikely]]
+    count_error(cpl.status);
   const CompletionFn cb = r->cb;
   void* const cb_ctx = r->cb_ctx;
   put_request(r);  // before the callback, which may submit again
@@ -342,7 +448,8 @@ int Qpair::process_completions(uint32_t max) {
   }
   if (resetting_) return 0;  // the controller is being reset: its queues don't exist
   uint32_t reaped = 0;
-  if (inj_head_ != nullptr) [[unlikely]] reaped = deliver_injected(max);
+  if (inj_head_ != nullptr) [[unlikely]]
+    reaped = deliver_injected(max);
   uint64_t now = 0;  // read at the first completion of the batch, when latency is tracked
   sn::CompletionEntry batch[kPollBatch];
   for (;;) {
@@ -375,7 +482,10 @@ void Qpair::advance_stage(Request* r) {
   Request** tail;
   Request*& head = *stage_list(r->stage, &tail);
   r->prev = *tail;
-  if (*tail) (*tail)->next = r; else head = r;
+  if (*tail)
+    (*tail)->next = r;
+  else
+    head = r;
   *tail = r;
 }
 
@@ -520,7 +630,10 @@ bool Qpair::inject(Request* r) {
     }
     if (!do_not_submit) return false;  // submitted; the device's completion gets the status
     r->next = nullptr;
-    if (inj_tail_) inj_tail_->next = r; else inj_head_ = r;
+    if (inj_tail_)
+      inj_tail_->next = r;
+    else
+      inj_head_ = r;
     inj_tail_ = r;
     ++inj_count_;
     return true;

@@ -28,14 +28,14 @@ using CompletionFn = void (*)(void* ctx, const sn::CompletionEntry& cpl);
 using TimeoutFn = void (*)(void* ctx, Qpair& qpair, uint16_t cid);
 
 struct QpairOptions {
-  uint32_t queue_size = 256;     // entries per queue; one SQ slot always stays empty
-  uint32_t num_requests = 0;     // 0: 2 × queue_size. Beyond what fits in the SQ, requests
-                                 // wait in software and are submitted as completions free slots
-  bool batch_doorbells = true;   // ring the SQ doorbell (flush the transport) once per
-                                 // process_completions()/flush_doorbell()
-  bool prefer_sgl = false;       // PCIe: describe data with SGLs when the controller takes them
-  uint64_t timeout_us = 0;       // 0: no timeout detection
-  bool track_latency = false;    // a clock read per doorbell and per completion batch
+  uint32_t queue_size = 256;       // entries per queue; one SQ slot always stays empty
+  uint32_t num_requests = 0;       // 0: 2 × queue_size. Beyond what fits in the SQ, requests
+                                   // wait in software and are submitted as completions free slots
+  bool batch_doorbells = true;     // ring the SQ doorbell (flush the transport) once per
+                                   // process_completions()/flush_doorbell()
+  bool prefer_sgl = false;         // PCIe: describe data with SGLs when the controller takes them
+  uint64_t timeout_us = 0;         // 0: no timeout detection
+  bool track_latency = false;      // a clock read per doorbell and per completion batch
   TimeoutFn timeout_cb = nullptr;  // a command outlived timeout_us (once per command)
   // A command already reported is still outstanding timeout_us after the report (once per
   // command): whatever the timeout set in motion (an Abort) did not end it. Same context.
@@ -45,19 +45,22 @@ struct QpairOptions {
 
 // Written by the queue pair's owner; readable from any thread (metrics).
 struct QpairStats {
-  env::OwnerCounter submitted = 0;        // reached the SQ
+  env::OwnerCounter submitted = 0;  // reached the SQ
   env::OwnerCounter completed = 0;
-  env::OwnerCounter errors = 0;           // completions with a non-zero status
+  env::OwnerCounter errors = 0;                       // completions with a non-zero status
   std::array<env::OwnerCounter, 8> errors_by_type{};  // the same, by Status Code Type
-  env::OwnerCounter queued = 0;           // had to wait for an SQ slot
+  env::OwnerCounter queued = 0;                       // had to wait for an SQ slot
   env::OwnerCounter timeouts = 0;
-  env::OwnerCounter overdue = 0;          // still outstanding a timeout after their timeout
-  env::OwnerCounter bad_completions = 0;  // unknown, stale or not-outstanding CID, wrong SQID: ignored
-  env::OwnerCounter bad_sq_heads = 0;     // CQE SQ head pointers beyond the tail: ignored
-  env::OwnerCounter doorbells = 0;        // SQ tail doorbell writes
-  env::OwnerCounter injected = 0;         // commands hit by an error injection rule
+  env::OwnerCounter overdue = 0;  // still outstanding a timeout after their timeout
+  env::OwnerCounter bad_completions =
+      0;                               // unknown, stale or not-outstanding CID, wrong SQID: ignored
+  env::OwnerCounter bad_sq_heads = 0;  // CQE SQ head pointers beyond the tail: ignored
+  env::OwnerCounter doorbells = 0;     // SQ tail doorbell writes
+  env::OwnerCounter injected = 0;      // commands hit by an error injection rule
   env::OwnerCounter failed_on_removal = 0;  // requests ended because the device was removed
-  env::OwnerHistogram latency;  // doorbell to completion, in ns (track_latency)
+  env::OwnerCounter split_ios = 0;          // reads/writes beyond MDTS split into commands
+  env::OwnerCounter split_children = 0;     // the commands they became
+  env::OwnerHistogram latency;              // doorbell to completion, in ns (track_latency)
 };
 
 // A software error injection rule (SPDK's spdk_nvme_qpair_add_cmd_error_injection, plus LBA
@@ -71,7 +74,7 @@ struct ErrorInjection {
   uint8_t sct = 0;
   uint8_t sc = 0;
   bool dnr = false;
-  uint32_t count = 1;       // how many commands to hit; 0 = unlimited
+  uint32_t count = 1;  // how many commands to hit; 0 = unlimited
   // true: complete in software (from the next process_completions()), never sent to the
   // device. false: sent to the device; its completion's status is replaced.
   bool do_not_submit = false;
@@ -117,7 +120,10 @@ class Qpair {
 
   // I/O. 0, or -ENOMEM (no free request: retry after completions), -EINVAL (bad
   // arguments, buffer not in registered DMA memory, layout the device can't take),
-  // -E2BIG (beyond MDTS), -ENODEV (the device is gone). Flags: CDW12 bits (FUA...).
+  // -ENODEV (the device is gone). Flags: CDW12 bits (FUA...). A read/write/compare beyond
+  // the maximum transfer (MDTS) is split, as SPDK's driver does, into commands of at most
+  // that size (a free request per command, plus one that collects them): the callback runs
+  // once, when all have completed, with the first error if any (stats: split_ios).
   int read(const Namespace& ns, void* buf, uint64_t lba, uint32_t nlb, CompletionFn cb,
            void* cb_ctx, uint32_t io_flags = 0);
   int write(const Namespace& ns, const void* buf, uint64_t lba, uint32_t nlb, CompletionFn cb,
@@ -129,8 +135,8 @@ class Qpair {
   int compare(const Namespace& ns, const void* buf, uint64_t lba, uint32_t nlb, CompletionFn cb,
               void* cb_ctx);
   int flush(const Namespace& ns, CompletionFn cb, void* cb_ctx);
-  int write_zeroes(const Namespace& ns, uint64_t lba, uint32_t nlb, CompletionFn cb,
-                   void* cb_ctx, uint32_t io_flags = 0);
+  int write_zeroes(const Namespace& ns, uint64_t lba, uint32_t nlb, CompletionFn cb, void* cb_ctx,
+                   uint32_t io_flags = 0);
   // `ranges` must live in registered DMA memory until completion.
   int deallocate(const Namespace& ns, const sn::nvm::DsmRange* ranges, uint32_t count,
                  CompletionFn cb, void* cb_ctx);
@@ -192,6 +198,9 @@ class Qpair {
   void complete(const sn::CompletionEntry& entry, uint64_t* now);
   int rw(uint8_t opcode, const Namespace& ns, const iovec* iov, int iovcnt, uint64_t lba,
          uint32_t nlb, CompletionFn cb, void* cb_ctx, uint32_t io_flags);
+  int split_rw(uint8_t opcode, const Namespace& ns, const iovec* iov, int iovcnt, uint64_t lba,
+               uint32_t nlb, CompletionFn cb, void* cb_ctx, uint32_t io_flags);
+  static void split_child_done(void* ctx, const sn::CompletionEntry& cpl);
   int submit(Request* r);
   void place_in_sq(Request* r);
   void ring_sq_doorbell();
@@ -216,7 +225,7 @@ class Qpair {
   uint32_t size_;
   QpairOptions options_;
   std::unique_ptr<QueueTransport> transport_;
-  sn::SubmissionEntry* sq_ = nullptr;   // the transport's submission queue
+  sn::SubmissionEntry* sq_ = nullptr;  // the transport's submission queue
 
   uint32_t sq_tail_ = 0, sq_head_ = 0;  // the SQ's room: the controller reports its head
   bool sq_head_reported_ = true;        // else each completion frees one slot
@@ -228,7 +237,7 @@ class Qpair {
   uint64_t ticks_to_ns(uint64_t ticks) const {
     return static_cast<uint64_t>((static_cast<unsigned __int128>(ticks) * ns_per_tick_q32_) >> 32);
   }
-  bool resetting_ = false;  // between reset_rings() and resume(): the queues don't exist
+  bool resetting_ = false;   // between reset_rings() and resume(): the queues don't exist
   bool connecting_ = false;  // between begin_connect() and resume(): only submit_first()
 
   std::unique_ptr<Request[]> requests_;
@@ -236,13 +245,13 @@ class Qpair {
   Request* free_ = nullptr;
   Request* wait_head_ = nullptr;  // FIFO of requests waiting for an SQ slot
   Request* wait_tail_ = nullptr;
-  Request* out_head_ = nullptr;   // submitted, oldest first (timeouts look here)
+  Request* out_head_ = nullptr;  // submitted, oldest first (timeouts look here)
   Request* out_tail_ = nullptr;
   Request* late_head_ = nullptr;  // submitted and already reported as timed out
   Request* late_tail_ = nullptr;
   Request* overdue_head_ = nullptr;  // ... and reported overdue as well: no more checks
   Request* overdue_tail_ = nullptr;
-  Request* inj_head_ = nullptr;   // completed in software, delivered by the next poll
+  Request* inj_head_ = nullptr;  // completed in software, delivered by the next poll
   Request* inj_tail_ = nullptr;
   uint32_t inj_count_ = 0;
   uint32_t outstanding_ = 0;

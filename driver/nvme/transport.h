@@ -17,8 +17,10 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "driver/env/result.h"
+#include "driver/nvme/transport_id.h"
 #include "spec/nvme.h"
 
 namespace pollux::nvme {
@@ -64,10 +66,10 @@ class QueueTransport {
 // What a queue is created with (the controller's findings and the caller's options).
 struct QueueParams {
   uint16_t qid = 0;
-  uint32_t entries = 0;           // SQ and CQ entries
-  uint32_t page_size = 4096;      // CC.MPS
-  bool prefer_sgl = false;        // describe data with SGLs where the controller takes them
-  bool sgl_supported = false;     // Identify SGLS
+  uint32_t entries = 0;        // SQ and CQ entries
+  uint32_t page_size = 4096;   // CC.MPS
+  bool prefer_sgl = false;     // describe data with SGLs where the controller takes them
+  bool sgl_supported = false;  // Identify SGLS
 };
 
 // Admin commands a transport issues for itself while setting queues up (PCIe: Create and
@@ -105,6 +107,19 @@ class Transport {
   // What Identify Controller said, for what a transport adapts to (fabrics: IOCCSZ, the
   // in-capsule data an I/O command may carry).
   virtual void identified(const sn::IdentifyController&) {}
+
+  // Multipath, failover (SPDK's bdev_nvme multipath "failover"): more addresses of the same
+  // subsystem. The queues connect on the active path; a reset that failed makes the next
+  // path active for the next attempt. add_path: "" or why not (a transport without paths, a
+  // different subsystem, too many). Admin thread; readers of the paths may be any thread.
+  virtual std::string add_path(const TransportId&) { return "this transport has one path"; }
+  virtual void reset_failed() {}
+  struct PathInfo {
+    std::vector<std::string> addresses;  // in the order added; the first is the attach's
+    std::size_t active = 0;
+    uint64_t failovers = 0;  // times the active path changed
+  };
+  virtual PathInfo paths() const { return PathInfo{{address()}, 0, 0}; }
 
   // Controller registers by offset (spec::nvme::reg), 4 or 8 bytes, where the transport
   // reaches them itself (PCIe: MMIO). A device that is gone reads all ones. Set-up and admin

@@ -15,10 +15,13 @@ namespace nf = spec::nvmf;
 Result<std::unique_ptr<TcpTransport>> TcpTransport::create(const nvme::TransportId& trid,
                                                            TcpOptions options) {
   if (trid.trtype != nvme::TransportType::kTcp) return make_error(EINVAL, "not a tcp transport ID");
-  if (trid.traddr.empty()) return make_error(EINVAL, "trtype:tcp needs traddr (the target's address)");
-  if (trid.subnqn.empty()) return make_error(EINVAL, "trtype:tcp needs subnqn (the subsystem's NQN)");
+  if (trid.traddr.empty())
+    return make_error(EINVAL, "trtype:tcp needs traddr (the target's address)");
+  if (trid.subnqn.empty())
+    return make_error(EINVAL, "trtype:tcp needs subnqn (the subsystem's NQN)");
   if (trid.subnqn.size() > nf::kNqnMaxLength) {
-    return make_error(EINVAL, "subnqn: longer than " + std::to_string(nf::kNqnMaxLength) + " bytes");
+    return make_error(EINVAL,
+                      "subnqn: longer than " + std::to_string(nf::kNqnMaxLength) + " bytes");
   }
   Endpoint ep{trid.traddr, trid.trsvcid.empty() ? std::to_string(nt::kIoPort) : trid.trsvcid};
   options.header_digest |= trid.header_digest;
@@ -26,8 +29,32 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(const nvme::Transport
   return std::unique_ptr<TcpTransport>(new TcpTransport(std::move(ep), trid.subnqn, options));
 }
 
+namespace {
+std::string address_of(const Endpoint& e, const std::string& subnqn) {
+  return "tcp:" + e.traddr + ":" + e.trsvcid + "/" + subnqn;
+}
+}  // namespace
+
 std::string TcpTransport::address() const {
-  return "tcp:" + endpoint_.traddr + ":" + endpoint_.trsvcid + "/" + subnqn_;
+  return address_of(paths_->active(), subnqn_);
+}
+
+std::string TcpTransport::add_path(const nvme::TransportId& trid) {
+  if (trid.trtype != nvme::TransportType::kTcp) return "a path of a tcp controller must be tcp";
+  if (trid.traddr.empty()) return "a path needs traddr";
+  if (trid.subnqn != subnqn_)
+    return "a path must lead to the same subsystem (" + subnqn_ + "), not '" + trid.subnqn + "'";
+  return paths_->add(
+      Endpoint{trid.traddr, trid.trsvcid.empty() ? std::to_string(nt::kIoPort) : trid.trsvcid});
+}
+
+nvme::Transport::PathInfo TcpTransport::paths() const {
+  const Paths::Snapshot s = paths_->snapshot();
+  PathInfo info;
+  for (const Endpoint& e : s.all) info.addresses.push_back(address_of(e, subnqn_));
+  info.active = s.active;
+  info.failovers = s.failovers;
+  return info;
 }
 
 void TcpTransport::identified(const sn::IdentifyController& id) {
@@ -37,8 +64,8 @@ void TcpTransport::identified(const sn::IdentifyController& id) {
   // IOCCSZ counts 16-byte units of the whole capsule, SQE included; ICDOFF is 0 on TCP.
   const uint64_t capsule = uint64_t{f.ioccsz} * nf::kCapsuleSizeUnit;
   io_in_capsule_ = capsule > sizeof(sn::SubmissionEntry)
-                       ? static_cast<uint32_t>(std::min<uint64_t>(capsule - sizeof(sn::SubmissionEntry),
-                                                                  UINT32_MAX))
+                       ? static_cast<uint32_t>(
+                             std::min<uint64_t>(capsule - sizeof(sn::SubmissionEntry), UINT32_MAX))
                        : 0;
 }
 
@@ -47,20 +74,19 @@ Result<std::unique_ptr<nvme::QueueTransport>> TcpTransport::create_queue(
   // The admin queue takes 8 KiB in its capsules (Connect's 1024 bytes fit); an I/O queue
   // what Identify Controller says.
   const uint32_t in_capsule = p.qid == 0 ? nt::kAdminInCapsuleDataSize : io_in_capsule_;
-  auto q = std::make_unique<TcpQueue>(endpoint_, p, options_, in_capsule);
+  auto q = std::make_unique<TcpQueue>(paths_, p, options_, in_capsule);
   if (std::string e = q->open(); !e.empty()) return make_error(ECONNREFUSED, e);
   return std::unique_ptr<nvme::QueueTransport>(std::move(q));
 }
 
 void register_tcp_transport() {
-  nvme::register_transport(
-      nvme::TransportType::kTcp,
-      [](const nvme::TransportId& trid, env::MemoryRegistry&)
-          -> Result<std::unique_ptr<nvme::Transport>> {
-        auto t = TcpTransport::create(trid);
-        if (!t) return t.error();
-        return std::unique_ptr<nvme::Transport>(std::move(t).value());
-      });
+  nvme::register_transport(nvme::TransportType::kTcp,
+                           [](const nvme::TransportId& trid,
+                              env::MemoryRegistry&) -> Result<std::unique_ptr<nvme::Transport>> {
+                             auto t = TcpTransport::create(trid);
+                             if (!t) return t.error();
+                             return std::unique_ptr<nvme::Transport>(std::move(t).value());
+                           });
 }
 
 namespace {

@@ -20,6 +20,7 @@
 
 #include "driver/nvme/transport.h"
 #include "driver/nvme/transport_id.h"
+#include "fabric/tcp/paths.h"
 #include "spec/nvme_tcp.h"
 
 namespace pollux::fabric::tcp {
@@ -30,12 +31,6 @@ struct TcpOptions {
   bool header_digest = false;  // asked for in ICReq; the controller decides (ICResp)
   bool data_digest = false;
   uint32_t connect_timeout_ms = 5000;  // TCP connect and the ICReq/ICResp exchange
-};
-
-// Where a queue connects, and what it learned at ICResp.
-struct Endpoint {
-  std::string traddr;
-  std::string trsvcid;
 };
 
 class TcpQueue;
@@ -52,6 +47,10 @@ class TcpTransport final : public nvme::Transport {
   void identified(const sn::IdentifyController& id) override;
   Result<std::unique_ptr<nvme::QueueTransport>> create_queue(const nvme::QueueParams& p) override;
   void program_admin_queue(nvme::QueueTransport&) override {}
+  // Multipath, failover: other addresses of subnqn (trtype tcp); the queues follow paths_.
+  std::string add_path(const nvme::TransportId& trid) override;
+  void reset_failed() override { paths_->fail_over(); }
+  PathInfo paths() const override;
   // Fabrics queues are connected by the controller's Connect; stopping one is closing it.
   std::string start_io_queue(nvme::QueueTransport&, const nvme::AdminCommand&) override {
     return "";
@@ -62,8 +61,10 @@ class TcpTransport final : public nvme::Transport {
 
  private:
   TcpTransport(Endpoint endpoint, std::string subnqn, TcpOptions options)
-      : endpoint_(std::move(endpoint)), subnqn_(std::move(subnqn)), options_(options) {}
-  Endpoint endpoint_;
+      : paths_(std::make_shared<Paths>(std::move(endpoint))),
+        subnqn_(std::move(subnqn)),
+        options_(options) {}
+  std::shared_ptr<Paths> paths_;
   std::string subnqn_;
   TcpOptions options_;
   uint32_t io_in_capsule_ = 0;  // bytes of in-capsule data an I/O command may carry (IOCCSZ)

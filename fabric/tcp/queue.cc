@@ -87,11 +87,13 @@ bool recv_exact(int fd, void* p, std::size_t n, std::chrono::steady_clock::time_
 
 }  // namespace
 
-TcpQueue::TcpQueue(Endpoint endpoint, const nvme::QueueParams& params, TcpOptions options,
-                   uint32_t in_capsule)
-    : endpoint_(std::move(endpoint)), params_(params), options_(options), in_capsule_(in_capsule) {}
+TcpQueue::TcpQueue(std::shared_ptr<Paths> paths, const nvme::QueueParams& params,
+                   TcpOptions options, uint32_t in_capsule)
+    : paths_(std::move(paths)), params_(params), options_(options), in_capsule_(in_capsule) {}
 
-TcpQueue::~TcpQueue() { close_socket(); }
+TcpQueue::~TcpQueue() {
+  close_socket();
+}
 
 void TcpQueue::close_socket() {
   if (fd_ >= 0) ::close(fd_);
@@ -101,6 +103,17 @@ void TcpQueue::close_socket() {
 // ----------------------------------------------------------------------- connection ---
 
 std::string TcpQueue::open() {
+  std::string err = open_at(paths_->active());
+  if (params_.qid == 0) {
+    for (std::size_t others = paths_->size() - 1; !err.empty() && others > 0; --others) {
+      paths_->fail_over();
+      err = open_at(paths_->active());
+    }
+  }
+  return err;
+}
+
+std::string TcpQueue::open_at(const Endpoint& endpoint_) {
   close_socket();
   broken_.store(true, std::memory_order_release);  // until the handshake is done
   const auto dl = deadline_in(options_.connect_timeout_ms);
@@ -109,7 +122,8 @@ std::string TcpQueue::open() {
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
-  if (const int rc = ::getaddrinfo(endpoint_.traddr.c_str(), endpoint_.trsvcid.c_str(), &hints, &res);
+  if (const int rc =
+          ::getaddrinfo(endpoint_.traddr.c_str(), endpoint_.trsvcid.c_str(), &hints, &res);
       rc != 0) {
     return "NVMe/TCP " + where + ": " + ::gai_strerror(rc);
   }
@@ -153,16 +167,16 @@ std::string TcpQueue::open() {
   nt::IcResp resp{};
   if (!send_exact(fd_, &req, sizeof req, dl) || !recv_exact(fd_, &resp, sizeof resp, dl)) {
     close_socket();
-    return "NVMe/TCP " + where + ": no ICResp within " + std::to_string(options_.connect_timeout_ms) +
-           " ms";
+    return "NVMe/TCP " + where + ": no ICResp within " +
+           std::to_string(options_.connect_timeout_ms) + " ms";
   }
   if (resp.ch.type != nt::pdu::kIcResp || resp.ch.hlen != nt::kIcRespHlen ||
       resp.ch.plen != nt::kIcRespHlen || resp.pfv != nt::kPfv10 || resp.cpda > nt::kMaxPda ||
       resp.maxh2cdata < nt::kMinMaxH2cData || resp.maxh2cdata % 4 != 0 ||
       (resp.dgst & ~req.dgst) != 0) {
     close_socket();
-    return "NVMe/TCP " + where + ": bad ICResp (type " + std::to_string(resp.ch.type) +
-           ", PFV " + std::to_string(resp.pfv) + ", MAXH2CDATA " + std::to_string(resp.maxh2cdata) + ")";
+    return "NVMe/TCP " + where + ": bad ICResp (type " + std::to_string(resp.ch.type) + ", PFV " +
+           std::to_string(resp.pfv) + ", MAXH2CDATA " + std::to_string(resp.maxh2cdata) + ")";
   }
   digests_ = resp.dgst;
   cpda_ = resp.cpda;
@@ -332,7 +346,8 @@ bool TcpQueue::produce_capsule(uint32_t slot) {
   const uint32_t pdo = data ? nt::data_offset(nt::kCapsuleCmdHlen, hd, cpda_) : 0;
   pdu->ch.pdo = static_cast<uint8_t>(pdo);
   pdu->ch.plen = nt::pdu_length(nt::kCapsuleCmdHlen, hd, pdo, data ? r->len : 0, dd);
-  pdu->ch.flags = static_cast<uint8_t>((hd ? nt::flags::kHdgst : 0) | (data && dd ? nt::flags::kDdgst : 0));
+  pdu->ch.flags =
+      static_cast<uint8_t>((hd ? nt::flags::kHdgst : 0) | (data && dd ? nt::flags::kDdgst : 0));
   pdu->sqe = sqe;
   uint32_t head_bytes = nt::kCapsuleCmdHlen;
   if (hd) {
@@ -422,8 +437,8 @@ void TcpQueue::produce() {
 // One sendmsg of what is queued (up to where the item ring wraps).
 void TcpQueue::send_pending() {
   while (item_count_ > 0 && !broken()) {
-    const uint32_t run = std::min<uint32_t>(
-        {item_count_, static_cast<uint32_t>(items_.size()) - item_head_, 512u});
+    const uint32_t run =
+        std::min<uint32_t>({item_count_, static_cast<uint32_t>(items_.size()) - item_head_, 512u});
     iovec v[512];
     for (uint32_t i = 0; i < run; ++i) v[i] = items_[item_head_ + i].v;
     msghdr m{};
@@ -694,7 +709,8 @@ void TcpQueue::end_pdu(sn::CompletionEntry* out, uint32_t* n) {
   sn::CompletionEntry cqe{};
   cqe.cid = r->cid;
   cqe.sqid = params_.qid;
-  if (r->digest_error) cqe.status = sn::status::make(sn::sct::kGeneric, sn::sc::kTransientTransportError);
+  if (r->digest_error)
+    cqe.status = sn::status::make(sn::sct::kGeneric, sn::sc::kTransientTransportError);
   r->mapped = false;
   out[(*n)++] = cqe;
 }

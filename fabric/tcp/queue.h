@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,14 +17,15 @@ namespace pollux::fabric::tcp {
 class TcpQueue final : public nvme::QueueTransport {
  public:
   // `in_capsule` bytes of write data may travel inside the command capsule.
-  TcpQueue(Endpoint endpoint, const nvme::QueueParams& params, TcpOptions options,
+  TcpQueue(std::shared_ptr<Paths> paths, const nvme::QueueParams& params, TcpOptions options,
            uint32_t in_capsule);
   ~TcpQueue() override;
   TcpQueue(const TcpQueue&) = delete;
   TcpQueue& operator=(const TcpQueue&) = delete;
 
-  // Connects and exchanges ICReq/ICResp (set-up path, bounded by connect_timeout_ms).
-  // "" or what failed.
+  // Connects on the active path and exchanges ICReq/ICResp (set-up path, bounded by
+  // connect_timeout_ms per path). The admin queue leads a failover: when the active path does
+  // not answer, the others are tried in turn. "" or what failed.
   std::string open();
 
   int init_requests(uint32_t n) override;
@@ -91,8 +93,9 @@ class TcpQueue final : public nvme::QueueTransport {
   void copy_in(const uint8_t* p, uint32_t len);
   void fail(uint16_t fes, uint32_t fei);  // protocol error: H2CTermReq, broken
   void close_socket();
+  std::string open_at(const Endpoint& endpoint);
 
-  Endpoint endpoint_;
+  std::shared_ptr<Paths> paths_;
   nvme::QueueParams params_;
   TcpOptions options_;
   uint32_t in_capsule_;

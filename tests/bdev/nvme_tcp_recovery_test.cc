@@ -82,6 +82,15 @@ class NvmeTcpRecoveryTest : public ::testing::Test {
   }
   void TearDown() override {
     if (o_.ch || o_.desc) close();
+    if (fw_ && !bdev::nvme_controller_names(*mgr_).empty()) {
+      // Detached, so the controller and its queues are freed (LeakSanitizer).
+      down_ = false;
+      {
+        CurrentThreadScope on(t0_);
+        bdev::nvme_detach_controller(*mgr_, "Nvme0");
+      }
+      run_until([&] { return bdev::nvme_controller_names(*mgr_).empty(); });
+    }
     if (fw_) {
       fw_->stop(0);
       run_until([&] { return fw_->finished(); });
@@ -340,6 +349,148 @@ TEST_F(NvmeTcpRecoveryTest, LossShorterThanTheLossTimeoutIsSurvived) {
   expect_read_data(r);
   EXPECT_EQ(events_.removes, 0);
   EXPECT_EQ(bdev::nvme_controller_names(*mgr_), std::vector<std::string>{"Nvme0"});
+}
+
+// Multipath, failover: a second scripted target stands for a second port of the same
+// subsystem (the same subnqn; its namespace is given the first one's bytes when that one goes
+// down, as one subsystem's storage would be).
+class NvmeTcpMultipathTest : public NvmeTcpRecoveryTest {
+ protected:
+  void SetUp() override {
+    NvmeTcpRecoveryTest::SetUp();
+    b_ = std::make_unique<st::ScriptedTarget>();
+    b_->set_hook([this](st::Conn& c, const st::Command&) {
+      if (!b_down_.load()) return false;
+      c.close();
+      return true;
+    });
+  }
+  void TearDown() override {
+    NvmeTcpRecoveryTest::TearDown();
+    if (b_) {
+      EXPECT_TRUE(b_->violations().empty()) << b_->violations().front();
+    }
+  }
+  nvme::TransportId trid_b() const {
+    nvme::TransportId t;
+    t.trtype = nvme::TransportType::kTcp;
+    t.traddr = "127.0.0.1";
+    t.trsvcid = std::to_string(b_->port());
+    t.subnqn = b_->subnqn();
+    return t;
+  }
+  Result<std::vector<std::string>> add_path(const nvme::TransportId& t) {
+    CurrentThreadScope on(t0_);
+    return bdev::nvme_add_path(*mgr_, "Nvme0", t);
+  }
+  static void copy(st::ScriptedTarget& from, st::ScriptedTarget& to) {
+    const std::vector<uint8_t> bytes = from.ram(0, 64 * 512);
+    to.fill_ram(0, bytes);
+  }
+  void b_go_down() {
+    b_down_ = true;
+    const int conns = b_->inspect([](const st::Log& l) { return int(l.conns.size()); });
+    for (int i = 0; i < conns; ++i) b_->close_connection(i);
+  }
+  int b_connects() {
+    return b_->inspect([](const st::Log& l) { return int(l.conns.size()); });
+  }
+  std::unique_ptr<st::ScriptedTarget> b_;
+  std::atomic<bool> b_down_{false};
+};
+
+// The path in use goes down: the reset that fails there moves to the other path, I/O that
+// waited completes there with the data, new writes land there; then back again.
+TEST_F(NvmeTcpMultipathTest, FailoverMovesIoToTheOtherPathAndBack) {
+  attach([](bdev::NvmeBdevOptions& o) {
+    o.reconnect_delay_us = 50'000;
+    o.ctrlr_loss_timeout_us = bdev::NvmeBdevOptions::kRetryForever;
+  });
+  auto names = add_path(trid_b());
+  ASSERT_TRUE(names.ok()) << names.error().message;
+  EXPECT_EQ(*names, std::vector<std::string>{"Nvme0n1"});
+  EXPECT_EQ(stats().paths, 2u);
+  EXPECT_EQ(stats().active_path, 0u);
+  EXPECT_EQ(b_connects(), 0) << "a passive path is not used";
+  write_pattern();
+
+  go_down();
+  copy(*target_, *b_);
+  std::vector<Each> r(16);
+  submit_reads(r);
+  run_until([&] { return completed(r) == 16; }, 10);
+  for (const Each& e : r) EXPECT_EQ(e.status, IoStatus::kSuccess) << bdev::to_string(e.status);
+  expect_read_data(r);
+  auto s = stats();
+  EXPECT_EQ(s.active_path, 1u);
+  EXPECT_GE(s.failovers, 1u);
+  EXPECT_FALSE(s.lost);
+  EXPECT_EQ(s.fast_failed, 0u);
+  EXPECT_GT(b_connects(), 0);
+  // New writes land on the path in use.
+  for (std::size_t i = 0; i < 64 * 512; ++i) buf()[i] = static_cast<uint8_t>(i * 7 + 3);
+  Each w;
+  {
+    CurrentThreadScope on(t0_);
+    ASSERT_EQ(mgr_->write(o_.desc, o_.ch, buf(), 0, 64, Each::cb, &w), 0);
+  }
+  run_until([&] { return w.n == 1; });
+  ASSERT_EQ(w.status, IoStatus::kSuccess);
+  EXPECT_EQ(b_->ram(0, 64 * 512), std::vector<uint8_t>(buf(), buf() + 64 * 512));
+
+  // Back: the first path returns, the second goes.
+  come_back();
+  b_go_down();
+  copy(*b_, *target_);
+  std::vector<Each> back(8);
+  submit_reads(back);
+  run_until([&] { return completed(back) == 8; }, 10);
+  for (const Each& e : back) EXPECT_EQ(e.status, IoStatus::kSuccess) << bdev::to_string(e.status);
+  expect_read_data(back);
+  s = stats();
+  EXPECT_EQ(s.active_path, 0u);
+  EXPECT_GE(s.failovers, 2u);
+  EXPECT_EQ(events_.removes, 0);
+}
+
+// What is not a second path of this controller is refused, naming why; a config's second
+// attach with multipath "failover" adds the path.
+TEST_F(NvmeTcpMultipathTest, PathsThatAreNotTheSameSubsystemAreRefused) {
+  attach([](bdev::NvmeBdevOptions&) {});
+  nvme::TransportId other = trid_b();
+  other.subnqn = "nqn.2026-01.io.pollux:another-subsystem";
+  auto r = add_path(other);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("same subsystem"), std::string::npos) << r.error().message;
+  nvme::TransportId again = trid_b();
+  again.trsvcid = std::to_string(target_->port());
+  r = add_path(again);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("already there"), std::string::npos) << r.error().message;
+  {
+    CurrentThreadScope on(t0_);
+    auto none = bdev::nvme_add_path(*mgr_, "Nvme9", trid_b());
+    ASSERT_FALSE(none.ok());
+    EXPECT_EQ(none.error().code, -ENODEV);
+    bdev::NvmeAddress a;
+    a.trtype = "tcp";
+    a.traddr = "127.0.0.1";
+    a.trsvcid = std::to_string(b_->port());
+    a.subnqn = b_->subnqn();
+    a.multipath = "multipath";
+    auto aa = bdev::nvme_attach_controller_by_address(*mgr_, "Nvme0", a);
+    ASSERT_FALSE(aa.ok());
+    EXPECT_EQ(aa.error().code, -ENOTSUP);
+    a.multipath = "sometimes";
+    EXPECT_EQ(bdev::nvme_attach_controller_by_address(*mgr_, "Nvme0", a).error().code, -EINVAL);
+    a.multipath = "";
+    EXPECT_EQ(bdev::nvme_attach_controller_by_address(*mgr_, "Nvme0", a).error().code, -EEXIST);
+    a.multipath = "failover";
+    auto ok = bdev::nvme_attach_controller_by_address(*mgr_, "Nvme0", a);
+    ASSERT_TRUE(ok.ok()) << ok.error().message;
+    EXPECT_EQ(*ok, std::vector<std::string>{"Nvme0n1"});
+  }
+  EXPECT_EQ(stats().paths, 2u);
 }
 
 }  // namespace

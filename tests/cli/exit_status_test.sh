@@ -36,6 +36,7 @@ refused "--seed" "$sim" --seed 99999999999999999999999
 refused "--time" "$bdevperf" --null N:1024 -t nan
 refused "--time" "$perf" -r 'trtype:vfio-user traddr:/nonexistent' -t inf
 refused "--time" "$demo" -t nan
+refused "--time: expected a number > 0, got 0" "$perf" -r 'trtype:vfio-user traddr:/nonexistent' -t 0
 # Output files that cannot be written are found before the run, not silently after it.
 refused "--json /nonexistent/dir/out.json" \
   "$perf" -r 'trtype:vfio-user traddr:/nonexistent' --json /nonexistent/dir/out.json

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# A scenario run with metrics on, scraped by a real Prometheus server (Debian's, on loopback,
-# with a temporary data directory); then every dashboard panel's PromQL is evaluated through
-# Prometheus' HTTP API and must return data, and every metric a panel names must exist.
+# A scenario run with metrics on, and pollux-tgt serving pollux-perf over NVMe/TCP with metrics
+# on, scraped by a real Prometheus server (Debian's, on loopback, with a temporary data
+# directory); then every dashboard panel's PromQL is evaluated through Prometheus' HTTP API
+# and must return data, and every metric a panel names must exist.
 set -euo pipefail
-scenario_bin=$1 check=$2 scenario=$3
-shift 3
+scenario_bin=$1 check=$2 scenario=$3 tgt_bin=$4 perf_bin=$5
+shift 5
 dashboards=("$@")
 command -v prometheus >/dev/null || { echo "prometheus is not installed (tools/setup.sh installs it)"; exit 1; }
 dir=$(mktemp -d /tmp/pollux-prom.XXXXXX)
@@ -20,18 +21,43 @@ target=$(sed -n 's|^metrics: http://\([^/]*\)/metrics|\1|p' "$dir/run.log")
 [ -n "$target" ] || { cat "$dir/run.log"; echo "FAIL: the scenario printed no metrics endpoint"; exit 1; }
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# The NVMe-oF target (a malloc namespace) under verified I/O for the NVMe-oF dashboard.
+nvmf_port=$(free_port)
+nqn=nqn.2026-11.io.pollux:metrics
+cat >"$dir/tgt.json" <<JSON
+{"subsystems": [
+  {"subsystem": "bdev", "config": [{"method": "bdev_malloc_create",
+    "params": {"name": "Malloc0", "num_blocks": 65536, "block_size": 512}}]},
+  {"subsystem": "nvmf", "config": [
+    {"method": "nvmf_create_transport", "params": {"trtype": "TCP"}},
+    {"method": "nvmf_create_subsystem", "params": {"nqn": "$nqn", "allow_any_host": true}},
+    {"method": "nvmf_subsystem_add_ns", "params": {"nqn": "$nqn", "namespace": {"bdev_name": "Malloc0"}}},
+    {"method": "nvmf_subsystem_add_listener", "params": {"nqn": "$nqn", "listen_address":
+      {"trtype": "TCP", "adrfam": "IPv4", "traddr": "127.0.0.1", "trsvcid": "$nvmf_port"}}}]}]}
+JSON
+"$tgt_bin" -m 0x1 --json "$dir/tgt.json" --rpc "" --metrics 127.0.0.1:0 >"$dir/tgt.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 300); do grep -q "ready" "$dir/tgt.log" && break; sleep 0.1; done
+tgt_target=$(sed -n 's|^pollux-tgt: metrics on http://\([^/]*\)/metrics|\1|p' "$dir/tgt.log")
+[ -n "$tgt_target" ] || { cat "$dir/tgt.log"; echo "FAIL: pollux-tgt printed no metrics endpoint"; exit 1; }
+"$perf_bin" -r "trtype:tcp adrfam:ipv4 traddr:127.0.0.1 trsvcid:$nvmf_port subnqn:$nqn" \
+  -q 8 -o 4096 -w randrw -M 50 --verify -t 300 -c 0x1 >"$dir/perf.log" 2>&1 &
+pids+=($!)
+
 port=$(free_port)
 cat >"$dir/prometheus.yml" <<YML
 global: {scrape_interval: 1s, evaluation_interval: 1s}
 scrape_configs:
   - job_name: pollux
-    static_configs: [{targets: ["$target"]}]
+    static_configs: [{targets: ["$target", "$tgt_target"]}]
 YML
 prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/data" \
   --web.listen-address="127.0.0.1:$port" --log.level=warn >"$dir/prometheus.log" 2>&1 &
 pids+=($!)
 if ! python3 "$check" "http://127.0.0.1:$port" "${dashboards[@]}"; then
   echo "--- scenario"; cat "$dir/run.log"; echo "--- prometheus"; tail -20 "$dir/prometheus.log"
+  echo "--- pollux-tgt"; tail -20 "$dir/tgt.log"; echo "--- pollux-perf"; tail -20 "$dir/perf.log"
   exit 1
 fi
 grep -q "PASSED" "$dir/run.log" || { cat "$dir/run.log"; echo "FAIL: the scenario failed"; exit 1; }

@@ -186,7 +186,7 @@ int main(int argc, char** argv) {
                "Print one table and exit (the default when stdout is not a terminal)");
   app.add_option("--iterations", c.iterations,
                  "Scrapes before exiting (default: unlimited; with --once 2, as rates need two)")
-      ->check(CLI::PositiveNumber);
+      ->check(pollux::cli::kPositive);
   if (auto rc = pollux::cli::parse(app, argc, argv)) return *rc;
 
   c.endpoint = *parse_endpoint(endpoint);

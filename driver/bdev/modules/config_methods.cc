@@ -11,7 +11,7 @@ void register_nvme_config_methods(ConfigMethods& methods) {
                     if (auto st = p.allow_only({"name", "trtype", "traddr", "adrfam", "trsvcid",
                                                 "subnqn", "hdgst", "ddgst",
                                                 "ctrlr_loss_timeout_sec", "reconnect_delay_sec",
-                                                "fast_io_fail_timeout_sec"});
+                                                "fast_io_fail_timeout_sec", "multipath"});
                         !st)
                       return st.error();
                     auto name = p.string("name");
@@ -22,7 +22,8 @@ void register_nvme_config_methods(ConfigMethods& methods) {
                       if (!v) return v.error();
                       *out = *v;
                     }
-                    for (auto [key, out] : {std::pair{"trsvcid", &a.trsvcid}, {"subnqn", &a.subnqn}}) {
+                    for (auto [key, out] : {std::pair{"trsvcid", &a.trsvcid}, {"subnqn", &a.subnqn},
+                                            {"multipath", &a.multipath}}) {
                       auto v = p.string_or(key, "");
                       if (!v) return v.error();
                       *out = *v;

@@ -127,6 +127,10 @@ class NvmeCtrlr {
             get(d.aborts_sent),    get(d.reset_aborted_ios), get(d.async_events),
             get(fast_failed_),     lost_since_.load(std::memory_order_relaxed) != 0};
   }
+  std::vector<std::string> bdev_names() const {
+    std::lock_guard lock(mu_);
+    return bdev_names_;
+  }
   bool detaching() const {
     std::lock_guard lock(mu_);
     return tearing_down_;
@@ -891,6 +895,19 @@ Result<std::vector<std::string>> nvme_attach_controller_by_address(
   if (a.ddgst) text += " ddgst:1";
   auto trid = nvme::parse_transport_id(text);
   if (!trid) return make_error(trid.error().code, "bdev_nvme_attach_controller: " + trid.error().message);
+  if (a.multipath == "failover") {
+    bool attached;
+    {
+      std::lock_guard lock(g_mu);
+      attached = find_ctrlr(mgr, name) != nullptr;
+    }
+    if (attached) return nvme_add_path(mgr, name, *trid);
+  } else if (a.multipath == "multipath") {
+    return make_error(ENOTSUP,
+                      "multipath 'multipath' (active-active) is not supported; 'failover' is");
+  } else if (!a.multipath.empty() && a.multipath != "disable") {
+    return make_error(EINVAL, "multipath '" + a.multipath + "': expected disable or failover");
+  }
   NvmeBdevOptions o = nvme_default_options(mgr);
   o.name = name;
   if (tune) tune(o);
@@ -1033,6 +1050,17 @@ NvmeHotplugStats nvme_hotplug_stats(Manager& mgr) {
   return {};
 }
 
+Result<std::vector<std::string>> nvme_add_path(Manager& mgr, const std::string& name,
+                                               const nvme::TransportId& trid) {
+  std::lock_guard lock(g_mu);  // the controller stays while its path is added
+  NvmeCtrlr* c = find_ctrlr(mgr, name);
+  if (c == nullptr || c->detaching())
+    return make_error(ENODEV, "bdev_nvme: no controller '" + name + "'");
+  if (std::string e = c->ctrlr().add_path(trid); !e.empty())
+    return make_error(EINVAL, "bdev_nvme: " + name + ": " + trid.to_string() + ": " + e);
+  return c->bdev_names();
+}
+
 std::vector<std::string> nvme_controller_names(Manager& mgr) {
   std::lock_guard lock(g_mu);
   std::vector<std::string> names;
@@ -1045,7 +1073,12 @@ Result<NvmeControllerStats> nvme_controller_stats(Manager& mgr, const std::strin
   std::lock_guard lock(g_mu);
   NvmeCtrlr* c = find_ctrlr(mgr, name);
   if (c == nullptr) return make_error(ENODEV, "bdev_nvme: no controller '" + name + "'");
-  return c->stats();
+  NvmeControllerStats st = c->stats();
+  const nvme::Transport::PathInfo p = c->ctrlr().paths();
+  st.paths = static_cast<uint32_t>(p.addresses.size());
+  st.active_path = static_cast<uint32_t>(p.active);
+  st.failovers = p.failovers;
+  return st;
 }
 
 }  // namespace pollux::bdev

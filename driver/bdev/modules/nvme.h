@@ -52,11 +52,11 @@
 namespace pollux::bdev {
 
 struct NvmeBdevOptions {
-  std::string name;                       // controller name; bdevs are "<name>n<nsid>"
-  uint32_t retry_count = 3;               // retries of a retriable (non-DNR) NVMe status
-  uint64_t admin_poll_period_us = 10'000;  // admin completions + removal probe
+  std::string name;                              // controller name; bdevs are "<name>n<nsid>"
+  uint32_t retry_count = 3;                      // retries of a retriable (non-DNR) NVMe status
+  uint64_t admin_poll_period_us = 10'000;        // admin completions + removal probe
   nvme::QpairOptions qpair{.prefer_sgl = true};  // each channel's queue pair
-  uint32_t dsm_slots = 256;               // per channel: unmaps in flight at once
+  uint32_t dsm_slots = 256;                      // per channel: unmaps in flight at once
   // Where per-channel DMA memory (DSM ranges) comes from: the registry the controller's
   // device follows. nullptr: env::MemoryRegistry::global().
   env::MemoryRegistry* registry = nullptr;
@@ -79,7 +79,7 @@ struct NvmeBdevOptions {
 
 // Counters of one controller (any thread may read them).
 struct NvmeControllerStats {
-  uint64_t retries = 0;          // NVMe commands resubmitted after a retriable status
+  uint64_t retries = 0;           // NVMe commands resubmitted after a retriable status
   uint64_t removed_failures = 0;  // I/O failed with kRemoved
   uint64_t channels = 0;          // live channels (= I/O queue pairs)
   uint64_t resets = 0;            // controller resets completed by the module
@@ -91,6 +91,10 @@ struct NvmeControllerStats {
   uint64_t async_events = 0;       // Asynchronous Event Request completions
   uint64_t fast_failed = 0;        // I/O failed at once while the controller was lost
   bool lost = false;               // unhealthy now, recovery under way
+  // Multipath, failover (nvme_add_path):
+  uint32_t paths = 1;        // addresses of the subsystem this controller may use
+  uint32_t active_path = 0;  // the one its queues use, in the order added
+  uint64_t failovers = 0;    // times the active path changed
 };
 
 // Attaches an already initialised controller. Must run on a framework thread: the admin
@@ -100,10 +104,19 @@ Result<std::vector<std::string>> nvme_attach_controller(Manager& mgr,
                                                         std::unique_ptr<nvme::Controller> ctrlr,
                                                         const NvmeBdevOptions& options);
 // Connects by transport ID (nvme::connect), then attaches as above.
-Result<std::vector<std::string>> nvme_attach_controller(Manager& mgr,
-                                                        const nvme::TransportId& trid,
+Result<std::vector<std::string>> nvme_attach_controller(Manager& mgr, const nvme::TransportId& trid,
                                                         const NvmeBdevOptions& options,
                                                         nvme::ControllerOptions ctrlr_options = {});
+
+// Multipath, failover (SPDK: bdev_nvme_attach_controller with the name of an attached
+// controller and multipath "failover"): `trid` becomes another path to the same subsystem.
+// The controller keeps using its active path; when a reset (reconnect) fails there, the next
+// path is taken for the next attempt — with the recovery knobs above, I/O waits through the
+// failover instead of failing. A fabrics transport only; same subnqn. Any thread. Returns the
+// controller's bdev names. Errors: unknown controller, a transport without paths, another
+// subsystem, a path already there.
+Result<std::vector<std::string>> nvme_add_path(Manager& mgr, const std::string& name,
+                                               const nvme::TransportId& trid);
 
 // The options controllers attached by address (below) start from, per manager (like SPDK's
 // bdev_nvme_set_options): e.g. a program with metrics on sets a qpair_observer and
@@ -119,6 +132,10 @@ NvmeBdevOptions nvme_default_options(Manager& mgr);
 struct NvmeAddress {
   std::string trtype, traddr, trsvcid, subnqn;
   bool hdgst = false, ddgst = false;
+  // SPDK's "multipath": "" or "disable" (a second controller of this name is an error),
+  // "failover" (it becomes another path: nvme_add_path); "multipath" (active-active) is not
+  // offered.
+  std::string multipath;
 };
 // `tune` adjusts the options after the defaults (e.g. the recovery knobs of the method).
 Result<std::vector<std::string>> nvme_attach_controller_by_address(

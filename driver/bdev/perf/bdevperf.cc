@@ -512,10 +512,10 @@ int main(int argc, char** argv) {
                              "reset", "unmap", "flush"}));
   app.add_option("-M,--read-percent", c.read_pct)->check(CLI::Range(0, 100));
   app.add_option("-t,--time", c.seconds, "seconds")
-      ->check(CLI::PositiveNumber)
+      ->check(pollux::cli::kPositive)
       ->check(CLI::Range(0.0, kMaxSeconds));
   app.add_option("--reset-period", c.reset_period, "seconds between resets (-w reset)")
-      ->check(CLI::PositiveNumber)
+      ->check(pollux::cli::kPositive)
       ->check(CLI::Range(0.0, kMaxSeconds));
   app.add_option("-m,--core-mask", c.core_mask);
   app.add_option("--seed", c.seed);

@@ -3,9 +3,9 @@
 // One lightweight thread per core of the mask; on each, one queue pair per controller and
 // one job per namespace. Prints IOPS, MiB/s, latency (avg/min/max, p50..p99.99) per device
 // and in total, and the driver's CPU cost per I/O.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -85,7 +85,9 @@ struct Job {
   uint32_t busy_tasks = 0;
   // results
   env::LatencyHistogram latency;
+  env::LatencyHistogram read_latency, write_latency;  // the split of a mixed workload
   uint64_t ios = 0, bytes = 0, errors = 0, verify_failures = 0, submit_failures = 0;
+  uint64_t reads = 0, writes = 0;
   uint64_t verified = 0;  // reads whose data was checked
   uint64_t submit_ticks = 0, callback_ticks = 0;
   std::string first_error;
@@ -95,7 +97,8 @@ struct Core {
   std::vector<std::unique_ptr<nvme::Qpair>> qpairs;  // one per controller
   std::vector<std::unique_ptr<Job>> jobs;
   std::unique_ptr<env::DmaBufferCache> cache;
-  uint64_t poll_ticks = 0;  // inside process_completions, callbacks included
+  uint64_t poll_ticks = 0;                     // inside process_completions, callbacks included
+  uint64_t split_ios = 0, split_children = 0;  // the driver's splits beyond MDTS
   uint64_t deadline = 0;
   uint64_t started = 0, ended = 0;  // ticks: the run's real length (an --io-count run ends early)
   bool finished = false;
@@ -142,7 +145,8 @@ void submit_task(Task& t) {
     t.is_read = true;
   }
   // A checked read must not pass on what the buffer already held (the write of the same task).
-  if (t.is_read && (t.verify_read || c.pattern)) env::poison(t.buf, std::size_t{j.nlb} * j.ns->block_size);
+  if (t.is_read && (t.verify_read || c.pattern))
+    env::poison(t.buf, std::size_t{j.nlb} * j.ns->block_size);
   t.start = j.clock->now();
   const int rc = t.is_read ? j.qp->read(*j.ns, t.buf, t.lba, j.nlb, on_complete, &t)
                            : j.qp->write(*j.ns, t.buf, t.lba, j.nlb, on_complete, &t);
@@ -163,12 +167,13 @@ void on_complete(void* ctx, const sn::CompletionEntry& cpl) {
   Job& j = *t.job;
   const uint64_t enter = j.clock->now();
   j.latency.record(enter - t.start);
+  (t.is_read ? j.read_latency : j.write_latency).record(enter - t.start);
   if (nvme::cpl_is_error(cpl)) {
     ++j.errors;
-    if (j.first_error.empty())
-      j.first_error = nvme::describe(nvme::Status::from_cqe(cpl.status));
+    if (j.first_error.empty()) j.first_error = nvme::describe(nvme::Status::from_cqe(cpl.status));
   } else {
     ++j.ios;
+    ++(t.is_read ? j.reads : j.writes);
     j.bytes += std::size_t{j.nlb} * j.ns->block_size;
     if (t.verify_read || (j.cfg->pattern && t.is_read)) {
       ++j.verified;
@@ -234,6 +239,8 @@ PollStatus watch_core(void* arg) {
   if (!all_draining) return PollStatus::kIdle;
   // Everything completed: give the queues back and report.
   for (std::size_t i = 0; i < core.qpairs.size(); ++i) {
+    core.split_ios += core.qpairs[i]->stats().split_ios;
+    core.split_children += core.qpairs[i]->stats().split_children;
     if (g_run->qpair_metrics) g_run->qpair_metrics->remove(core.qpairs[i].get());  // before free
     g_run->ctrls[i]->free_io_qpair(std::move(core.qpairs[i]));
   }
@@ -277,7 +284,8 @@ void start_core(void* arg) {
       job->ns = ns;
       job->qp = core.qpairs[ci].get();
       job->clock = &g_run->fw->clock();
-      job->name = fmt::format("{} NSID {} from core {}", ctrl->transport().address(), nsid, core_id);
+      job->name =
+          fmt::format("{} NSID {} from core {}", ctrl->transport().address(), nsid, core_id);
       job->core = core_id;
       job->nlb = c.io_size / ns->block_size;
       job->slots = ns->num_blocks / job->nlb;
@@ -304,8 +312,8 @@ void start_core(void* arg) {
     }
   }
   core.started = g_run->fw->clock().now();
-  core.deadline = core.started +
-                  static_cast<uint64_t>(c.seconds * g_run->fw->clock().ticks_per_second());
+  core.deadline =
+      core.started + static_cast<uint64_t>(c.seconds * g_run->fw->clock().ticks_per_second());
   for (auto& job : core.jobs)
     for (Task& t : job->tasks)
       if (t.buf && !job->draining) submit_task(t);
@@ -320,14 +328,17 @@ PollStatus poll_admin(void*) {
   return n ? PollStatus::kBusy : PollStatus::kIdle;
 }
 
-double us(const env::Clock& c, double ticks) { return ticks * 1e6 / c.ticks_per_second(); }
+double us(const env::Clock& c, double ticks) {
+  return ticks * 1e6 / c.ticks_per_second();
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Config c;
   CLI::App app{"pollux-perf: NVMe driver benchmark (like spdk_nvme_perf)"};
-  app.add_option("-r,--transport", c.trids, "transport id, e.g. 'trtype:vfio-user traddr:/tmp/emu.sock'")
+  app.add_option("-r,--transport", c.trids,
+                 "transport id, e.g. 'trtype:vfio-user traddr:/tmp/emu.sock'")
       ->required();
   app.add_option("-q,--queue-depth", c.qd, "outstanding I/Os per namespace per core")
       ->check(CLI::Range(1, 4096));
@@ -335,7 +346,7 @@ int main(int argc, char** argv) {
   app.add_option("-w,--workload", c.workload, "read|write|randread|randwrite|rw|randrw")
       ->check(CLI::IsMember({"read", "write", "randread", "randwrite", "rw", "randrw"}));
   app.add_option("-M,--read-percent", c.read_pct, "reads in rw/randrw")->check(CLI::Range(0, 100));
-  app.add_option("-t,--time", c.seconds, "seconds")->check(CLI::PositiveNumber);
+  app.add_option("-t,--time", c.seconds, "seconds")->check(pollux::cli::kPositive);
   app.add_option("--io-count", c.io_limit, "stop each job after this many I/Os");
   app.add_option("-c,--core-mask", c.core_mask, "cores, hex mask or [list]");
   app.add_option("-n,--nsid", c.nsid, "only this namespace (default: all)");
@@ -354,7 +365,9 @@ int main(int argc, char** argv) {
   c.random = c.workload.rfind("rand", 0) == 0;
   if (c.workload == "read" || c.workload == "randread") c.read_pct = 100;
   if (c.workload == "write" || c.workload == "randwrite") c.read_pct = 0;
-  fmt::print("pollux-perf: seed {}\n", c.seed);
+  // With the JSON summary on stdout, every human line goes to stderr: stdout is JSON alone.
+  FILE* out = c.json_path == "-" ? stderr : stdout;
+  fmt::print(out, "pollux-perf: seed {}\n", c.seed);
 
   // The summary file is opened before the run: a path that cannot be written is bad input,
   // found now rather than silently after the run.
@@ -393,11 +406,44 @@ int main(int argc, char** argv) {
       return 1;
     }
     const auto& id = (*ctrl)->identify();
-    fmt::print("Attached {}: {:.40s} serial {:.20s}, {} namespace(s), MDTS {} KiB, SGLs {}\n",
+    fmt::print(out, "Attached {}: {:.40s} serial {:.20s}, {} namespace(s), MDTS {} KiB, SGLs {}\n",
                (*ctrl)->transport().address(), id.mn, id.sn, (*ctrl)->namespace_ids().size(),
                (*ctrl)->max_transfer_bytes() / 1024, (id.sgls & 3) ? "yes" : "no");
-    std::fflush(stdout);  // a script watching the output learns the device is attached
+    std::fflush(out);  // a script watching the output learns the device is attached
     run.ctrls.push_back(std::move(ctrl).value());
+  }
+  // What the namespaces can take: a run that would do nothing is an error, not 0 I/Os.
+  {
+    std::size_t usable = 0;
+    std::string skipped, listed;
+    for (auto& ctrl : run.ctrls) {
+      for (uint32_t nsid : ctrl->namespace_ids()) {
+        listed += (listed.empty() ? "" : ", ") + std::to_string(nsid);
+        if (c.nsid && nsid != c.nsid) continue;
+        const nvme::Namespace* ns = ctrl->ns(nsid);
+        if (c.io_size % ns->block_size != 0) {
+          skipped += fmt::format("{}NSID {} ({}-byte blocks)", skipped.empty() ? "" : ", ", nsid,
+                                 ns->block_size);
+          continue;
+        }
+        ++usable;
+      }
+    }
+    bool found = c.nsid == 0;
+    for (auto& ctrl : run.ctrls) found |= ctrl->ns(c.nsid) != nullptr;
+    if (!found) {
+      fmt::print(stderr, "pollux-perf: -n {}: no such namespace (there are: {})\n", c.nsid,
+                 listed.empty() ? "none" : listed);
+      return 2;
+    }
+    if (usable == 0) {
+      fmt::print(stderr, "pollux-perf: -o {}: not a multiple of the block size of {}\n", c.io_size,
+                 skipped.empty() ? "any namespace" : skipped);
+      return 2;
+    }
+    if (!skipped.empty())
+      fmt::print(out, "pollux-perf: -o {} skips {}: not a multiple of the block size\n", c.io_size,
+                 skipped);
   }
 
   event::FrameworkOptions fo;
@@ -421,8 +467,8 @@ int main(int argc, char** argv) {
     exporter->add_source(metrics::event_source(**fw));
     exporter->add_source(qpair_metrics.source());
     run.qpair_metrics = &qpair_metrics;
-    fmt::print("pollux-perf: metrics on {}\n", exporter->url());
-    std::fflush(stdout);
+    fmt::print(out, "pollux-perf: metrics on {}\n", exporter->url());
+    std::fflush(out);
   }
   const std::size_t ncores = (*fw)->reactor_count();
   std::size_t jobs_per_core = 0;
@@ -446,8 +492,8 @@ int main(int argc, char** argv) {
 
   // Report.
   const env::Clock& clock = (*fw)->clock();
-  fmt::print("\n{:<56} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n", "Device", "IOPS", "MiB/s",
-             "avg(us)", "min(us)", "p99(us)", "p99.99", "max(us)");
+  fmt::print(out, "\n{:<56} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n", "Device", "IOPS",
+             "MiB/s", "avg(us)", "min(us)", "p99(us)", "p99.99", "max(us)");
   env::LatencyHistogram total;
   uint64_t tios = 0, tbytes = 0, terr = 0, tverify = 0, tchecked = 0, driver_ticks = 0;
   double elapsed = 0;
@@ -469,17 +515,28 @@ int main(int argc, char** argv) {
     for (auto& j : core.jobs) {
       const double iops = j->ios / secs;
       const auto& h = j->latency;
-      fmt::print("{:<56} {:>10.0f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f}\n",
+      fmt::print(out, "{:<56} {:>10.0f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f}\n",
                  j->name, iops, j->bytes / secs / (1 << 20), us(clock, h.mean()),
                  us(clock, h.min()), us(clock, h.quantile(0.99)), us(clock, h.quantile(0.9999)),
                  us(clock, h.max()));
+      if (c.read_pct > 0 && c.read_pct < 100 && !c.verify)
+        fmt::print(out,
+                   "  reads {:.0f} IOPS (avg {:.2f} us, p99 {:.2f} us), writes {:.0f} IOPS (avg "
+                   "{:.2f} us, p99 {:.2f} us)\n",
+                   j->reads / secs, us(clock, j->read_latency.mean()),
+                   us(clock, j->read_latency.quantile(0.99)), j->writes / secs,
+                   us(clock, j->write_latency.mean()), us(clock, j->write_latency.quantile(0.99)));
       if (!j->first_error.empty())
-        fmt::print("  {} errors, {} verify failures; first: {}\n", j->errors, j->verify_failures,
-                   j->first_error);
+        fmt::print(out, "  {} errors, {} verify failures; first: {}\n", j->errors,
+                   j->verify_failures, j->first_error);
       js["devices"].push_back({{"name", j->name},
                                {"iops", iops},
                                {"mib_per_s", j->bytes / secs / (1 << 20)},
                                {"ios", j->ios},
+                               {"reads", j->reads},
+                               {"writes", j->writes},
+                               {"read_iops", j->reads / secs},
+                               {"write_iops", j->writes / secs},
                                {"errors", j->errors},
                                {"verify_failures", j->verify_failures},
                                {"latency_us",
@@ -499,25 +556,33 @@ int main(int argc, char** argv) {
     }
   }
   const double secs = std::max(elapsed, 1e-9);
-  fmt::print("{:<56} {:>10.0f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f}\n", "Total",
-             tios / secs, tbytes / secs / (1 << 20), us(clock, total.mean()),
+  fmt::print(out, "{:<56} {:>10.0f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f}\n",
+             "Total", tios / secs, tbytes / secs / (1 << 20), us(clock, total.mean()),
              us(clock, total.min()), us(clock, total.quantile(0.99)),
              us(clock, total.quantile(0.9999)), us(clock, total.max()));
-  fmt::print("latency percentiles (us): p50 {:.2f}  p99 {:.2f}  p99.9 {:.2f}  p99.99 {:.2f}\n",
+  fmt::print(out, "latency percentiles (us): p50 {:.2f}  p99 {:.2f}  p99.9 {:.2f}  p99.99 {:.2f}\n",
              us(clock, total.quantile(0.5)), us(clock, total.quantile(0.99)),
              us(clock, total.quantile(0.999)), us(clock, total.quantile(0.9999)));
   const double ns_per_io = tios ? clock.ticks_to_ns(driver_ticks) / static_cast<double>(tios) : 0;
-  fmt::print("driver CPU per I/O: {:.1f} ns (submit + completion paths, callbacks excluded)\n",
+  fmt::print(out, "driver CPU per I/O: {:.1f} ns (submit + completion paths, callbacks excluded)\n",
              ns_per_io);
-  if (c.verify || c.pattern) fmt::print("verify: {} reads checked, {} failures\n", tchecked, tverify);
-  js["total"] = {{"iops", tios / secs}, {"mib_per_s", tbytes / secs / (1 << 20)},
-                 {"errors", terr}, {"verify_failures", tverify},
+  uint64_t splits = 0, children = 0;
+  for (auto& core : run.cores) splits += core.split_ios, children += core.split_children;
+  if (splits != 0)
+    fmt::print(out, "driver: {} I/Os beyond MDTS split into {} commands\n", splits, children);
+  if (c.verify || c.pattern)
+    fmt::print(out, "verify: {} reads checked, {} failures\n", tchecked, tverify);
+  js["total"] = {{"iops", tios / secs},
+                 {"mib_per_s", tbytes / secs / (1 << 20)},
+                 {"errors", terr},
+                 {"verify_failures", tverify},
                  {"driver_ns_per_io", ns_per_io},
-                 {"latency_us", {{"avg", us(clock, total.mean())},
-                                 {"p50", us(clock, total.quantile(0.5))},
-                                 {"p99", us(clock, total.quantile(0.99))},
-                                 {"p99_9", us(clock, total.quantile(0.999))},
-                                 {"p99_99", us(clock, total.quantile(0.9999))}}}};
+                 {"latency_us",
+                  {{"avg", us(clock, total.mean())},
+                   {"p50", us(clock, total.quantile(0.5))},
+                   {"p99", us(clock, total.quantile(0.99))},
+                   {"p99_9", us(clock, total.quantile(0.999))},
+                   {"p99_99", us(clock, total.quantile(0.9999))}}}};
   if (c.json_path == "-") {
     fmt::print("{}\n", json_text(js, 2));
   } else if (json_out.is_open()) {

@@ -63,5 +63,31 @@ for size in 4096 131072; do
     { sed 's/^/hil:   /' /tmp/perf.log; fail "pollux-perf with digests: verify"; }
 done
 
+# The bdev layer over it: bdev_nvme attached by pollux-bdevperf's JSON, -w verify (every block
+# written then read back and compared), then -w reset (a controller reset — a reconnect of
+# every queue — every 0.5 s under verified 64 KiB I/O).
+cat >/tmp/nvmet.json <<JSON
+{"subsystems": [{"subsystem": "bdev", "config": [
+  {"method": "bdev_nvme_attach_controller",
+   "params": {"name": "Nvme0", "trtype": "TCP", "adrfam": "IPv4", "traddr": "127.0.0.1",
+              "trsvcid": "4420", "subnqn": "$nqn"}}]}]}
+JSON
+for job in "verify -o 4096 -q 16 -t 2" "verify -o 131072 -q 4 -t 2" "reset -o 65536 -q 16 -t 2 --reset-period 0.5"; do
+  set -- $job
+  echo "hil: pollux-bdevperf -w $*"
+  rc=0
+  w=$1
+  shift
+  pollux-bdevperf --json /tmp/nvmet.json -w "$w" "$@" -m 0x1 --summary /tmp/summary.json \
+    >/tmp/bdevperf.log 2>&1 || rc=$?
+  grep -E "^ *(Nvme0n1|Total)" /tmp/bdevperf.log | sed 's/^/hil:   /' || true
+  [ $rc = 0 ] || { sed 's/^/hil:   /' /tmp/bdevperf.log; fail "pollux-bdevperf -w $w (exit status $rc)"; }
+  grep -q '"verify_failures": 0' /tmp/summary.json || fail "pollux-bdevperf -w $w: verify failures"
+  if grep -qE '"errors": [1-9]' /tmp/summary.json; then fail "pollux-bdevperf -w $w: I/O errors"; fi
+  if [ "$w" = reset ] && ! grep -qE '"resets": [1-9]' /tmp/summary.json; then
+    fail "pollux-bdevperf -w reset: no reset done"
+  fi
+done
+
 nvmet_tcp.sh teardown
 echo "hil: PASS"

@@ -1,0 +1,18 @@
+// The core's own cross-file entry points (not for transports).
+#pragma once
+
+#include "fabric/target/qpair.h"
+
+namespace pollux::fabric::target {
+
+// io.cc: an NVM command on an I/O queue; and the retry of one the bdev layer refused for lack
+// of bdev_ios.
+void execute_io(Request& r);
+void resubmit_io(Request& r);
+// fabrics.cc: a fabrics command (Connect on any queue; Disconnect on I/O queues).
+void execute_fabrics(Request& r);
+// Fills the CQE's CID, SQID, SQHD and status (DW0/DW1 as the handler left them) and hands the
+// request back to its transport.
+void finish(Request& r, uint16_t status);
+
+}  // namespace pollux::fabric::target

@@ -1,0 +1,333 @@
+#include "fabric/tcp/target_transport.h"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "spec/nvme_tcp.h"
+
+namespace pollux::fabric::tcp {
+
+namespace nt = spec::nvme_tcp;
+
+namespace {
+constexpr uint64_t kAcceptPeriodUs = 1000;
+constexpr int kBacklog = 512;
+constexpr int kMaxEvents = 64;
+
+std::string peer_name(const sockaddr_storage& ss) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  uint16_t port = 0;
+  if (ss.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&ss);
+    ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+    port = ntohs(in->sin_port);
+  } else if (ss.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&ss);
+    ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+    port = ntohs(in6->sin6_port);
+  }
+  return fmt::format("{}:{}", host, port);
+}
+}  // namespace
+
+std::string validate(const TcpTargetOptions& o) {
+  if (o.max_queue_depth < 2 || o.max_queue_depth > 4096) return "max_queue_depth: 2 to 4096";
+  if (o.max_aq_depth < 2 || o.max_aq_depth > 4096) return "max_aq_depth: 2 to 4096";
+  if (o.max_io_qpairs_per_ctrlr < 1 || o.max_io_qpairs_per_ctrlr > 0xffff)
+    return "max_io_qpairs_per_ctrlr: 1 to 65535";
+  if (o.in_capsule_data_size % 16 != 0 || o.in_capsule_data_size > 128 * 1024)
+    return "in_capsule_data_size: a multiple of 16 up to 131072";
+  if (o.max_io_size < 4096 || o.max_io_size > 16 * 1024 * 1024 ||
+      (o.max_io_size & (o.max_io_size - 1)))
+    return "max_io_size: a power of two from 4096 to 16 MiB";
+  if (o.io_unit_size < o.max_io_size)
+    return "io_unit_size: at least max_io_size (one data buffer per command)";
+  if (o.num_shared_buffers < 1) return "num_shared_buffers: at least 1";
+  if (o.buf_cache_size > env::DmaBufferCache::kMaxCache)
+    return fmt::format("buf_cache_size: at most {}", env::DmaBufferCache::kMaxCache);
+  if (o.max_h2c_data_size < nt::kMinMaxH2cData || o.max_h2c_data_size % 4 != 0)
+    return "max_h2c_data_size: a multiple of 4, at least 4096";
+  if (o.sock_priority != 0) return "sock_priority: not supported (must be 0)";
+  return "";
+}
+
+// ---------------------------------------------------------------------- transport ---
+
+struct TcpTargetTransport::Listener {
+  target::ListenAddress address;
+  int fd = -1;
+  uint16_t port = 0;
+  event::Poller* poller = nullptr;
+  TcpTargetTransport* transport = nullptr;
+};
+
+TcpTargetTransport::TcpTargetTransport(target::Target& tgt, const TcpTargetOptions& o)
+    : tgt_(tgt), opts_(o) {
+  limits_.max_queue_depth = o.max_queue_depth;
+  limits_.max_aq_depth = o.max_aq_depth;
+  limits_.max_io_qpairs_per_ctrlr = o.max_io_qpairs_per_ctrlr;
+  limits_.in_capsule_data_size = o.in_capsule_data_size;
+  limits_.max_io_size = o.max_io_size;
+  limits_.discovery_trtype = spec::nvmf::trtype::kTcp;
+}
+
+Result<std::unique_ptr<TcpTargetTransport>> TcpTargetTransport::create(target::Target& tgt,
+                                                                       const TcpTargetOptions& o) {
+  if (std::string e = validate(o); !e.empty()) return make_error(EINVAL, e);
+  std::unique_ptr<TcpTargetTransport> t(new TcpTargetTransport(tgt, o));
+  auto pool = env::DmaBufferPool::create(env::MemoryRegistry::global(), o.max_io_size,
+                                         o.num_shared_buffers);
+  if (!pool) return make_error(pool.error().code, "TCP transport buffers: " + pool.error().message);
+  t->pool_ = std::move(pool).value();
+  for (const auto& g : tgt.groups()) t->groups_.push_back(std::make_unique<TcpTargetGroup>(*t, *g));
+  return t;
+}
+
+TcpTargetTransport::~TcpTargetTransport() {
+  for (auto& l : listeners_)
+    if (l->fd >= 0) ::close(l->fd);
+  groups_.clear();  // their caches give buffers back before the pool goes
+}
+
+TcpTargetGroup* TcpTargetTransport::group_of(target::PollGroup& g) const {
+  return g.index() < groups_.size() ? groups_[g.index()].get() : nullptr;
+}
+
+target::Status TcpTargetTransport::listen(const target::ListenAddress& a) {
+  const std::string fam = [&] {
+    std::string f = a.adrfam;
+    for (char& c : f) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return f;
+  }();
+  if (fam != "ipv4" && fam != "ipv6")
+    return make_error(EINVAL, "adrfam '" + a.adrfam + "': IPv4 or IPv6");
+  if (a.traddr.empty()) return make_error(EINVAL, "traddr: missing");
+  addrinfo hints{};
+  hints.ai_family = fam == "ipv6" ? AF_INET6 : AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE;
+  addrinfo* res = nullptr;
+  const std::string port = a.trsvcid.empty() ? std::to_string(nt::kIoPort) : a.trsvcid;
+  if (int rc = ::getaddrinfo(a.traddr.c_str(), port.c_str(), &hints, &res); rc != 0)
+    return make_error(EINVAL, fmt::format("listen {}: {}", a.to_string(), ::gai_strerror(rc)));
+  const int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    ::freeaddrinfo(res);
+    return make_error(errno,
+                      fmt::format("listen {}: socket: {}", a.to_string(), std::strerror(errno)));
+  }
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(fd, res->ai_addr, res->ai_addrlen) != 0 || ::listen(fd, kBacklog) != 0) {
+    const int e = errno;
+    ::close(fd);
+    ::freeaddrinfo(res);
+    return make_error(e, fmt::format("listen {}: {}", a.to_string(), std::strerror(e)));
+  }
+  ::freeaddrinfo(res);
+  auto l = std::make_unique<Listener>();
+  l->address = a;
+  l->fd = fd;
+  l->transport = this;
+  sockaddr_storage ss{};
+  socklen_t sl = sizeof ss;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &sl);
+  l->port = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
+                                           : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  l->poller =
+      tgt_.thread()->register_poller(accept_poll, l.get(), kAcceptPeriodUs, "nvmf_tcp_accept");
+  fmt::print(stderr, "nvmf/tcp: listening on {}:{}\n", a.traddr, l->port);
+  listeners_.push_back(std::move(l));
+  return target::ok_status();
+}
+
+void TcpTargetTransport::stop_listening(const target::ListenAddress& a) {
+  for (auto it = listeners_.begin(); it != listeners_.end(); ++it) {
+    if (!((*it)->address == a)) continue;
+    tgt_.thread()->unregister_poller((*it)->poller);
+    ::close((*it)->fd);
+    listeners_.erase(it);
+    return;
+  }
+}
+
+uint16_t TcpTargetTransport::bound_port(const target::ListenAddress& a) const {
+  for (const auto& l : listeners_)
+    if (l->address == a) return l->port;
+  return 0;
+}
+
+// The target thread: new connections go to the poll groups in turn, by message.
+event::PollStatus TcpTargetTransport::accept_poll(void* arg) {
+  auto& l = *static_cast<Listener*>(arg);
+  TcpTargetTransport& t = *l.transport;
+  bool any = false;
+  for (int i = 0; i < 32; ++i) {
+    sockaddr_storage ss{};
+    socklen_t sl = sizeof ss;
+    const int fd =
+        ::accept4(l.fd, reinterpret_cast<sockaddr*>(&ss), &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) break;
+    any = true;
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    target::PollGroup& pg = t.tgt_.next_group();
+    TcpTargetGroup* tg = t.groups_[pg.index()].get();
+    if (!t.tgt_.run_on(pg.thread(),
+                       [tg, fd, a = l.address, peer = peer_name(ss)] { tg->adopt(fd, a, peer); }))
+      ::close(fd);
+  }
+  return any ? event::PollStatus::kBusy : event::PollStatus::kIdle;
+}
+
+void TcpTargetTransport::add_group(target::PollGroup& g) {
+  if (TcpTargetGroup* tg = group_of(g)) tg->start();
+}
+
+void TcpTargetTransport::remove_group(target::PollGroup& g) {
+  if (TcpTargetGroup* tg = group_of(g)) tg->stop();
+}
+
+nlohmann::json TcpTargetTransport::options_json() const {
+  return {{"trtype", "TCP"},
+          {"max_queue_depth", opts_.max_queue_depth},
+          {"max_io_qpairs_per_ctrlr", opts_.max_io_qpairs_per_ctrlr},
+          {"in_capsule_data_size", opts_.in_capsule_data_size},
+          {"max_io_size", opts_.max_io_size},
+          {"io_unit_size", opts_.io_unit_size},
+          {"max_aq_depth", opts_.max_aq_depth},
+          {"num_shared_buffers", opts_.num_shared_buffers},
+          {"buf_cache_size", opts_.buf_cache_size},
+          {"c2h_success", opts_.c2h_success},
+          {"max_h2c_data_size", opts_.max_h2c_data_size}};
+}
+
+nlohmann::json TcpTargetTransport::group_stats(target::PollGroup& g) const {
+  TcpTargetGroup* tg = group_of(g);
+  if (tg == nullptr) return nlohmann::json::object();
+  const auto& s = tg->stats();
+  return {{"trtype", "TCP"},
+          {"connections", tg->connections()},
+          {"accepted", s.accepted.load()},
+          {"closed", s.closed.load()},
+          {"polls", s.polls.load()},
+          {"busy_polls", s.busy_polls.load()},
+          {"buffer_waits", s.buffer_waits.load()}};
+}
+
+// ---------------------------------------------------------------------- poll group ---
+
+TcpTargetGroup::TcpTargetGroup(TcpTargetTransport& t, target::PollGroup& g)
+    : t_(t), g_(g), cache_(t.pool(), std::max<std::size_t>(t.options().buf_cache_size, 1)) {}
+
+TcpTargetGroup::~TcpTargetGroup() {
+  for (TcpConnection* c : conns_) delete c;
+  if (epfd_ >= 0) ::close(epfd_);
+}
+
+void TcpTargetGroup::start() {
+  epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  poller_ = g_.thread()->register_poller(poll, this, 0, "nvmf_tcp_poll_group");
+}
+
+void TcpTargetGroup::stop() {
+  if (poller_ != nullptr) g_.thread()->unregister_poller(poller_);
+  poller_ = nullptr;
+}
+
+void TcpTargetGroup::adopt(int fd, target::ListenAddress listen, std::string peer) {
+  if (poller_ == nullptr || g_.target().stopping()) {
+    ::close(fd);
+    return;
+  }
+  auto* c = new TcpConnection(*this, fd, std::move(listen), std::move(peer));
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = c;
+  ::epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev);
+  conns_.push_back(c);
+  ++stats_.accepted;
+}
+
+void TcpTargetGroup::put_buffer(void* b) {
+  cache_.put(b);
+}
+
+void TcpTargetGroup::wait_for_buffer(TcpRequest& r, TcpConnection& c) {
+  ++stats_.buffer_waits;
+  waits_.push_back(Wait{&r, &c});
+}
+
+void TcpTargetGroup::forget_waits(TcpConnection& c) {
+  waits_.erase(
+      std::remove_if(waits_.begin(), waits_.end(), [&](const Wait& w) { return w.c == &c; }),
+      waits_.end());
+}
+
+void TcpTargetGroup::finalize(TcpConnection* c) {
+  ::epoll_ctl(epfd_, EPOLL_CTL_DEL, c->fd(), nullptr);
+  c->finalize();  // the core lets go of it (an admin queue ends its association)
+  conns_.erase(std::find(conns_.begin(), conns_.end(), c));
+  delete c;
+  ++stats_.closed;
+}
+
+event::PollStatus TcpTargetGroup::poll(void* arg) {
+  auto& g = *static_cast<TcpTargetGroup*>(arg);
+  ++g.stats_.polls;
+  bool busy = false;
+  // Responses completed since the last poll (by the bdev layer's pollers) go first: they
+  // should not wait behind an epoll_wait.
+  auto flush_all = [&g, &busy] {
+    for (TcpConnection* c : g.conns_) {
+      if (c->wants_flush()) {
+        c->flush();
+        busy = true;
+      }
+    }
+  };
+  flush_all();
+  // Requests that waited for a data buffer, first come first served.
+  while (!g.waits_.empty()) {
+    void* b = g.cache_.get();
+    if (b == nullptr) break;
+    const Wait w = g.waits_.front();
+    g.waits_.erase(g.waits_.begin());
+    w.c->buffer_ready(*w.r, b);
+    busy = true;
+  }
+  epoll_event evs[kMaxEvents];
+  const int n = ::epoll_wait(g.epfd_, evs, kMaxEvents, 0);
+  for (int i = 0; i < n; ++i) static_cast<TcpConnection*>(evs[i].data.ptr)->on_readable();
+  busy = busy || n > 0;
+  for (TcpConnection* c : g.conns_) {
+    if (!c->closing() && c->wants_resume()) {
+      c->on_readable();
+      busy = true;
+    }
+  }
+  flush_all();  // what this poll's commands produced at once (R2Ts, errors, admin answers)
+  for (std::size_t i = 0; i < g.conns_.size();) {
+    TcpConnection* c = g.conns_[i];
+    if (c->finished()) {
+      g.finalize(c);
+      busy = true;
+    } else {
+      ++i;
+    }
+  }
+  if (busy) ++g.stats_.busy_polls;
+  return busy ? event::PollStatus::kBusy : event::PollStatus::kIdle;
+}
+
+}  // namespace pollux::fabric::tcp

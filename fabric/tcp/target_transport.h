@@ -1,0 +1,120 @@
+// The NVMe/TCP target transport: listeners polled on the target thread; each accepted
+// connection is handed by message to one poll group (round robin), which owns it from then on.
+// A group polls its connections with one epoll_wait per iteration, sends what each has queued
+// with one sendmsg, and hands requests that wait for a data buffer the next one that frees.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "driver/env/dma_pool.h"
+#include "driver/env/owner_counter.h"
+#include "fabric/target/target.h"
+#include "fabric/tcp/target_connection.h"
+
+namespace pollux::fabric::tcp {
+
+// nvmf_create_transport's parameters (SPDK's names and defaults, plus max_h2c_data_size).
+struct TcpTargetOptions {
+  uint32_t max_queue_depth = 128;
+  uint32_t max_io_qpairs_per_ctrlr = 127;
+  uint32_t in_capsule_data_size = 4096;
+  uint32_t max_io_size = 131072;
+  uint32_t io_unit_size = 131072;  // one data buffer per command: at least max_io_size
+  uint32_t max_aq_depth = 128;
+  uint32_t num_shared_buffers = 511;
+  uint32_t buf_cache_size = 32;
+  bool c2h_success = true;              // SUCCESS flag on C2HData (queues without SQ flow control)
+  uint32_t max_h2c_data_size = 131072;  // ICResp MAXH2CDATA, and the length of each R2T
+  uint32_t sock_priority = 0;           // accepted for SPDK configs; must stay 0
+};
+
+// "" or what is wrong with the options.
+std::string validate(const TcpTargetOptions& o);
+
+class TcpTargetGroup;
+
+class TcpTargetTransport final : public target::Transport {
+ public:
+  // On the target thread (listener pollers run there).
+  static Result<std::unique_ptr<TcpTargetTransport>> create(target::Target& tgt,
+                                                            const TcpTargetOptions& o);
+  ~TcpTargetTransport() override;
+
+  const char* trtype() const override { return "TCP"; }
+  const target::TransportLimits& limits() const override { return limits_; }
+  target::Status listen(const target::ListenAddress& a) override;
+  void stop_listening(const target::ListenAddress& a) override;
+  void add_group(target::PollGroup& g) override;
+  void remove_group(target::PollGroup& g) override;
+  nlohmann::json options_json() const override;
+  nlohmann::json group_stats(target::PollGroup& g) const override;
+
+  const TcpTargetOptions& options() const { return opts_; }
+  target::Target& target() const { return tgt_; }
+  env::DmaBufferPool& pool() const { return *pool_; }
+  TcpTargetGroup* group_of(target::PollGroup& g) const;
+  // The port a listener is bound to (its trsvcid may have been "0": any).
+  uint16_t bound_port(const target::ListenAddress& a) const;
+
+ private:
+  TcpTargetTransport(target::Target& tgt, const TcpTargetOptions& o);
+  struct Listener;
+  static event::PollStatus accept_poll(void* arg);
+
+  target::Target& tgt_;
+  TcpTargetOptions opts_;
+  target::TransportLimits limits_;
+  std::unique_ptr<env::DmaBufferPool> pool_;
+  std::vector<std::unique_ptr<Listener>> listeners_;
+  std::vector<std::unique_ptr<TcpTargetGroup>> groups_;  // by PollGroup index
+};
+
+class TcpTargetGroup {
+ public:
+  TcpTargetGroup(TcpTargetTransport& t, target::PollGroup& g);
+  ~TcpTargetGroup();
+  TcpTargetTransport& transport() const { return t_; }
+  target::PollGroup& group() const { return g_; }
+
+  // The group's thread.
+  void start();
+  void stop();
+  void adopt(int fd, target::ListenAddress listen, std::string peer);
+  // A data buffer, or nullptr (then wait_for_buffer()).
+  void* get_buffer() { return cache_.get(); }
+  void put_buffer(void* b);
+  void wait_for_buffer(TcpRequest& r, TcpConnection& c);
+  void forget_waits(TcpConnection& c);
+
+  // Written by the group's thread, readable from any (metrics).
+  struct Stats {
+    env::OwnerCounter polls = 0, busy_polls = 0, accepted = 0, closed = 0, buffer_waits = 0;
+  };
+  const Stats& stats() const { return stats_; }
+  std::size_t connections() const { return conns_.size(); }
+  // Data buffers in this group's cache (the group's thread, or a quiet target).
+  std::size_t cached_buffers() const { return cache_.cached(); }
+
+ private:
+  static event::PollStatus poll(void* arg);
+  void finalize(TcpConnection* c);
+
+  TcpTargetTransport& t_;
+  target::PollGroup& g_;
+  int epfd_ = -1;
+  event::Poller* poller_ = nullptr;
+  env::DmaBufferCache cache_;
+  std::vector<TcpConnection*> conns_;
+  struct Wait {
+    TcpRequest* r;
+    TcpConnection* c;
+  };
+  std::vector<Wait> waits_;  // FIFO (a vector: rare, and short)
+  Stats stats_;
+};
+
+}  // namespace pollux::fabric::tcp

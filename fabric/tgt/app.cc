@@ -1,0 +1,147 @@
+#include "fabric/tgt/app.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "driver/bdev/modules/config_methods.h"
+#include "driver/bdev/modules/nvme.h"
+#include "driver/metrics/bdev_source.h"
+
+namespace pollux::fabric::tgt {
+
+namespace {
+constexpr uint64_t kBdevStatsPeriodUs = 500'000;
+}
+
+TargetApp::~TargetApp() = default;
+
+// Every bdev method goes through a recorder: save_config writes back the entries whose bdevs
+// still exist (the bdev layer keeps no description of how a bdev was made).
+void TargetApp::record_bdev_methods() {
+  bdev::ConfigMethods& base = bdev::global_config_methods();
+  for (const std::string& name : base.methods()) {
+    bdev::ConfigHandler orig = *base.find(name);
+    bdev_methods_.replace(name,
+                          [this, name, orig](bdev::ConfigContext& c, const bdev::ConfigParams& p) {
+                            const auto before = mgr_->bdev_names();
+                            bdev::Status st = orig(c, p);
+                            if (!st) return st;
+                            const auto after = mgr_->bdev_names();
+                            std::set<std::string> old(before.begin(), before.end());
+                            Record r{name, p.json(), {}};
+                            for (const std::string& b : after)
+                              if (!old.count(b)) r.created.push_back(b);
+                            records_.push_back(std::move(r));
+                            return st;
+                          });
+  }
+}
+
+Result<std::monostate> TargetApp::start(const AppOptions& o) {
+  auto m = bdev::Manager::create(fw_);
+  if (!m) return make_error(-1, m.error().message);  // not bad input: exit status 1
+  mgr_ = std::move(m).value();
+  modules_ = std::make_unique<bdev::StandardModules>(*mgr_);
+  bdev::register_nvme_config_methods(bdev::global_config_methods());
+  bdev::register_uring_config_methods(bdev::global_config_methods());
+  record_bdev_methods();
+  auto t = target::Target::create(fw_, *mgr_);
+  if (!t) return make_error(-1, t.error().message);
+  tgt_ = std::move(t).value();
+  register_nvmf_config_methods(nvmf_methods_, *tgt_, &nvmf_result_);
+
+  if (!o.json.empty()) {
+    auto j = bdev::read_config_file(o.json);
+    if (!j) return make_error(EINVAL, j.error().message);
+    if (!j->is_object() || !j->contains("subsystems") || !(*j)["subsystems"].is_array())
+      return make_error(EINVAL, "config: 'subsystems' must be an array");
+    for (const auto& sub : (*j)["subsystems"]) {
+      if (!sub.is_object() || !sub.contains("subsystem") || !sub["subsystem"].is_string()) continue;
+      const std::string name = sub["subsystem"];
+      const bool has_config =
+          sub.contains("config") && sub["config"].is_array() && !sub["config"].empty();
+      if (name != "bdev" && name != "nvmf" && has_config)
+        fmt::print(stderr,
+                   "pollux-tgt: config: subsystem '{}' is not Pollux's: {} entries ignored\n", name,
+                   sub["config"].size());
+    }
+    auto ctx = modules_->context();
+    if (auto st = bdev::apply_config(*j, ctx, bdev_methods_, "bdev"); !st)
+      return make_error(EINVAL, st.error().message);
+    if (const auto unbuilt = modules_->unbuilt(); !unbuilt.empty())
+      return make_error(EINVAL, unbuilt.front());
+    if (auto st = bdev::apply_config(*j, ctx, nvmf_methods_, "nvmf"); !st)
+      return make_error(EINVAL, st.error().message);
+  }
+  if (o.bdev_metrics) collector_ = metrics::BdevCollector::start(*mgr_, kBdevStatsPeriodUs);
+  if (!o.rpc.empty()) {
+    auto r = RpcServer::start(o.rpc);
+    if (!r) return make_error(EINVAL, r.error().message);
+    rpc_ = std::move(r).value();
+    register_rpc_methods();
+  }
+  return std::monostate{};
+}
+
+void TargetApp::stop(std::function<void()> done) {
+  rpc_.reset();
+  if (!mgr_) return done();
+  auto after_target = [this, done = std::move(done)] {
+    // bdev_nvme controllers (their admin pollers live on this thread), then the collector.
+    bdev::nvme_hotplug_stop(*mgr_);
+    const auto names = bdev::nvme_controller_names(*mgr_);
+    auto left = std::make_shared<std::size_t>(names.size() + 1);
+    auto finish = std::make_shared<std::function<void()>>([this, done] {
+      if (collector_) {
+        auto* d = new std::function<void()>(done);
+        collector_->stop(
+            [](void* a) {
+              std::unique_ptr<std::function<void()>> f(static_cast<std::function<void()>*>(a));
+              (*f)();
+            },
+            d);
+        return;
+      }
+      done();
+    });
+    struct Ctx {
+      std::shared_ptr<std::size_t> left;
+      std::shared_ptr<std::function<void()>> finish;
+    };
+    auto one = [](void* a) {
+      std::unique_ptr<Ctx> c(static_cast<Ctx*>(a));
+      if (--*c->left == 0) (*c->finish)();
+    };
+    for (const auto& n : names) {
+      auto* c = new Ctx{left, finish};
+      if (bdev::nvme_detach_controller(*mgr_, n, one, c) != 0) one(c);
+    }
+    one(new Ctx{left, finish});
+  };
+  if (tgt_) {
+    tgt_->stop(std::move(after_target));
+  } else {
+    after_target();
+  }
+}
+
+nlohmann::json TargetApp::save_config() const {
+  nlohmann::json bdev_cfg = nlohmann::json::array();
+  const auto names = mgr_->bdev_names();
+  const std::set<std::string> live(names.begin(), names.end());
+  for (const Record& r : records_) {
+    bool keep = r.created.empty();
+    for (const std::string& b : r.created) keep = keep || live.count(b) != 0;
+    if (r.method == "bdev_set_qos_limit" && r.params.contains("name") &&
+        r.params["name"].is_string())
+      keep = live.count(r.params["name"].get<std::string>()) != 0;
+    if (keep) bdev_cfg.push_back({{"method", r.method}, {"params", r.params}});
+  }
+  return {{"subsystems",
+           {{{"subsystem", "bdev"}, {"config", bdev_cfg}},
+            {{"subsystem", "nvmf"}, {"config", nvmf_config_json(*tgt_)}}}}};
+}
+
+}  // namespace pollux::fabric::tgt

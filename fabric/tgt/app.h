@@ -1,0 +1,72 @@
+// pollux-tgt's application: the bdev layer and the NVMe-oF target configured from an SPDK-shaped
+// JSON file (its "bdev" and "nvmf" sections), and a JSON-RPC server offering the same methods
+// plus queries (bdev_get_bdevs, bdev_get_iostat, nvmf_get_subsystems, nvmf_get_stats,
+// framework_get_reactors, thread_get_pollers, thread_get_stats, save_config). Everything here
+// runs on the application thread (the framework's first thread).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "driver/bdev/config.h"
+#include "driver/event/framework.h"
+#include "fabric/target/target.h"
+#include "fabric/tgt/nvmf_config.h"
+#include "fabric/tgt/rpc_server.h"
+
+namespace pollux::metrics {
+class BdevCollector;
+}
+
+namespace pollux::fabric::tgt {
+
+struct AppOptions {
+  std::string json;                              // configuration file ("": none)
+  std::string rpc = "/var/tmp/pollux-tgt.sock";  // "": no RPC server
+  bool bdev_metrics = false;                     // gather bdev statistics for --metrics
+};
+
+class TargetApp {
+ public:
+  explicit TargetApp(event::Framework& fw) : fw_(fw) {}
+  ~TargetApp();
+
+  // The application thread: builds everything and applies the configuration. An error is bad
+  // input (exit status 2) unless its code says otherwise.
+  Result<std::monostate> start(const AppOptions& o);
+  // The application thread: stops the RPC server, the target (every association ends), NVMe
+  // bdev controllers; then done().
+  void stop(std::function<void()> done);
+
+  target::Target& target() const { return *tgt_; }
+  bdev::Manager& bdevs() const { return *mgr_; }
+  metrics::BdevCollector* bdev_collector() const { return collector_.get(); }
+  // The configuration that starts this target again (save_config).
+  nlohmann::json save_config() const;
+
+ private:
+  struct Record {
+    std::string method;
+    nlohmann::json params;
+    std::vector<std::string> created;  // bdevs the entry made
+  };
+  void record_bdev_methods();
+  void register_rpc_methods();
+  void config_method_rpc(const std::string& method, const bdev::ConfigMethods& table);
+
+  event::Framework& fw_;
+  std::unique_ptr<bdev::Manager> mgr_;
+  std::unique_ptr<bdev::StandardModules> modules_;
+  std::unique_ptr<target::Target> tgt_;
+  std::unique_ptr<RpcServer> rpc_;
+  std::unique_ptr<metrics::BdevCollector> collector_;
+  bdev::ConfigMethods bdev_methods_;
+  bdev::ConfigMethods nvmf_methods_;
+  NvmfResult nvmf_result_;
+  std::vector<Record> records_;
+};
+
+}  // namespace pollux::fabric::tgt

@@ -1,0 +1,366 @@
+#include "fabric/tgt/nvmf_config.h"
+
+#include <fmt/format.h>
+
+#include "fabric/tcp/target_transport.h"
+
+namespace pollux::fabric::tgt {
+
+namespace {
+
+using bdev::ConfigContext;
+using bdev::ConfigParams;
+using bdev::Status;
+
+#define TRY(var, expr) \
+  auto var = (expr);   \
+  if (!var) return var.error()
+
+Status wrap(const ConfigParams& p, const Error& e) {
+  return p.error(e.message);
+}
+
+template <typename T>
+Result<T> bounded(const ConfigParams& p, const char* field, uint64_t dflt, uint64_t lo,
+                  uint64_t hi) {
+  TRY(v, p.u64_or(field, dflt));
+  if (v.value() < lo || v.value() > hi)
+    return p.error(field, fmt::format("must be {} to {}", lo, hi));
+  return static_cast<T>(v.value());
+}
+
+// A nested object parameter ("namespace", "listen_address").
+Result<nlohmann::json> object(const ConfigParams& p, const char* field) {
+  if (!p.has(field)) return p.error(field, "missing");
+  const auto& v = p.json().at(field);
+  if (!v.is_object()) return p.error(field, "expected an object");
+  return v;
+}
+
+Result<target::ListenAddress> listen_address(const ConfigParams& p) {
+  TRY(obj, object(p, "listen_address"));
+  const nlohmann::json& j = obj.value();
+  ConfigParams a(j, p.where() + ".listen_address");
+  TRY(ok, a.allow_only({"trtype", "adrfam", "traddr", "trsvcid"}));
+  target::ListenAddress l;
+  TRY(trtype, a.string("trtype"));
+  TRY(adrfam, a.string_or("adrfam", "IPv4"));
+  TRY(traddr, a.string("traddr"));
+  TRY(trsvcid, a.string_or("trsvcid", "4420"));
+  l.trtype = trtype.value();
+  l.adrfam = adrfam.value();
+  l.traddr = traddr.value();
+  l.trsvcid = trsvcid.value();
+  for (char c : l.trsvcid)
+    if (c < '0' || c > '9') return a.error("trsvcid", "a port number");
+  if (l.trsvcid.size() > 5 || std::stoul(l.trsvcid) > 65535)
+    return a.error("trsvcid", "a port number");
+  return l;
+}
+
+template <std::size_t N>
+Result<std::optional<std::array<uint8_t, N>>> hex_id(const ConfigParams& p, const char* field) {
+  if (!p.has(field)) return std::optional<std::array<uint8_t, N>>{};
+  TRY(s, p.string(field));
+  std::array<uint8_t, N> out;
+  if (!target::parse_hex_id(s.value(), out.data(), N))
+    return p.error(field, fmt::format("expected {} hex digits", 2 * N));
+  return std::optional<std::array<uint8_t, N>>(out);
+}
+
+Status create_transport(target::Target& tgt, const ConfigParams& p) {
+  TRY(ok, p.allow_only({"trtype",
+                        "max_queue_depth",
+                        "max_qpairs_per_ctrlr",
+                        "max_io_qpairs_per_ctrlr",
+                        "in_capsule_data_size",
+                        "max_io_size",
+                        "io_unit_size",
+                        "max_aq_depth",
+                        "num_shared_buffers",
+                        "buf_cache_size",
+                        "c2h_success",
+                        "max_h2c_data_size",
+                        "sock_priority",
+                        "dif_insert_or_strip",
+                        "zcopy",
+                        "abort_timeout_sec",
+                        "acceptor_poll_rate",
+                        "ack_timeout",
+                        "control_msg_num",
+                        "tgt_name"}));
+  TRY(trtype, p.string("trtype"));
+  std::string t = trtype.value();
+  for (char& c : t) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (t != "TCP") return p.error("trtype", "'" + trtype.value() + "': only TCP is built");
+  if (tgt.transport("TCP") != nullptr) return p.error("transport TCP exists already");
+  tcp::TcpTargetOptions o;
+  auto u32 = [&](const char* f, uint32_t& dst) -> Status {
+    TRY(v, p.u64_or(f, dst));
+    if (v.value() > UINT32_MAX) return p.error(f, "too large");
+    dst = static_cast<uint32_t>(v.value());
+    return bdev::ok_status();
+  };
+  for (auto [f, dst] :
+       {std::pair{"max_queue_depth", &o.max_queue_depth},
+        std::pair{"max_io_qpairs_per_ctrlr", &o.max_io_qpairs_per_ctrlr},
+        std::pair{"in_capsule_data_size", &o.in_capsule_data_size},
+        std::pair{"max_io_size", &o.max_io_size}, std::pair{"io_unit_size", &o.io_unit_size},
+        std::pair{"max_aq_depth", &o.max_aq_depth},
+        std::pair{"num_shared_buffers", &o.num_shared_buffers},
+        std::pair{"buf_cache_size", &o.buf_cache_size},
+        std::pair{"max_h2c_data_size", &o.max_h2c_data_size},
+        std::pair{"sock_priority", &o.sock_priority}}) {
+    if (auto st = u32(f, *dst); !st) return st;
+  }
+  if (p.has("max_qpairs_per_ctrlr")) {  // SPDK's older name, the admin queue included
+    TRY(v, p.u64("max_qpairs_per_ctrlr"));
+    if (v.value() < 2 || v.value() > 65536)
+      return p.error("max_qpairs_per_ctrlr", "must be 2 to 65536");
+    o.max_io_qpairs_per_ctrlr = static_cast<uint32_t>(v.value() - 1);
+  }
+  TRY(c2h, p.bool_or("c2h_success", o.c2h_success));
+  o.c2h_success = c2h.value();
+  TRY(dif, p.bool_or("dif_insert_or_strip", false));
+  if (dif.value()) return p.error("dif_insert_or_strip", "not supported (must be false)");
+  TRY(zcopy, p.bool_or("zcopy", false));
+  if (zcopy.value()) return p.error("zcopy", "not supported (must be false)");
+  for (const char* f :
+       {"abort_timeout_sec", "acceptor_poll_rate", "ack_timeout", "control_msg_num"}) {
+    TRY(v, p.u64_or(f, 0));  // SPDK tuning without a meaning here: checked, not used
+    (void)v;
+  }
+  if (p.has("tgt_name")) return p.error("tgt_name", "one target per process: leave it out");
+  auto tr = tcp::TcpTargetTransport::create(tgt, o);
+  if (!tr) return wrap(p, tr.error());
+  if (auto st = tgt.add_transport(std::move(tr).value()); !st) return wrap(p, st.error());
+  return bdev::ok_status();
+}
+
+Status create_subsystem(target::Target& tgt, const ConfigParams& p) {
+  TRY(ok, p.allow_only({"nqn", "serial_number", "model_number", "allow_any_host", "max_namespaces",
+                        "min_cntlid", "max_cntlid", "ana_reporting", "tgt_name"}));
+  target::SubsystemOptions o;
+  TRY(nqn, p.string("nqn"));
+  TRY(sn, p.string_or("serial_number", o.serial));
+  TRY(mn, p.string_or("model_number", o.model));
+  TRY(any, p.bool_or("allow_any_host", false));
+  TRY(maxns, (bounded<uint32_t>(p, "max_namespaces", 32, 0, 1024)));
+  TRY(lo, (bounded<uint16_t>(p, "min_cntlid", 1, 1, spec::nvmf::connect::kCntlidMax)));
+  TRY(hi, (bounded<uint16_t>(p, "max_cntlid", spec::nvmf::connect::kCntlidMax, 1,
+                             spec::nvmf::connect::kCntlidMax)));
+  TRY(ana, p.bool_or("ana_reporting", false));
+  if (ana.value()) return p.error("ana_reporting", "not supported (must be false)");
+  if (p.has("tgt_name")) return p.error("tgt_name", "one target per process: leave it out");
+  o.nqn = nqn.value();
+  o.serial = sn.value();
+  o.model = mn.value();
+  o.allow_any_host = any.value();
+  o.max_namespaces = maxns.value() == 0 ? 32 : maxns.value();  // SPDK: 0 means its default
+  o.min_cntlid = lo.value();
+  o.max_cntlid = hi.value();
+  if (auto s = tgt.create_subsystem(o); !s) return wrap(p, s.error());
+  return bdev::ok_status();
+}
+
+Status add_ns(target::Target& tgt, const ConfigParams& p, NvmfResult* result) {
+  TRY(ok, p.allow_only({"nqn", "namespace", "tgt_name"}));
+  TRY(nqn, p.string("nqn"));
+  TRY(obj, object(p, "namespace"));
+  const nlohmann::json& j = obj.value();
+  ConfigParams n(j, p.where() + ".namespace");
+  TRY(nok, n.allow_only({"bdev_name", "nsid", "uuid", "nguid", "eui64"}));
+  target::NamespaceOptions o;
+  TRY(bdev_name, n.string("bdev_name"));
+  TRY(nsid, (bounded<uint32_t>(n, "nsid", 0, 0, 0xfffffffe)));
+  TRY(uuid, hex_id<16>(n, "uuid"));
+  TRY(nguid, hex_id<16>(n, "nguid"));
+  TRY(eui64, hex_id<8>(n, "eui64"));
+  o.bdev_name = bdev_name.value();
+  o.nsid = nsid.value();
+  o.uuid = uuid.value();
+  o.nguid = nguid.value();
+  o.eui64 = eui64.value();
+  auto r = tgt.add_namespace(nqn.value(), o);
+  if (!r) return wrap(p, r.error());
+  if (result) result->value = r.value();
+  return bdev::ok_status();
+}
+
+#undef TRY
+
+}  // namespace
+
+void register_nvmf_config_methods(bdev::ConfigMethods& m, target::Target& tgt, NvmfResult* result) {
+  target::Target* t = &tgt;
+  auto reset = [result] {
+    if (result) result->value = true;
+  };
+  m.replace("nvmf_create_transport", [t, reset](ConfigContext&, const ConfigParams& p) {
+    reset();
+    return create_transport(*t, p);
+  });
+  m.replace("nvmf_create_subsystem", [t, reset](ConfigContext&, const ConfigParams& p) {
+    reset();
+    return create_subsystem(*t, p);
+  });
+  m.replace("nvmf_delete_subsystem", [t, reset](ConfigContext&, const ConfigParams& p) -> Status {
+    reset();
+    if (auto ok = p.allow_only({"nqn", "tgt_name"}); !ok) return ok.error();
+    auto nqn = p.string("nqn");
+    if (!nqn) return nqn.error();
+    if (auto st = t->delete_subsystem(nqn.value()); !st) return wrap(p, st.error());
+    return bdev::ok_status();
+  });
+  m.replace("nvmf_subsystem_add_ns",
+            [t, result](ConfigContext&, const ConfigParams& p) { return add_ns(*t, p, result); });
+  m.replace(
+      "nvmf_subsystem_remove_ns", [t, reset](ConfigContext&, const ConfigParams& p) -> Status {
+        reset();
+        if (auto ok = p.allow_only({"nqn", "nsid", "tgt_name"}); !ok) return ok.error();
+        auto nqn = p.string("nqn");
+        if (!nqn) return nqn.error();
+        auto nsid = p.u64("nsid");
+        if (!nsid) return nsid.error();
+        if (nsid.value() == 0 || nsid.value() > 0xfffffffe)
+          return p.error("nsid", "must be 1 to 4294967294");
+        if (auto st = t->remove_namespace(nqn.value(), static_cast<uint32_t>(nsid.value())); !st)
+          return wrap(p, st.error());
+        return bdev::ok_status();
+      });
+  for (bool add : {true, false}) {
+    m.replace(
+        add ? "nvmf_subsystem_add_listener" : "nvmf_subsystem_remove_listener",
+        [t, reset, add](ConfigContext&, const ConfigParams& p) -> Status {
+          reset();
+          if (auto ok = p.allow_only({"nqn", "listen_address", "secure_channel", "tgt_name"}); !ok)
+            return ok.error();
+          auto nqn = p.string("nqn");
+          if (!nqn) return nqn.error();
+          auto sc = p.bool_or("secure_channel", false);
+          if (!sc) return sc.error();
+          if (sc.value()) return p.error("secure_channel", "TLS is not supported");
+          auto a = listen_address(p);
+          if (!a) return a.error();
+          auto st = add ? t->add_listener(nqn.value(), a.value())
+                        : t->remove_listener(nqn.value(), a.value());
+          if (!st) return wrap(p, st.error());
+          return bdev::ok_status();
+        });
+    m.replace(add ? "nvmf_subsystem_add_host" : "nvmf_subsystem_remove_host",
+              [t, reset, add](ConfigContext&, const ConfigParams& p) -> Status {
+                reset();
+                if (auto ok = p.allow_only({"nqn", "host", "tgt_name"}); !ok) return ok.error();
+                auto nqn = p.string("nqn");
+                if (!nqn) return nqn.error();
+                auto host = p.string("host");
+                if (!host) return host.error();
+                auto st = add ? t->add_host(nqn.value(), host.value())
+                              : t->remove_host(nqn.value(), host.value());
+                if (!st) return wrap(p, st.error());
+                return bdev::ok_status();
+              });
+  }
+  m.replace("nvmf_subsystem_allow_any_host",
+            [t, reset](ConfigContext&, const ConfigParams& p) -> Status {
+              reset();
+              if (auto ok = p.allow_only({"nqn", "allow_any_host", "tgt_name"}); !ok)
+                return ok.error();
+              auto nqn = p.string("nqn");
+              if (!nqn) return nqn.error();
+              if (!p.has("allow_any_host")) return p.error("allow_any_host", "missing");
+              auto any = p.bool_or("allow_any_host", false);
+              if (!any) return any.error();
+              if (auto st = t->set_allow_any_host(nqn.value(), any.value()); !st)
+                return wrap(p, st.error());
+              return bdev::ok_status();
+            });
+}
+
+namespace {
+
+nlohmann::json address_json(const target::ListenAddress& a) {
+  return {{"trtype", a.trtype}, {"adrfam", a.adrfam}, {"traddr", a.traddr}, {"trsvcid", a.trsvcid}};
+}
+
+bool nonzero(const uint8_t* p, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (p[i]) return true;
+  return false;
+}
+
+nlohmann::json namespace_json(const target::NamespaceInfo& n) {
+  nlohmann::json j = {
+      {"nsid", n.nsid}, {"bdev_name", n.bdev_name}, {"uuid", target::format_uuid(n.ids.uuid)}};
+  if (nonzero(n.ids.nguid.data(), 16)) j["nguid"] = target::format_hex(n.ids.nguid.data(), 16);
+  if (nonzero(n.ids.eui64.data(), 8)) j["eui64"] = target::format_hex(n.ids.eui64.data(), 8);
+  return j;
+}
+
+}  // namespace
+
+nlohmann::json nvmf_config_json(const target::Target& tgt) {
+  nlohmann::json out = nlohmann::json::array();
+  auto add = [&](const char* method, nlohmann::json params) {
+    out.push_back({{"method", method}, {"params", std::move(params)}});
+  };
+  for (target::Transport* t : tgt.transports()) add("nvmf_create_transport", t->options_json());
+  for (target::Subsystem* s : tgt.subsystems()) {
+    if (s->discovery()) continue;
+    const auto& o = s->options();
+    add("nvmf_create_subsystem", {{"nqn", o.nqn},
+                                  {"serial_number", o.serial},
+                                  {"model_number", o.model},
+                                  {"allow_any_host", o.allow_any_host},
+                                  {"max_namespaces", o.max_namespaces},
+                                  {"min_cntlid", o.min_cntlid},
+                                  {"max_cntlid", o.max_cntlid}});
+    for (const target::NamespaceInfo& n : s->namespaces()) {
+      if (n.removing) continue;
+      add("nvmf_subsystem_add_ns", {{"nqn", o.nqn}, {"namespace", namespace_json(n)}});
+    }
+    for (const std::string& h : s->hosts())
+      add("nvmf_subsystem_add_host", {{"nqn", o.nqn}, {"host", h}});
+    for (const auto& a : s->listeners())
+      add("nvmf_subsystem_add_listener", {{"nqn", o.nqn}, {"listen_address", address_json(a)}});
+  }
+  for (const auto& a : tgt.discovery_subsystem()->listeners())
+    add("nvmf_subsystem_add_listener",
+        {{"nqn", tgt.discovery_subsystem()->nqn()}, {"listen_address", address_json(a)}});
+  return out;
+}
+
+nlohmann::json nvmf_subsystems_json(const target::Target& tgt) {
+  nlohmann::json out = nlohmann::json::array();
+  for (target::Subsystem* s : tgt.subsystems()) {
+    const auto& o = s->options();
+    nlohmann::json j = {{"nqn", o.nqn},
+                        {"subtype", s->discovery() ? "Discovery" : "NVMe"},
+                        {"listen_addresses", nlohmann::json::array()},
+                        {"allow_any_host", s->discovery() || o.allow_any_host},
+                        {"hosts", nlohmann::json::array()}};
+    for (const auto& a : s->listeners()) j["listen_addresses"].push_back(address_json(a));
+    for (const std::string& h : s->hosts()) j["hosts"].push_back({{"nqn", h}});
+    if (!s->discovery()) {
+      j["serial_number"] = o.serial;
+      j["model_number"] = o.model;
+      j["max_namespaces"] = o.max_namespaces;
+      j["min_cntlid"] = o.min_cntlid;
+      j["max_cntlid"] = o.max_cntlid;
+      j["namespaces"] = nlohmann::json::array();
+      for (const target::NamespaceInfo& n : s->namespaces()) {
+        nlohmann::json ns = namespace_json(n);
+        ns["name"] = n.bdev_name;
+        if (n.removing) ns["removing"] = true;
+        j["namespaces"].push_back(ns);
+      }
+      j["controllers"] = nlohmann::json::array();
+      for (const auto& [cntlid, ci] : s->controllers())
+        j["controllers"].push_back({{"cntlid", cntlid}, {"hostnqn", ci.hostnqn}});
+    }
+    out.push_back(j);
+  }
+  return out;
+}
+
+}  // namespace pollux::fabric::tgt

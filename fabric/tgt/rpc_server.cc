@@ -1,0 +1,244 @@
+#include "fabric/tgt/rpc_server.h"
+
+#include <fmt/format.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "common/text.h"
+
+namespace pollux::fabric::tgt {
+
+namespace {
+constexpr uint64_t kPollPeriodUs = 1000;
+constexpr int kParseError = -32700, kInvalidRequest = -32600, kMethodNotFound = -32601,
+              kInvalidParams = -32602;
+}  // namespace
+
+std::size_t json_value_end(const std::string& s) {
+  std::size_t i = 0;
+  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+  if (i == s.size()) return 0;
+  if (s[i] != '{' && s[i] != '[') return std::string::npos;
+  int depth = 0;
+  bool in_string = false, escape = false;
+  for (; i < s.size(); ++i) {
+    const char c = s[i];
+    if (in_string) {
+      if (escape)
+        escape = false;
+      else if (c == '\\')
+        escape = true;
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    if (c == '"')
+      in_string = true;
+    else if (c == '{' || c == '[')
+      ++depth;
+    else if (c == '}' || c == ']') {
+      if (--depth == 0) return i + 1;
+    }
+  }
+  return 0;
+}
+
+RpcServer::RpcServer(std::string path, int fd, event::Thread* thread)
+    : path_(std::move(path)), fd_(fd), thread_(thread) {}
+
+Result<std::unique_ptr<RpcServer>> RpcServer::start(const std::string& path) {
+  event::Thread* self = event::Thread::current();
+  if (self == nullptr) return make_error(EINVAL, "rpc: start it on a framework thread");
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof a.sun_path)
+    return make_error(
+        EINVAL, fmt::format("--rpc {}: a path of 1 to {} bytes", path, sizeof a.sun_path - 1));
+  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return make_error(errno, fmt::format("rpc: socket: {}", std::strerror(errno)));
+  int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  if (rc != 0 && errno == EADDRINUSE) {
+    // A socket file left behind is replaced; one somebody serves is not.
+    const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const bool served = ::connect(probe, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(probe);
+    if (served) {
+      ::close(fd);
+      return make_error(EADDRINUSE, fmt::format("--rpc {}: another process serves it", path));
+    }
+    ::unlink(path.c_str());
+    rc = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  }
+  if (rc != 0 || ::listen(fd, 16) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return make_error(e, fmt::format("--rpc {}: {}", path, std::strerror(e)));
+  }
+  std::unique_ptr<RpcServer> s(new RpcServer(path, fd, self));
+  s->poller_ = self->register_poller(poll, s.get(), kPollPeriodUs, "rpc_server");
+  return s;
+}
+
+RpcServer::~RpcServer() {
+  *alive_ = false;
+  if (poller_ != nullptr) thread_->unregister_poller(poller_);
+  for (auto& c : clients_) ::close(c->fd);
+  ::close(fd_);
+  ::unlink(path_.c_str());
+}
+
+void RpcServer::add(const std::string& method, Handler h) {
+  handlers_[method] = std::move(h);
+}
+
+std::vector<std::string> RpcServer::methods() const {
+  std::vector<std::string> out;
+  for (const auto& [m, h] : handlers_) out.push_back(m);
+  return out;
+}
+
+event::PollStatus RpcServer::poll(void* arg) {
+  auto& s = *static_cast<RpcServer*>(arg);
+  bool busy = false;
+  for (;;) {
+    const int fd = ::accept4(s.fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) break;
+    auto c = std::make_unique<Client>();
+    c->fd = fd;
+    c->id = s.next_client_++;
+    s.clients_.push_back(std::move(c));
+    busy = true;
+  }
+  // Serving may reply at once and so touch clients_; iterate by index over a stable list.
+  for (std::size_t i = 0; i < s.clients_.size(); ++i) s.serve(*s.clients_[i]);
+  for (std::size_t i = 0; i < s.clients_.size();) {
+    Client& c = *s.clients_[i];
+    if (!c.out.empty()) {
+      const ssize_t n = ::send(c.fd, c.out.data(), c.out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n > 0) {
+        c.out.erase(0, static_cast<std::size_t>(n));
+        busy = true;
+      } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+        c.closing = true;
+        c.out.clear();
+      }
+    }
+    if (c.closing && c.out.empty()) {
+      ::close(c.fd);
+      s.clients_.erase(s.clients_.begin() + static_cast<std::ptrdiff_t>(i));
+      continue;
+    }
+    ++i;
+  }
+  return busy ? event::PollStatus::kBusy : event::PollStatus::kIdle;
+}
+
+void RpcServer::serve(Client& c) {
+  if (c.closing) return;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n == 0) {
+      c.closing = true;  // answers still owed go nowhere
+      break;
+    }
+    if (n < 0) {
+      if (errno != EAGAIN && errno != EINTR) c.closing = true;
+      break;
+    }
+    c.in.append(buf, static_cast<std::size_t>(n));
+    if (c.in.size() > kMaxRequestBytes) {
+      respond(c, {{"jsonrpc", "2.0"},
+                  {"id", nullptr},
+                  {"error", {{"code", kInvalidRequest}, {"message", "request too large"}}}});
+      c.closing = true;
+      return;
+    }
+  }
+  for (;;) {
+    const std::size_t end = json_value_end(c.in);
+    if (end == 0) return;
+    if (end == std::string::npos) {
+      respond(c, {{"jsonrpc", "2.0"},
+                  {"id", nullptr},
+                  {"error", {{"code", kParseError}, {"message", "expected a JSON object"}}}});
+      c.closing = true;
+      return;
+    }
+    const std::string text = c.in.substr(0, end);
+    c.in.erase(0, end);
+    dispatch(c, text);
+    if (c.closing) return;
+  }
+}
+
+void RpcServer::dispatch(Client& c, const std::string& text) {
+  nlohmann::json req = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (req.is_discarded()) {
+    respond(c, {{"jsonrpc", "2.0"},
+                {"id", nullptr},
+                {"error", {{"code", kParseError}, {"message", "not valid JSON"}}}});
+    c.closing = true;
+    return;
+  }
+  const nlohmann::json id = req.is_object() && req.contains("id") ? req["id"] : nlohmann::json();
+  auto invalid = [&](const std::string& why) {
+    respond(
+        c,
+        {{"jsonrpc", "2.0"}, {"id", id}, {"error", {{"code", kInvalidRequest}, {"message", why}}}});
+  };
+  if (!req.is_object()) return invalid("expected a request object (batches are not supported)");
+  if (!req.contains("jsonrpc") || req["jsonrpc"] != "2.0")
+    return invalid("'jsonrpc' must be \"2.0\"");
+  if (!req.contains("method") || !req["method"].is_string())
+    return invalid("'method' must be a string");
+  if (req.contains("id") && !(id.is_number_integer() || id.is_string() || id.is_null()))
+    return invalid("'id' must be a number or a string");
+  nlohmann::json params = req.contains("params") ? req["params"] : nlohmann::json::object();
+  if (params.is_null()) params = nlohmann::json::object();
+  if (!params.is_object()) return invalid("'params' must be an object");
+  const std::string method = req["method"];
+  auto it = handlers_.find(method);
+  if (it == handlers_.end()) {
+    respond(c, {{"jsonrpc", "2.0"},
+                {"id", id},
+                {"error",
+                 {{"code", kMethodNotFound}, {"message", "unknown method '" + method + "'"}}}});
+    return;
+  }
+  const bool notification = !req.contains("id");
+  const uint64_t client = c.id;
+  std::weak_ptr<bool> alive = alive_;
+  it->second(params, [this, alive, client, id, notification](Result<nlohmann::json> r) {
+    if (alive.expired() || notification) return;
+    send(client, id, std::move(r));
+  });
+}
+
+void RpcServer::send(uint64_t client, const nlohmann::json& id, Result<nlohmann::json> r) {
+  for (auto& c : clients_) {
+    if (c->id != client) continue;
+    if (r.ok()) {
+      respond(*c, {{"jsonrpc", "2.0"}, {"id", id}, {"result", r.value()}});
+    } else {
+      const int code = r.error().code == -EINVAL ? kInvalidParams : r.error().code;
+      respond(*c, {{"jsonrpc", "2.0"},
+                   {"id", id},
+                   {"error", {{"code", code}, {"message", r.error().message}}}});
+    }
+    return;
+  }
+}
+
+void RpcServer::respond(Client& c, const nlohmann::json& msg) {
+  c.out += json_text(msg);
+  c.out += '\n';
+}
+
+}  // namespace pollux::fabric::tgt

@@ -1,0 +1,69 @@
+// A JSON-RPC 2.0 server on a UNIX stream socket (SPDK's RPC shape: one request object at a
+// time per client, no framing beyond the JSON itself), served by a timed poller on the thread
+// that starts it. Handlers run on that thread and answer once, now or later.
+//
+// Errors: -32700 parse error (the client is then disconnected: the stream cannot be resynced),
+// -32600 invalid request, -32601 unknown method, -32602 invalid parameters (a handler's EINVAL),
+// otherwise the handler's negative errno with its message.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "driver/env/result.h"
+#include "driver/event/thread.h"
+
+namespace pollux::fabric::tgt {
+
+class RpcServer {
+ public:
+  using Reply = std::function<void(Result<nlohmann::json>)>;
+  using Handler = std::function<void(const nlohmann::json& params, Reply reply)>;
+
+  // On a framework thread: binds `path` (an existing socket file is replaced only if nobody
+  // listens on it).
+  static Result<std::unique_ptr<RpcServer>> start(const std::string& path);
+  ~RpcServer();  // on the same thread: closes every client and removes the socket file
+  RpcServer(const RpcServer&) = delete;
+  RpcServer& operator=(const RpcServer&) = delete;
+
+  void add(const std::string& method, Handler h);
+  std::vector<std::string> methods() const;
+  const std::string& path() const { return path_; }
+
+  static constexpr std::size_t kMaxRequestBytes = 4 << 20;
+
+ private:
+  struct Client {
+    int fd = -1;
+    uint64_t id = 0;
+    std::string in;
+    std::string out;
+    bool closing = false;  // close once `out` is sent
+  };
+  RpcServer(std::string path, int fd, event::Thread* thread);
+  static event::PollStatus poll(void* arg);
+  void serve(Client& c);
+  void dispatch(Client& c, const std::string& text);
+  void send(uint64_t client, const nlohmann::json& id, Result<nlohmann::json> r);
+  void respond(Client& c, const nlohmann::json& msg);
+
+  std::string path_;
+  int fd_;
+  event::Thread* thread_;
+  event::Poller* poller_ = nullptr;
+  std::map<std::string, Handler> handlers_;
+  std::vector<std::unique_ptr<Client>> clients_;
+  uint64_t next_client_ = 1;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+// The end of the first complete JSON value in `s` (an object or array; strings and escapes
+// respected), 0 if it is not complete yet, or npos if `s` does not start like one.
+std::size_t json_value_end(const std::string& s);
+
+}  // namespace pollux::fabric::tgt

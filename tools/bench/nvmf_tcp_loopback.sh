@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# NVMe/TCP target on loopback: pollux-perf 4 KiB randread at QD 1 and QD 128 against pollux-tgt
+# (null bdev, target on core 0, host on core 1), and — when SPDK_DIR names an SPDK build — the
+# same against SPDK's nvmf_tgt, alternating, ROUNDS times (runs here vary by tens of percent:
+# compare only figures of one run of this script).
+#   tools/bench/nvmf_tcp_loopback.sh [ROUNDS] [SECONDS]      (after bazel build of both tools)
+#   SPDK_DIR=/path/to/spdk tools/bench/nvmf_tcp_loopback.sh 3 5
+set -euo pipefail
+rounds=${1:-3} secs=${2:-5}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+tgt=$root/bazel-bin/fabric/tgt/pollux-tgt perf=$root/bazel-bin/driver/nvme/perf/pollux-perf
+for b in "$tgt" "$perf"; do [ -x "$b" ] || { echo "build first: $b"; exit 2; }; done
+work=$(mktemp -d /tmp/nvmf-bench.XXXXXX)
+pid=
+cleanup() {
+  if [ -n "$pid" ]; then kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+nqn=nqn.2026-11.io.pollux:bench port=4520
+cat >"$work/null.json" <<JSON
+{"subsystems": [
+  {"subsystem": "bdev", "config": [
+    {"method": "bdev_null_create", "params": {"name": "Null0", "num_blocks": 2097152, "block_size": 512}}]},
+  {"subsystem": "nvmf", "config": [
+    {"method": "nvmf_create_transport", "params": {"trtype": "TCP"}},
+    {"method": "nvmf_create_subsystem", "params": {"nqn": "$nqn", "allow_any_host": true}},
+    {"method": "nvmf_subsystem_add_ns", "params": {"nqn": "$nqn", "namespace": {"bdev_name": "Null0"}}},
+    {"method": "nvmf_subsystem_add_listener", "params": {"nqn": "$nqn",
+      "listen_address": {"trtype": "TCP", "adrfam": "IPv4", "traddr": "127.0.0.1", "trsvcid": "$port"}}}]}]}
+JSON
+
+start_pollux() {
+  "$tgt" -m 0x1 --json "$work/null.json" --rpc "$work/rpc.sock" >"$work/tgt.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do grep -q "ready" "$work/tgt.log" && return; sleep 0.1; done
+  cat "$work/tgt.log"
+  exit 1
+}
+start_spdk() {
+  (cd "$SPDK_DIR" && LD_LIBRARY_PATH=build/lib:build/libvfio-user/build-release/lib \
+    exec build/bin/nvmf_tgt -m 0x1 --no-huge -s 1024 -r "$work/spdk.sock") >"$work/spdk.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do [ -S "$work/spdk.sock" ] && break; sleep 0.1; done
+  local rpc="$SPDK_DIR/scripts/rpc.py -s $work/spdk.sock"
+  $rpc nvmf_create_transport -t TCP >/dev/null
+  $rpc bdev_null_create Null0 1024 512 >/dev/null
+  $rpc nvmf_create_subsystem "$nqn" -a -s SPDK0001 >/dev/null
+  $rpc nvmf_subsystem_add_ns "$nqn" Null0 >/dev/null
+  $rpc nvmf_subsystem_add_listener "$nqn" -t tcp -a 127.0.0.1 -s $port >/dev/null
+}
+stop() {
+  kill -TERM "$pid"
+  wait "$pid" 2>/dev/null || true
+  pid=
+}
+measure() {  # TARGET-NAME QD
+  local out
+  out=$("$perf" -r "trtype:tcp adrfam:ipv4 traddr:127.0.0.1 trsvcid:$port subnqn:$nqn" \
+    -q "$2" -o 4096 -w randread -t "$secs" -c 0x2 2>&1) || { echo "$out"; exit 1; }
+  echo "$out" | awk -v t="$1" -v q="$2" '
+    /^Total/ { iops = $2; avg = $4 }
+    /^latency percentiles/ { p50 = $5; p99 = $7 }
+    END { printf "%-10s QD %-3s %9.0f IOPS  avg %7.2f us  p50 %7.2f us  p99 %8.2f us\n", t, q, iops, avg, p50, p99 }'
+}
+echo "$(uname -n): $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), load $(cut -d' ' -f1-3 /proc/loadavg)"
+for round in $(seq "$rounds"); do
+  start_pollux
+  measure pollux-tgt 1
+  measure pollux-tgt 128
+  stop
+  if [ -n "${SPDK_DIR:-}" ]; then
+    start_spdk
+    measure nvmf_tgt 1
+    measure nvmf_tgt 128
+    stop
+  fi
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -90,7 +90,8 @@ class Blob {
   BlobId parent_id() const { return md_.parent; }
   ClearMethod clear_method() const { return md_.clear_method; }
   bool dirty() const { return dirty_; }
-  std::vector<BlobId> clones() const;
+  std::vector<BlobId> clones() const;  // walks every blob
+  bool has_clones() const { return clone_count_ > 0; }
   // Where blob cluster `cl` lives on the device (0: not allocated here). Any thread.
   uint64_t device_cluster(uint64_t cl) const {
     const ClusterMap* m = map_.load(std::memory_order_acquire);
@@ -120,6 +121,7 @@ class Blob {
   std::vector<uint32_t> md_pages_;        // the durable chain (md-region indexes)
   std::vector<uint64_t> pending_free_;    // clusters released once the next sync is durable
   Blob* parent_ = nullptr;                // read by I/O threads: stable while they run
+  uint32_t clone_count_ = 0;              // blobs whose parent_ is this one
   std::atomic<ClusterMap*> map_{nullptr};
   std::atomic<bool> io_read_only_{false};
   std::unique_ptr<ClusterMap> map_owner_;
@@ -223,6 +225,7 @@ class Blobstore {
   void set_cluster(Blob* b, uint64_t blob_cluster, uint64_t dev);
   Blob* add_blob(BlobMetadata md);
   void forget_blob(Blob* b);
+  void set_parent(Blob* b, Blob* p);
   BlobId next_blob_id() { return next_id_++; }
   void allocate_missing(Blob* b, bool only_parent_owned, Step done);
   void do_snapshot(Blob* b, std::vector<Xattr> xattrs, std::function<void(BlobId, int)> done);

@@ -32,12 +32,20 @@ Blob* Blobstore::add_blob(BlobMetadata md) {
   b->io_read_only_.store(b->md_.flags & kFlagReadOnly);
   Blob* raw = b.get();
   blobs_[raw->md_.id] = std::move(b);
-  if (raw->md_.parent != kInvalidBlobId) raw->parent_ = find(raw->md_.parent);
+  if (raw->md_.parent != kInvalidBlobId) set_parent(raw, find(raw->md_.parent));
   publish_map(raw);
   return raw;
 }
 
+// Parent links and the clone counts that make "has clones" O(1) for delete.
+void Blobstore::set_parent(Blob* b, Blob* p) {
+  if (b->parent_ != nullptr) --b->parent_->clone_count_;
+  b->parent_ = p;
+  if (p != nullptr) ++p->clone_count_;
+}
+
 void Blobstore::forget_blob(Blob* b) {
+  set_parent(b, nullptr);
   for (uint64_t c : b->md_.clusters)
     if (c != 0) free_cluster(c);
   for (uint64_t c : b->pending_free_) free_cluster(c);
@@ -341,7 +349,7 @@ void Blobstore::delete_blob(BlobId id, OpDoneFn cb, void* arg) {
     };
     Blob* b = find(id);
     if (b == nullptr) return done(-ENOENT);
-    if (b->open_refs_ > 0 || !b->clones().empty()) return done(-EBUSY);
+    if (b->open_refs_ > 0 || b->has_clones()) return done(-EBUSY);
     b->deleting_ = true;
     // Flush first: zeroings of this blob's superseded chains that are still in a volatile
     // cache must not come undone while the live chain is being zeroed (the old version would
@@ -380,7 +388,6 @@ void Blobstore::do_snapshot(Blob* b, std::vector<Xattr> xattrs,
   std::memcpy(pending.value.data(), &target, 8);
   md.internal_xattrs.push_back(pending);
   Blob* s = add_blob(std::move(md));
-  s->parent_ = b->parent_;
   persist(s, [this, b, s, done](int rc) {
     if (rc != 0) {
       s->md_.clusters.assign(s->md_.num_clusters, 0);  // they are still the blob's
@@ -393,12 +400,12 @@ void Blobstore::do_snapshot(Blob* b, std::vector<Xattr> xattrs,
     b->md_.clusters.assign(b->md_.num_clusters, 0);
     b->md_.flags |= kFlagThin | kFlagClone;
     b->md_.parent = s->md_.id;
-    b->parent_ = s;
+    set_parent(b, s);
     publish_map(b);
     persist(b, [this, b, s, saved, saved_parent, done](int rc) {
       if (rc != 0) {
         b->md_ = saved;
-        b->parent_ = saved_parent;
+        set_parent(b, saved_parent);
         publish_map(b);
         s->md_.clusters.assign(s->md_.num_clusters, 0);
         return release_chain(s, [this, s, rc, done](int) {
@@ -470,7 +477,7 @@ void Blobstore::inflate(BlobId id, OpDoneFn cb, void* arg) {
       if (rc != 0) return done(rc);
       b->md_.flags &= ~(kFlagThin | kFlagClone);
       b->md_.parent = kInvalidBlobId;
-      b->parent_ = nullptr;
+      set_parent(b, nullptr);
       b->dirty_ = true;
       persist(b, done);
     });
@@ -492,7 +499,7 @@ void Blobstore::decouple_parent(BlobId id, OpDoneFn cb, void* arg) {
       Blob* grandparent = b->parent_->parent_;
       b->md_.parent = grandparent ? grandparent->md_.id : kInvalidBlobId;
       if (grandparent == nullptr) b->md_.flags &= ~kFlagClone;
-      b->parent_ = grandparent;
+      set_parent(b, grandparent);
       b->dirty_ = true;
       persist(b, done);
     });

@@ -1,15 +1,22 @@
 #include "driver/metrics/exporter.h"
 
+#include <netdb.h>
 #include <prometheus/collectable.h>
 #include <prometheus/exposer.h>
 #include <prometheus/text_serializer.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <csignal>
-#include <thread>
-#include <limits>
+#include <cstring>
 #include <exception>
+#include <limits>
+#include <thread>
+
+#include "common/listen_probe.h"
 
 namespace pollux::metrics {
 
@@ -34,8 +41,7 @@ void Builder::counter(std::string_view name, std::string_view help, const Labels
   sample(name, help, prometheus::MetricType::Counter, labels).counter.value = v;
 }
 
-void Builder::gauge(std::string_view name, std::string_view help, const Labels& labels,
-                    double v) {
+void Builder::gauge(std::string_view name, std::string_view help, const Labels& labels, double v) {
   sample(name, help, prometheus::MetricType::Gauge, labels).gauge.value = v;
 }
 
@@ -96,9 +102,9 @@ std::vector<prometheus::MetricFamily> Builder::take() {
 }
 
 const std::vector<double>& latency_bounds() {
-  static const std::vector<double> b = {1e-6,   2.5e-6, 5e-6,   10e-6, 25e-6, 50e-6, 100e-6,
-                                        250e-6, 500e-6, 1e-3,   2.5e-3, 5e-3, 10e-3, 25e-3,
-                                        50e-3,  100e-3, 250e-3, 1.0,   10.0};
+  static const std::vector<double> b = {1e-6,   2.5e-6, 5e-6,   10e-6,  25e-6, 50e-6, 100e-6,
+                                        250e-6, 500e-6, 1e-3,   2.5e-3, 5e-3,  10e-3, 25e-3,
+                                        50e-3,  100e-3, 250e-3, 1.0,    10.0};
   return b;
 }
 
@@ -116,18 +122,23 @@ struct Exporter::Collectable final : prometheus::Collectable {
 
 Exporter::Exporter() : collectable_(std::make_shared<Collectable>()) {}
 
-Exporter::~Exporter() { exposer_.reset(); }  // stop serving before the sources go
+Exporter::~Exporter() {
+  exposer_.reset();
+}  // stop serving before the sources go
 
 Result<std::unique_ptr<Exporter>> Exporter::start(const std::string& address) {
   const auto colon = address.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
-    return make_error(EINVAL, "--metrics '" + address + "': expected host:port, e.g. 127.0.0.1:9464");
+    return make_error(EINVAL,
+                      "--metrics '" + address + "': expected host:port, e.g. 127.0.0.1:9464");
   }
   auto e = std::make_unique<Exporter>();
   try {
     e->exposer_ = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/1);
   } catch (const std::exception& ex) {
-    return make_error(EADDRINUSE, "metrics endpoint " + address + ": " + ex.what());
+    // CivetServer says only "null context when constructing CivetServer": find out why.
+    return make_error(EADDRINUSE, "metrics endpoint " + address + ": " +
+                                      common::explain_listen_failure(address, ex.what()));
   }
   e->exposer_->RegisterCollectable(e->collectable_);
   const std::vector<int> ports = e->exposer_->GetListeningPorts();

@@ -14,7 +14,7 @@ ControlSocket::~ControlSocket() {
   if (client_fd_ >= 0) close(client_fd_);
   if (listen_fd_ >= 0) {
     close(listen_fd_);
-    unlink(path_.c_str());
+    owner_.release();  // only if it is still ours
   }
 }
 
@@ -25,7 +25,10 @@ int ControlSocket::listen(const std::string& path) {
   if (fd < 0) return -errno;
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  unlink(path.c_str());
+  if (const int rc = common::claim_socket_path(path); rc != 0) {
+    close(fd);
+    return rc;
+  }
   if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 1) != 0) {
     const int e = errno;
     close(fd);
@@ -33,6 +36,7 @@ int ControlSocket::listen(const std::string& path) {
   }
   listen_fd_ = fd;
   path_ = path;
+  owner_.own(path);
   return 0;
 }
 

@@ -6,6 +6,8 @@
 #include <functional>
 #include <string>
 
+#include "common/unix_socket.h"
+
 namespace pollux::emu::device {
 
 class ControlSocket {
@@ -24,6 +26,7 @@ class ControlSocket {
   int listen_fd_ = -1;
   int client_fd_ = -1;
   std::string path_;
+  common::SocketPathOwner owner_;
   std::string in_;
 };
 

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "common/listen_probe.h"
+
 namespace pollux::emu::device {
 namespace {
 
@@ -21,7 +23,9 @@ prometheus::ClientMetric& add_sample(std::vector<prometheus::MetricFamily>& out,
   return f->metric.back();
 }
 
-double seconds(timing::SimTime t) { return static_cast<double>(t) / double(timing::kSec); }
+double seconds(timing::SimTime t) {
+  return static_cast<double>(t) / double(timing::kSec);
+}
 
 }  // namespace
 
@@ -29,7 +33,8 @@ void append_device_metrics(const DeviceMetricsInput& in,
                            std::vector<prometheus::MetricFamily>& out) {
   const LabelList l = {{"device", in.name}, {"profile", in.profile}};
   auto counter = [&](const char* name, const char* help, double v, LabelList labels) {
-    add_sample(out, name, help, prometheus::MetricType::Counter, std::move(labels)).counter.value = v;
+    add_sample(out, name, help, prometheus::MetricType::Counter, std::move(labels)).counter.value =
+        v;
   };
   auto gauge = [&](const char* name, const char* help, double v, LabelList labels) {
     add_sample(out, name, help, prometheus::MetricType::Gauge, std::move(labels)).gauge.value = v;
@@ -51,7 +56,8 @@ void append_device_metrics(const DeviceMetricsInput& in,
     counter("pollux_emu_cache_stalls_total", "Writes that waited for write-cache room",
             n(s.cache_stalls), l);
     const timing::WriteCache& cache = in.timed->write_cache();
-    gauge("pollux_emu_write_cache_used_bytes", "Write-cache space holding data not yet on the media",
+    gauge("pollux_emu_write_cache_used_bytes",
+          "Write-cache space holding data not yet on the media",
           n(cache.occupancy_at(in.now) * timing::kUnitBytes), l);
     gauge("pollux_emu_write_cache_capacity_bytes", "Write-cache size (0: no cache)",
           n(cache.capacity() * timing::kUnitBytes), l);
@@ -76,7 +82,8 @@ void append_device_metrics(const DeviceMetricsInput& in,
   } else {
     const uint64_t io = c.io_reads + c.io_writes + c.io_flushes + c.io_compares +
                         c.io_write_zeroes + c.io_dataset_management + c.io_other;
-    counter("pollux_emu_commands_total", "Commands the device fetched", n(io + c.admin_commands), l);
+    counter("pollux_emu_commands_total", "Commands the device fetched", n(io + c.admin_commands),
+            l);
     counter("pollux_emu_completions_total", "Completions the device posted",
             n(c.completions_posted), l);
   }
@@ -120,7 +127,8 @@ std::unique_ptr<MetricsEndpoint> MetricsEndpoint::start(const std::string& addre
   try {
     e->exposer_ = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/1);
   } catch (const std::exception& ex) {
-    *error = address + ": " + ex.what();
+    // CivetServer says only "null context when constructing CivetServer": find out why.
+    *error = address + ": " + common::explain_listen_failure(address, ex.what());
     return nullptr;
   }
   e->exposer_->RegisterCollectable(e->published_);
@@ -129,7 +137,9 @@ std::unique_ptr<MetricsEndpoint> MetricsEndpoint::start(const std::string& addre
   return e;
 }
 
-MetricsEndpoint::~MetricsEndpoint() { exposer_.reset(); }
+MetricsEndpoint::~MetricsEndpoint() {
+  exposer_.reset();
+}
 
 void MetricsEndpoint::publish(std::vector<prometheus::MetricFamily> families) {
   std::lock_guard lock(published_->mu);

@@ -3,9 +3,9 @@
 // NVMe transport, QEMU's vfio-user-pci).
 //   pollux-emu --socket /tmp/emu.sock --config emulator/nvme/examples/default.yaml
 //   pollux-emu --socket /tmp/emu.sock --profile p3700     (timed, paced to the wall clock)
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -21,7 +21,9 @@
 
 namespace {
 volatile std::sig_atomic_t g_stop = 0;
-void on_signal(int) { g_stop = 1; }
+void on_signal(int) {
+  g_stop = 1;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -68,8 +70,10 @@ int main(int argc, char** argv) {
       profile.fidelity = f.value();
     }
     if (time_mode != "realtime") {
-      fmt::print(stderr, "pollux-emu: --time {}: a device in its own process runs in realtime; "
-                         "use pollux-sim for virtual time\n", time_mode);
+      fmt::print(stderr,
+                 "pollux-emu: --time {}: a device in its own process runs in realtime; "
+                 "use pollux-sim for virtual time\n",
+                 time_mode);
       return 2;
     }
     config = profile.controller;
@@ -99,14 +103,18 @@ int main(int argc, char** argv) {
     }
   }
   if (const int rc = dev->server().listen(socket_path); rc != 0) {
-    fmt::print(stderr, "pollux-emu: cannot listen on {}: {}\n", socket_path, std::strerror(-rc));
-    return 1;
+    fmt::print(stderr, "pollux-emu: cannot listen on {}: {}\n", socket_path,
+               rc == -EADDRINUSE ? "a running server answers there (another pollux-emu?)"
+                                 : std::strerror(-rc));
+    return rc == -EADDRINUSE ? 2 : 1;
   }
   device::ControlSocket control;
   if (!control_path.empty()) {
     if (const int rc = control.listen(control_path); rc != 0) {
-      fmt::print(stderr, "pollux-emu: cannot listen on {}: {}\n", control_path, std::strerror(-rc));
-      return 1;
+      fmt::print(stderr, "pollux-emu: cannot listen on {}: {}\n", control_path,
+                 rc == -EADDRINUSE ? "a running server answers there (another pollux-emu?)"
+                                   : std::strerror(-rc));
+      return rc == -EADDRINUSE ? 2 : 1;
     }
     dev->controller().faults().reseed(seed);
   }
@@ -135,8 +143,10 @@ int main(int argc, char** argv) {
     in.present = true;
     device::append_device_metrics(in, f);
     if (sim) {
-      f.push_back({"pollux_emu_simulated_seconds", "Simulated time of the device (paced)",
-                   prometheus::MetricType::Gauge, {}});
+      f.push_back({"pollux_emu_simulated_seconds",
+                   "Simulated time of the device (paced)",
+                   prometheus::MetricType::Gauge,
+                   {}});
       f.back().metric.emplace_back().gauge.value = double(sim->now()) / double(timing::kSec);
     }
     metrics->publish(std::move(f));
@@ -203,10 +213,11 @@ int main(int argc, char** argv) {
   }
   if (sim && !quiet) {
     const auto s = sim->device(0).stats();
-    fmt::print("pollux-emu: simulated {:.3f} s; {} commands; largest step behind the wall "
-               "clock {} us; engine mismatches {}\n",
-               double(sim->now()) / double(timing::kSec), s.commands, max_lag_ns / 1000,
-               s.engine_mismatches);
+    fmt::print(
+        "pollux-emu: simulated {:.3f} s; {} commands; largest step behind the wall "
+        "clock {} us; engine mismatches {}\n",
+        double(sim->now()) / double(timing::kSec), s.commands, max_lag_ns / 1000,
+        s.engine_mismatches);
   }
   const auto& c = dev->controller().counters();
   if (!quiet) fmt::print("pollux-emu: stopping; {} IOMMU faults\n", c.iommu_faults);

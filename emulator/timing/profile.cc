@@ -12,10 +12,10 @@ namespace {
 
 using nvme::Error;
 using nvme::Result;
+using nvme::Status;
 using yaml::err;
 using yaml::Section;
 using yaml::where;
-using nvme::Status;
 
 Result<Profile> parse_root(const YAML::Node& root) {
   if (!root.IsMap()) return err("profile: the document must be a mapping");
@@ -80,10 +80,14 @@ Result<Profile> parse_root(const YAML::Node& root) {
 
   std::string media = "none";
   POLLUX_TRY(top.string("media", &media));
-  if (media == "none") p.media = MediaKind::kNone;
-  else if (media == "optane") p.media = MediaKind::kOptane;
-  else if (media == "nand") p.media = MediaKind::kNand;
-  else return err("media: '" + media + "' is not one of none, optane, nand");
+  if (media == "none")
+    p.media = MediaKind::kNone;
+  else if (media == "optane")
+    p.media = MediaKind::kOptane;
+  else if (media == "nand")
+    p.media = MediaKind::kNand;
+  else
+    return err("media: '" + media + "' is not one of none, optane, nand");
 
   Section op(top.take("optane"), "optane");
   POLLUX_TRY(op.check_is_map());
@@ -115,10 +119,14 @@ Result<Profile> parse_root(const YAML::Node& root) {
   POLLUX_TRY(nd.uint("gc_free_blocks_low", 1, 1 << 20, &p.ftl.gc_free_blocks_low));
   std::string pre = "none";
   POLLUX_TRY(nd.string("precondition", &pre));
-  if (pre == "none") p.ftl.precondition = Precondition::kNone;
-  else if (pre == "sequential") p.ftl.precondition = Precondition::kSequential;
-  else if (pre == "steady") p.ftl.precondition = Precondition::kSteady;
-  else return err("nand.precondition: '" + pre + "' is not one of none, sequential, steady");
+  if (pre == "none")
+    p.ftl.precondition = Precondition::kNone;
+  else if (pre == "sequential")
+    p.ftl.precondition = Precondition::kSequential;
+  else if (pre == "steady")
+    p.ftl.precondition = Precondition::kSteady;
+  else
+    return err("nand.precondition: '" + pre + "' is not one of none, sequential, steady");
   POLLUX_TRY(nd.uint("seed", 0, ~uint64_t{0}, &p.ftl.seed));
   POLLUX_TRY(nd.unknown_keys());
 
@@ -157,9 +165,12 @@ nvme::Status scale_capacity(Profile& p, uint32_t blocks_per_plane, uint32_t page
 
 const char* to_string(Fidelity f) {
   switch (f) {
-    case Fidelity::kFunctional: return "functional";
-    case Fidelity::kTimed: return "timed";
-    case Fidelity::kRtl: return "rtl";
+    case Fidelity::kFunctional:
+      return "functional";
+    case Fidelity::kTimed:
+      return "timed";
+    case Fidelity::kRtl:
+      return "rtl";
   }
   return "?";
 }
@@ -181,7 +192,8 @@ Status validate(const Profile& p) {
     return err("controller.max_io_queue_pairs: the queue engine has 31 I/O queue pairs (got " +
                std::to_string(p.controller.max_io_queue_pairs) + ")");
   }
-  if (p.controller.doorbell_stride != 0) return err("controller.doorbell_stride: must be 0 for a timed device");
+  if (p.controller.doorbell_stride != 0)
+    return err("controller.doorbell_stride: must be 0 for a timed device");
   if (p.media == MediaKind::kNand) {
     FtlConfig c = p.ftl;
     c.logical_bytes = p.controller.namespaces[0].size_bytes;
@@ -227,6 +239,13 @@ Result<Profile> load_profile_file(const std::string& path) {
 
 namespace pollux::emu::timing {
 
+std::string builtin_profile_names() {
+  std::string names;
+  for (unsigned i = 0; i < kBuiltinProfileCount; ++i)
+    names += std::string(names.empty() ? "" : ", ") + kBuiltinProfiles[i].name;
+  return names;
+}
+
 nvme::Result<Profile> load_profile(const std::string& name_or_path) {
   for (unsigned i = 0; i < kBuiltinProfileCount; ++i) {
     if (name_or_path == kBuiltinProfiles[i].name) {
@@ -237,12 +256,8 @@ nvme::Result<Profile> load_profile(const std::string& name_or_path) {
   }
   if (name_or_path.find('/') == std::string::npos &&
       name_or_path.find(".yaml") == std::string::npos) {
-    std::string names;
-    for (unsigned i = 0; i < kBuiltinProfileCount; ++i) {
-      names += std::string(names.empty() ? "" : ", ") + kBuiltinProfiles[i].name;
-    }
-    return nvme::Error{"profile '" + name_or_path + "': no such built-in profile (" + names +
-                       ") and not a path to a .yaml file"};
+    return nvme::Error{"profile '" + name_or_path + "': no such built-in profile (" +
+                       builtin_profile_names() + ") and not a path to a .yaml file"};
   }
   return load_profile_file(name_or_path);
 }

@@ -18,8 +18,8 @@ enum class Fidelity { kFunctional, kTimed, kRtl };
 enum class MediaKind { kNone, kOptane, kNand };
 
 struct PcieProfile {
-  uint32_t generation = 3;   // 1..5 (2.5, 5, 8, 16, 32 GT/s); 0 = ideal (no link cost)
-  uint32_t lanes = 4;        // 1, 2, 4, 8, 16
+  uint32_t generation = 3;          // 1..5 (2.5, 5, 8, 16, 32 GT/s); 0 = ideal (no link cost)
+  uint32_t lanes = 4;               // 1, 2, 4, 8, 16
   uint32_t max_payload = 256;       // bytes per write / completion TLP (MPS)
   uint32_t max_read_request = 512;  // bytes per read request (MRRS)
   uint32_t tlp_overhead = 24;       // framing + sequence + header + LCRC bytes per TLP
@@ -29,20 +29,20 @@ struct PcieProfile {
 };
 
 struct FirmwareProfile {
-  uint32_t cores = 1;           // commands are processed on the first free core
-  SimTime read = 0;             // per command, by type
+  uint32_t cores = 1;  // commands are processed on the first free core
+  SimTime read = 0;    // per command, by type
   SimTime write = 0;
   SimTime flush = 0;
   SimTime admin = 0;
-  SimTime other = 0;            // write zeroes, DSM, compare, unknown
-  SimTime per_unit = 0;         // extra per 4 KiB mapping unit (splitting, FTL lookup)
+  SimTime other = 0;     // write zeroes, DSM, compare, unknown
+  SimTime per_unit = 0;  // extra per 4 KiB mapping unit (splitting, FTL lookup)
 };
 
 struct OptaneProfile {
-  uint32_t units = 8;           // independently busy media partitions (address-interleaved)
+  uint32_t units = 8;  // independently busy media partitions (address-interleaved)
   uint32_t interleave_bytes = 4096;
-  SimTime read = 0;             // mean service time per 4 KiB
-  SimTime read_stddev = 0;      // normal jitter around it (clipped at 25% of the mean)
+  SimTime read = 0;         // mean service time per 4 KiB
+  SimTime read_stddev = 0;  // normal jitter around it (clipped at 25% of the mean)
   SimTime write = 0;
   SimTime write_stddev = 0;
 };
@@ -55,17 +55,17 @@ struct CacheProfile {
 struct Profile {
   std::string name;
   std::string description;
-  std::vector<std::string> sources;  // where the figures come from
-  nvme::ControllerConfig controller;   // Identify strings, queues, MDTS, namespaces
-  uint32_t frontend_clock_mhz = 500;   // queue engine clock
-  uint32_t max_outstanding = 1024;     // commands the device holds at once (fetch window)
+  std::vector<std::string> sources;   // where the figures come from
+  nvme::ControllerConfig controller;  // Identify strings, queues, MDTS, namespaces
+  uint32_t frontend_clock_mhz = 500;  // queue engine clock
+  uint32_t max_outstanding = 1024;    // commands the device holds at once (fetch window)
   PcieProfile pcie;
   FirmwareProfile firmware;
   MediaKind media = MediaKind::kNone;
   OptaneProfile optane;
   NandGeometry nand_geometry;
   NandTiming nand_timing;
-  FtlConfig ftl;                       // logical_bytes is set from the namespace size
+  FtlConfig ftl;  // logical_bytes is set from the namespace size
   CacheProfile cache;
   Fidelity fidelity = Fidelity::kTimed;
 };
@@ -75,6 +75,8 @@ nvme::Result<Profile> parse_profile(std::string_view yaml_text);
 nvme::Result<Profile> load_profile_file(const std::string& path);
 // A profile shipped in emulator/profiles by name ("p4800x", ...) or a path to a YAML file.
 nvme::Result<Profile> load_profile(const std::string& name_or_path);
+// "p4800x, p3700, gen4-tlc, null": the built-in profiles' names.
+std::string builtin_profile_names();
 nvme::Status validate(const Profile& p);
 
 // A smaller drive with the same channels, dies, planes, timing and spare ratio: NAND blocks

@@ -1,5 +1,4 @@
 #include "emulator/vfio_user/server.h"
-#include "spec/wire.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -19,6 +18,7 @@
 
 #include "common/text.h"
 #include "nlohmann/json.hpp"
+#include "spec/wire.h"
 
 namespace pollux::emu::vfio_user {
 
@@ -84,7 +84,7 @@ Server::~Server() {
   disconnect();
   if (listen_fd_ >= 0) {
     ::close(listen_fd_);
-    ::unlink(path_.c_str());
+    path_owner_.release();  // only if it is still ours
   }
 }
 
@@ -144,8 +144,8 @@ std::unique_ptr<vu::MessageEndpoint> Server::connect_in_process() {
   return std::make_unique<InProcessConnection>(this, in_process_conn_);
 }
 
-void Server::process(const uint8_t* request, std::size_t len, Fds& fds,
-                     std::vector<uint8_t>& reply, std::vector<int>& reply_fds) {
+void Server::process(const uint8_t* request, std::size_t len, Fds& fds, std::vector<uint8_t>& reply,
+                     std::vector<int>& reply_fds) {
   vu::Header h{};
   if (request != nullptr) std::memcpy(&h, request, std::min(len, kHdr));
   std::vector<uint8_t> payload;
@@ -198,15 +198,24 @@ int Server::dispatch(const vu::Header& h, const uint8_t* p, std::size_t n, Fds& 
   if (h.command == vu::cmd::kVersion) return do_version(p, n, out);
   if (!negotiated_) return -EINVAL;  // VERSION comes first
   switch (h.command) {
-    case vu::cmd::kDmaMap: return do_dma_map(p, n, fds);
-    case vu::cmd::kDmaUnmap: return do_dma_unmap(p, n, out);
-    case vu::cmd::kDeviceGetInfo: return do_device_info(p, n, out);
-    case vu::cmd::kDeviceGetRegionInfo: return do_region_info(p, n, out, out_fds);
-    case vu::cmd::kDeviceGetIrqInfo: return do_irq_info(p, n, out);
-    case vu::cmd::kDeviceSetIrqs: return do_set_irqs(p, n, fds);
-    case vu::cmd::kRegionRead: return do_region_read(p, n, out);
-    case vu::cmd::kRegionWrite: return do_region_write(p, n, out);
-    case vu::cmd::kDeviceReset: return do_reset();
+    case vu::cmd::kDmaMap:
+      return do_dma_map(p, n, fds);
+    case vu::cmd::kDmaUnmap:
+      return do_dma_unmap(p, n, out);
+    case vu::cmd::kDeviceGetInfo:
+      return do_device_info(p, n, out);
+    case vu::cmd::kDeviceGetRegionInfo:
+      return do_region_info(p, n, out, out_fds);
+    case vu::cmd::kDeviceGetIrqInfo:
+      return do_irq_info(p, n, out);
+    case vu::cmd::kDeviceSetIrqs:
+      return do_set_irqs(p, n, fds);
+    case vu::cmd::kRegionRead:
+      return do_region_read(p, n, out);
+    case vu::cmd::kRegionWrite:
+      return do_region_write(p, n, out);
+    case vu::cmd::kDeviceReset:
+      return do_reset();
     case vu::cmd::kDmaRead:
     case vu::cmd::kDmaWrite:
       return -EINVAL;  // server -> client commands
@@ -240,8 +249,8 @@ int Server::do_version(const uint8_t* p, std::size_t n, std::vector<uint8_t>& ou
       if (j.is_discarded() || !j.is_object()) return -EINVAL;
       if (auto caps = j.find(vu::kCapabilities); caps != j.end()) {
         if (!caps->is_object()) return -EINVAL;
-        for (const char* key : {vu::kCapMaxMsgFds, vu::kCapMaxDataXferSize, vu::kCapMaxDmaMaps,
-                                vu::kCapPgsizes}) {
+        for (const char* key :
+             {vu::kCapMaxMsgFds, vu::kCapMaxDataXferSize, vu::kCapMaxDmaMaps, vu::kCapPgsizes}) {
           auto it = caps->find(key);
           if (it != caps->end() && !it->is_number_unsigned()) return -EINVAL;
         }
@@ -292,13 +301,13 @@ int Server::do_dma_map(const uint8_t* p, std::size_t n, Fds& fds) {
   const uint64_t delta = m.offset - map_off;
   if (m.size > SIZE_MAX - delta || m.offset > UINT64_MAX - m.size) return -EINVAL;
   // Mapping past the end of a file "works" and faults (SIGBUS) on first touch: refuse it.
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0) return -errno;
   if (S_ISREG(st.st_mode) && m.offset + m.size > static_cast<uint64_t>(st.st_size)) {
     return -EINVAL;
   }
-  const int prot = ((m.flags & vu::kDmaRead) ? PROT_READ : 0) |
-                   ((m.flags & vu::kDmaWrite) ? PROT_WRITE : 0);
+  const int prot =
+      ((m.flags & vu::kDmaRead) ? PROT_READ : 0) | ((m.flags & vu::kDmaWrite) ? PROT_WRITE : 0);
   const std::size_t map_len = static_cast<std::size_t>(m.size + delta);
   void* a = ::mmap(nullptr, map_len, prot == 0 ? PROT_NONE : prot, MAP_SHARED, fd,
                    static_cast<off_t>(map_off));
@@ -420,9 +429,9 @@ int Server::do_irq_info(const uint8_t* p, std::size_t n, std::vector<uint8_t>& o
   info.index = req.index;
   info.count = model_.irq_count(req.index);
   // As vfio-pci reports them: INTx is maskable and automasked, the others are set as a whole.
-  info.flags = vu::kIrqInfoEventfd | (req.index == vu::irq::kIntx
-                                          ? vu::kIrqInfoMaskable | vu::kIrqInfoAutomasked
-                                          : vu::kIrqInfoNoresize);
+  info.flags = vu::kIrqInfoEventfd |
+               (req.index == vu::irq::kIntx ? vu::kIrqInfoMaskable | vu::kIrqInfoAutomasked
+                                            : vu::kIrqInfoNoresize);
   append(out, info);
   return 0;
 }
@@ -501,8 +510,8 @@ bool Server::irq_has_eventfd(uint32_t index, uint32_t sub) const {
          irqs_[index].eventfds[sub] >= 0;
 }
 
-int Server::check_region_access(uint32_t index, uint64_t offset, uint32_t count,
-                                uint32_t need_flag, RegionDesc* desc) const {
+int Server::check_region_access(uint32_t index, uint64_t offset, uint32_t count, uint32_t need_flag,
+                                RegionDesc* desc) const {
   if (index >= vu::region::kNumPciRegions) return -EINVAL;
   if (count == 0 || count > opt_.max_data_xfer_size) return -EINVAL;
   *desc = model_.region(index);
@@ -575,11 +584,8 @@ int Server::listen(const std::string& path) {
   if (listen_fd_ >= 0) return -EBUSY;
   sockaddr_un addr{};
   if (path.empty() || path.size() >= sizeof(addr.sun_path)) return -ENAMETOOLONG;
-  struct stat st{};
-  if (::lstat(path.c_str(), &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) return -EEXIST;
-    ::unlink(path.c_str());  // a stale socket of an earlier run
-  }
+  // A live server keeps its socket; a stale one of an earlier run is replaced.
+  if (const int rc = common::claim_socket_path(path); rc != 0) return rc;
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return -errno;
   addr.sun_family = AF_UNIX;
@@ -591,6 +597,7 @@ int Server::listen(const std::string& path) {
   }
   listen_fd_ = fd;
   path_ = path;
+  path_owner_.own(path);
   return 0;
 }
 

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "common/unix_socket.h"
 #include "spec/vfio_user.h"
 
 namespace pollux::emu::vfio_user {
@@ -54,8 +55,7 @@ class DeviceModel {
   // Access inside the region (the server checks index, bounds and R/W flags first).
   // 0 or a negative errno, which goes back to the client in an error reply.
   virtual int region_read(uint32_t index, uint64_t offset, void* buf, std::size_t len) = 0;
-  virtual int region_write(uint32_t index, uint64_t offset, const void* buf,
-                           std::size_t len) = 0;
+  virtual int region_write(uint32_t index, uint64_t offset, const void* buf, std::size_t len) = 0;
   // VFIO_USER_DEVICE_RESET (function-level reset). DMA mappings stay.
   virtual void on_reset() = 0;
   // Number of interrupts of a type (spec::vfio_user::irq::k*). 0: not supported.
@@ -79,7 +79,7 @@ struct ServerStats {
   uint64_t errors = 0;       // error replies (or errors of no-reply commands)
   uint64_t connections = 0;  // clients accepted
   uint64_t disconnects = 0;
-  uint64_t stray_fds = 0;    // fds received with commands that take none, closed unused
+  uint64_t stray_fds = 0;  // fds received with commands that take none, closed unused
 };
 
 class Server final : public spec::vfio_user::MessageEndpoint {
@@ -139,8 +139,8 @@ class Server final : public spec::vfio_user::MessageEndpoint {
     uint64_t iova;
     uint64_t size;
     uint32_t flags;
-    uint8_t* host;    // iova maps here
-    void* map_addr;   // what mmap returned
+    uint8_t* host;   // iova maps here
+    void* map_addr;  // what mmap returned
     std::size_t map_len;
   };
   struct IrqState {
@@ -150,8 +150,8 @@ class Server final : public spec::vfio_user::MessageEndpoint {
   class Fds;  // received fds, closed unless taken
   class InProcessConnection;
 
-  int dispatch(const spec::vfio_user::Header& h, const uint8_t* payload, std::size_t plen,
-               Fds& fds, std::vector<uint8_t>& out, std::vector<int>& out_fds);
+  int dispatch(const spec::vfio_user::Header& h, const uint8_t* payload, std::size_t plen, Fds& fds,
+               std::vector<uint8_t>& out, std::vector<int>& out_fds);
   int do_version(const uint8_t* p, std::size_t n, std::vector<uint8_t>& out);
   int do_dma_map(const uint8_t* p, std::size_t n, Fds& fds);
   int do_dma_unmap(const uint8_t* p, std::size_t n, std::vector<uint8_t>& out);
@@ -192,6 +192,7 @@ class Server final : public spec::vfio_user::MessageEndpoint {
   uint64_t next_conn_id_ = 1;
 
   std::string path_;
+  common::SocketPathOwner path_owner_;
   int listen_fd_ = -1;
   int conn_fd_ = -1;
   // The message being received: bytes so far and the fds that came with them.

@@ -6,7 +6,6 @@
 // Prints IOPS and latency per device, the simulation's speed, and the trace hash: the same
 // seed and options give the same hash.
 #include <CLI/CLI.hpp>
-
 #include <cinttypes>
 #include <cstdio>
 
@@ -19,20 +18,24 @@ using namespace pollux;
 int main(int argc, char** argv) {
   CLI::App app{"pollux-sim: perf against timed SSD models in virtual time"};
   std::string profile_name = "p4800x", rw = "randread", fidelity;
-  uint32_t devices = 1, qd = 1, bs = 4096, mix = 100;
+  uint32_t devices = 1, qd = 1, bs = 4096, mix = 50;  // fio's rwmixread default
+  app.option_defaults()->always_capture_default();    // --help shows every default
   double time_ms = 10, warmup_ms = 1;
   uint64_t seed = 1, ios = 0;
   bool json = false;
   uint32_t scale_blocks = 0, scale_pages = 0;
   std::string precondition;
-  app.add_option("-p,--profile", profile_name, "built-in profile or path to a YAML profile");
-  app.add_option("--fidelity", fidelity, "override: timed | rtl");
+  app.add_option(
+      "-p,--profile", profile_name,
+      "built-in profile (" + emu::timing::builtin_profile_names() + ") or path to a YAML profile");
+  app.add_option("--fidelity", fidelity, "override the profile's: timed | rtl");
   app.add_option("-n,--devices", devices, "devices, one queue pair each, all on one host core")
       ->check(CLI::Range(1, 64));
   app.add_option("-q,--qd", qd, "queue depth per device")->check(CLI::Range(1, 4095));
   app.add_option("-o,--bs", bs, "I/O size in bytes");
   app.add_option("-w,--rw", rw, "randread | randwrite | read | write | randrw");
-  app.add_option("-M,--mix", mix, "read percentage for randrw")->check(CLI::Range(0, 100));
+  CLI::Option* mix_opt =
+      app.add_option("-M,--mix", mix, "read percentage for randrw")->check(CLI::Range(0, 100));
   // Simulated times become ns counts: at least 1 ns, at most an hour.
   constexpr double kMaxMs = 3.6e6;
   app.add_option("-t,--time-ms", time_ms, "measured simulated time (ms)")
@@ -56,6 +59,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 86400.0))
       ->needs("--metrics");
   if (auto rc = pollux::cli::parse(app, argc, argv)) return *rc;
+  if (mix_opt->count() != 0 && rw != "randrw")
+    return pollux::cli::bad_input(app, "--mix applies to --rw randrw only (--rw " + rw + ")");
 
   auto profile = emu::timing::load_profile(profile_name);
   if (!profile) {
@@ -80,9 +85,12 @@ int main(int argc, char** argv) {
   }
   if (!precondition.empty()) {
     using emu::timing::Precondition;
-    if (precondition == "none") spec.profile.ftl.precondition = Precondition::kNone;
-    else if (precondition == "sequential") spec.profile.ftl.precondition = Precondition::kSequential;
-    else if (precondition == "steady") spec.profile.ftl.precondition = Precondition::kSteady;
+    if (precondition == "none")
+      spec.profile.ftl.precondition = Precondition::kNone;
+    else if (precondition == "sequential")
+      spec.profile.ftl.precondition = Precondition::kSequential;
+    else if (precondition == "steady")
+      spec.profile.ftl.precondition = Precondition::kSteady;
     else {
       std::fprintf(stderr, "pollux-sim: --precondition: none, sequential or steady\n");
       return 2;
@@ -92,15 +100,20 @@ int main(int argc, char** argv) {
   spec.seed = seed;
   spec.job.queue_depth = qd;
   spec.job.io_bytes = bs;
-  if (rw == "randread" || rw == "read") spec.job.read_percent = 100;
-  else if (rw == "randwrite" || rw == "write") spec.job.read_percent = 0;
-  else if (rw == "randrw") spec.job.read_percent = mix;
+  if (rw == "randread" || rw == "read")
+    spec.job.read_percent = 100;
+  else if (rw == "randwrite" || rw == "write")
+    spec.job.read_percent = 0;
+  else if (rw == "randrw")
+    spec.job.read_percent = mix;
   else {
-    std::fprintf(stderr, "pollux-sim: --rw %s: not one of randread, randwrite, read, write, randrw\n",
+    std::fprintf(stderr,
+                 "pollux-sim: --rw %s: not one of randread, randwrite, read, write, randrw\n",
                  rw.c_str());
     return 2;
   }
-  spec.job.pattern = rw == "read" || rw == "write" ? sim::Pattern::kSequential : sim::Pattern::kRandom;
+  spec.job.pattern =
+      rw == "read" || rw == "write" ? sim::Pattern::kSequential : sim::Pattern::kRandom;
   spec.job.warmup_ns = static_cast<uint64_t>(warmup_ms * 1e6);
   spec.job.duration_ns = ios ? 0 : static_cast<uint64_t>(time_ms * 1e6);
   spec.job.max_ios = ios;
@@ -142,45 +155,51 @@ int main(int argc, char** argv) {
   const double sim_ios_per_s = r.wall_seconds > 0 ? double(r.total_ios) / r.wall_seconds : 0;
   const double slowdown = r.simulated_ns ? r.wall_seconds * 1e9 / double(r.simulated_ns) : 0;
   if (json) {
-    std::printf("{\"profile\":\"%s\",\"fidelity\":\"%s\",\"devices\":%u,\"qd\":%u,\"bs\":%u,"
-                "\"rw\":\"%s\",\"seed\":%" PRIu64 ",\"total_iops\":%.1f,\"per_device\":[",
-                spec.profile.name.c_str(), emu::timing::to_string(spec.profile.fidelity), devices,
-                qd, bs, rw.c_str(), seed, r.total_iops);
+    std::printf(
+        "{\"profile\":\"%s\",\"fidelity\":\"%s\",\"devices\":%u,\"qd\":%u,\"bs\":%u,"
+        "\"rw\":\"%s\",\"seed\":%" PRIu64 ",\"total_iops\":%.1f,\"per_device\":[",
+        spec.profile.name.c_str(), emu::timing::to_string(spec.profile.fidelity), devices, qd, bs,
+        rw.c_str(), seed, r.total_iops);
     for (size_t i = 0; i < r.devices.size(); ++i) {
       const auto& d = r.devices[i];
-      std::printf("%s{\"iops\":%.1f,\"mean_us\":%.3f,\"p50_us\":%.3f,\"p99_us\":%.3f,"
-                  "\"errors\":%" PRIu64 ",\"write_amplification\":%.3f,\"engine_mismatches\":%" PRIu64 "}",
-                  i ? "," : "", d.job.iops(), d.job.latency_ns.mean() / 1e3,
-                  d.job.latency_ns.quantile(0.5) / 1e3, d.job.latency_ns.quantile(0.99) / 1e3,
-                  d.job.errors, d.device.ftl.write_amplification(), d.device.engine_mismatches);
+      std::printf(
+          "%s{\"iops\":%.1f,\"mean_us\":%.3f,\"p50_us\":%.3f,\"p99_us\":%.3f,"
+          "\"errors\":%" PRIu64 ",\"write_amplification\":%.3f,\"engine_mismatches\":%" PRIu64 "}",
+          i ? "," : "", d.job.iops(), d.job.latency_ns.mean() / 1e3,
+          d.job.latency_ns.quantile(0.5) / 1e3, d.job.latency_ns.quantile(0.99) / 1e3, d.job.errors,
+          d.device.ftl.write_amplification(), d.device.engine_mismatches);
     }
-    std::printf("],\"simulated_ms\":%.3f,\"wall_s\":%.3f,\"simulated_ios_per_host_s\":%.0f,"
-                "\"wall_per_simulated\":%.3f,\"host_busy_pct\":%.1f,\"trace_hash\":\"%016" PRIx64
-                "\",\"trace_records\":%" PRIu64 "}\n",
-                r.simulated_ns / 1e6, r.wall_seconds, sim_ios_per_s, slowdown,
-                r.simulated_ns ? 100.0 * double(r.host_busy_ns) / double(r.simulated_ns) : 0.0,
-                r.trace_hash, r.trace_records);
+    std::printf(
+        "],\"simulated_ms\":%.3f,\"wall_s\":%.3f,\"simulated_ios_per_host_s\":%.0f,"
+        "\"wall_per_simulated\":%.3f,\"host_busy_pct\":%.1f,\"trace_hash\":\"%016" PRIx64
+        "\",\"trace_records\":%" PRIu64 "}\n",
+        r.simulated_ns / 1e6, r.wall_seconds, sim_ios_per_s, slowdown,
+        r.simulated_ns ? 100.0 * double(r.host_busy_ns) / double(r.simulated_ns) : 0.0,
+        r.trace_hash, r.trace_records);
     return 0;
   }
   for (size_t i = 0; i < r.devices.size(); ++i) {
     const auto& d = r.devices[i];
-    std::printf("  device %zu: %10.0f IOPS  mean %8.2f us  p50 %8.2f us  p99 %8.2f us  errors %" PRIu64
-                "%s\n",
-                i, d.job.iops(), d.job.latency_ns.mean() / 1e3, d.job.latency_ns.quantile(0.5) / 1e3,
-                d.job.latency_ns.quantile(0.99) / 1e3, d.job.errors,
-                d.device.engine_mismatches ? "  ENGINE MISMATCHES" : "");
+    std::printf(
+        "  device %zu: %10.0f IOPS  mean %8.2f us  p50 %8.2f us  p99 %8.2f us  errors %" PRIu64
+        "%s\n",
+        i, d.job.iops(), d.job.latency_ns.mean() / 1e3, d.job.latency_ns.quantile(0.5) / 1e3,
+        d.job.latency_ns.quantile(0.99) / 1e3, d.job.errors,
+        d.device.engine_mismatches ? "  ENGINE MISMATCHES" : "");
     if (d.device.ftl.host_units_written) {
-      std::printf("            WA %.2f (host %" PRIu64 " units, NAND %" PRIu64 ", GC relocations %" PRIu64
-                  ", erases %" PRIu64 ")\n",
+      std::printf("            WA %.2f (host %" PRIu64 " units, NAND %" PRIu64
+                  ", GC relocations %" PRIu64 ", erases %" PRIu64 ")\n",
                   d.device.ftl.write_amplification(), d.device.ftl.host_units_written,
-                  d.device.ftl.nand_units_written, d.device.ftl.gc_relocations, d.device.ftl.erases);
+                  d.device.ftl.nand_units_written, d.device.ftl.gc_relocations,
+                  d.device.ftl.erases);
     }
   }
   std::printf("  total:    %10.0f IOPS\n", r.total_iops);
-  std::printf("  simulated %.3f ms in %.3f s wall: %.0f simulated I/O per host second, "
-              "wall/simulated %.2f, host core busy %.1f%%\n",
-              r.simulated_ns / 1e6, r.wall_seconds, sim_ios_per_s, slowdown,
-              r.simulated_ns ? 100.0 * double(r.host_busy_ns) / double(r.simulated_ns) : 0.0);
+  std::printf(
+      "  simulated %.3f ms in %.3f s wall: %.0f simulated I/O per host second, "
+      "wall/simulated %.2f, host core busy %.1f%%\n",
+      r.simulated_ns / 1e6, r.wall_seconds, sim_ios_per_s, slowdown,
+      r.simulated_ns ? 100.0 * double(r.host_busy_ns) / double(r.simulated_ns) : 0.0);
   std::printf("  trace hash %016" PRIx64 " (%" PRIu64 " records)\n", r.trace_hash, r.trace_records);
   return 0;
 }

@@ -22,4 +22,10 @@ refused "--warmup-ms" --warmup-ms -1
 refused "--scale-pages requires --scale-blocks" --scale-pages 64
 refused "--scale-blocks" --scale-blocks 0
 refused "--linger requires --metrics" --linger 5
+refused "--mix applies to --rw randrw only" --rw randread --mix 30
+# randrw without --mix is fio's 50/50 (it ran 100% reads): NAND programs happen.
+timeout 60 "$sim" -p gen4-tlc --rw randrw -q 8 --time-ms 0.5 --json >"$err.out" || fail "randrw run"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["per_device"][0]; sys.exit(0 if d["write_amplification"] > 0 else 1)' \
+  "$err.out" || fail "randrw without --mix wrote nothing: $(cat "$err.out")"
+"$sim" --help | grep -q -- "-p,--profile TEXT=p4800x .*gen4-tlc.*p3700" || fail "--help names no profiles or defaults"
 echo PASS

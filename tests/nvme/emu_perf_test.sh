@@ -66,4 +66,27 @@ timeout 60 "$perf" -r "trtype:vfio-user traddr:$sock" -r "trtype:vfio-user tradd
   -t 1 >"$dir/busy.log" 2>&1 || rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "is another one attached?" "$dir/busy.log" ||
   { echo "a busy server: exit $rc"; cat "$dir/busy.log"; exit 1; }
+# A second pollux-emu on a socket a running one serves is refused (it used to take the path over
+# and delete it on exit, leaving the first unreachable); the first keeps serving.
+rc=0
+"$emu" --socket "$sock" --quiet >"$dir/second.log" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "a running server answers there" "$dir/second.log" ||
+  { echo "second server: exit $rc"; cat "$dir/second.log"; exit 1; }
+[ -S "$sock" ] || { echo "the first server's socket is gone"; exit 1; }
+run -q 4 -o 4096 -w randwrite --verify --io-count 200 -t 10
+# A stale socket (its server killed) is replaced; a --metrics port in use is named as such.
+python3 -c "import socket,sys; s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])" "$dir/stale.sock"
+python3 - "$dir/port" <<'PY' &
+import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+open(sys.argv[1], "w").write(str(s.getsockname()[1])); time.sleep(30)
+PY
+holder=$!
+for _ in $(seq 100); do [ -s "$dir/port" ] && break; sleep 0.05; done
+rc=0
+timeout 20 "$emu" --socket "$dir/stale.sock" --quiet --metrics "127.0.0.1:$(cat "$dir/port")" \
+  >"$dir/metrics.log" 2>&1 || rc=$?
+kill $holder 2>/dev/null || true
+[ $rc -eq 2 ] && grep -q "cannot listen: Address already in use" "$dir/metrics.log" ||
+  { echo "--metrics on a port in use: exit $rc"; cat "$dir/metrics.log"; exit 1; }
 echo "PASS"

@@ -1,0 +1,30 @@
+// A UNIX socket path a server owns: claimed only when no live server answers on it (a stale
+// socket of an earlier run is replaced), and removed at the end only while it is still this
+// server's (not one a later server has put there since).
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+namespace pollux::common {
+
+// Before bind(): 0 when the path is free or held by a stale socket (removed now); -EADDRINUSE
+// when a server accepts connections there; -EEXIST when it is not a socket.
+int claim_socket_path(const std::string& path);
+
+// After bind(): the socket file's identity; release() unlinks the path only if it is still
+// that file.
+class SocketPathOwner {
+ public:
+  void own(const std::string& path);
+  void release();
+  ~SocketPathOwner() { release(); }
+
+ private:
+  std::string path_;
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+};
+
+}  // namespace pollux::common

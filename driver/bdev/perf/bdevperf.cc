@@ -30,6 +30,7 @@
 #include "driver/metrics/bdev_source.h"
 #include "driver/metrics/event_source.h"
 #include "driver/metrics/nvme_source.h"
+#include "driver/lvol/config.h"
 
 using namespace pollux;
 using event::PollStatus;
@@ -581,6 +582,7 @@ int main(int argc, char** argv) {
   g_run = &run;
   bdev::register_nvme_config_methods(bdev::global_config_methods());
   bdev::register_uring_config_methods(bdev::global_config_methods());
+  lvol::register_lvol_config_methods(bdev::global_config_methods());
   // Bdevs are created on the app thread: NVMe controllers attach there and keep their admin
   // poller on it.
   const int rc = (*fw)->run(set_up, &run);

@@ -1,0 +1,1177 @@
+// The blobstore's API and its error paths, on a malloc bdev in step mode.
+#include "driver/blob/blobstore.h"
+
+#include <gtest/gtest.h>
+
+#include "driver/blob/test_util.h"
+
+namespace pollux::blob {
+namespace {
+
+using testing::BlobFixture;
+using testing::Outcome;
+
+std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
+
+class Store : public BlobFixture {};
+
+// ---------------------------------------------------------------- init / load / unload ----
+
+TEST_F(Store, InitThenCleanUnloadAndLoad) {
+  ASSERT_EQ(init(), 0);
+  const uint64_t free_after_init = bs->free_clusters();
+  EXPECT_GT(free_after_init, 0u);
+  EXPECT_LT(free_after_init, bs->total_clusters());  // the layout takes cluster 0 at least
+  ASSERT_EQ(unload(), 0);
+  ASSERT_EQ(load(), 0);
+  EXPECT_TRUE(bs->report().was_clean);
+  EXPECT_EQ(bs->free_clusters(), free_after_init);
+  EXPECT_TRUE(bs->report().errors.empty());
+}
+
+TEST_F(Store, TheStoreClaimsItsBdev) {
+  ASSERT_EQ(init(), 0);
+  on(t0, [&] {
+    auto w = mgr->open("m0", true);
+    ASSERT_FALSE(w.ok());  // no other writer while the store is loaded
+    EXPECT_EQ(w.error().code, -EPERM);
+    auto r = mgr->open("m0", false);
+    ASSERT_TRUE(r.ok());  // readers are fine
+    mgr->close(r.value());
+  });
+  ASSERT_EQ(unload(), 0);
+  on(t0, [&] {
+    auto w = mgr->open("m0", true);
+    ASSERT_TRUE(w.ok());
+    EXPECT_EQ(mgr->claim(w.value(), "other"), 0);  // released by the unload
+    mgr->close(w.value());
+  });
+}
+
+TEST_F(Store, LoadAfterCrashIsDirty) {
+  ASSERT_EQ(init(), 0);
+  crash();
+  ASSERT_EQ(load(), 0);
+  EXPECT_FALSE(bs->report().was_clean);
+}
+
+TEST_F(Store, LoadMarksTheStoreDirtyUntilUnload) {
+  ASSERT_EQ(init(), 0);
+  ASSERT_EQ(unload(), 0);
+  ASSERT_EQ(load(), 0);
+  crash();  // loaded clean, then crashed: the next load must not trust the masks
+  ASSERT_EQ(load(), 0);
+  EXPECT_FALSE(bs->report().was_clean);
+}
+
+TEST_F(Store, LoadOfABlankDeviceFails) { EXPECT_EQ(load(), -EILSEQ); }
+
+TEST_F(Store, InitRejectsBadClusterSize) {
+  StoreOptions o;
+  o.cluster_size = 6000;
+  EXPECT_EQ(init(o), -EINVAL);
+}
+
+TEST_F(Store, InitRejectsTooLongBstype) {
+  StoreOptions o;
+  o.bstype = std::string(17, 'x');
+  EXPECT_EQ(init(o), -EINVAL);
+}
+
+TEST_F(Store, InitOnUnknownBdevFails) {
+  Outcome r = run([&](Outcome* out) { Blobstore::init(*mgr, "nope", {}, Outcome::with_store, out); });
+  EXPECT_EQ(r.rc, -ENODEV);
+}
+
+TEST_F(Store, InitOnADeviceTooSmallForItsLayout) {
+  StoreOptions o;
+  o.cluster_size = 32u << 20;  // one cluster: nothing left after the metadata
+  EXPECT_EQ(init(o), -ENOSPC);
+}
+
+TEST_F(Store, BstypeMustMatchOnLoad) {
+  StoreOptions o;
+  o.bstype = "lvs";
+  ASSERT_EQ(init(o), 0);
+  ASSERT_EQ(unload(), 0);
+  StoreOptions other;
+  other.bstype = "other";
+  EXPECT_EQ(load(other), -ENXIO);
+  EXPECT_EQ(load(o), 0);
+  EXPECT_EQ(bs->super_block().bstype, "lvs");
+}
+
+TEST_F(Store, LoadWithoutBstypeAcceptsAny) {
+  StoreOptions o;
+  o.bstype = "lvs";
+  ASSERT_EQ(init(o), 0);
+  ASSERT_EQ(unload(), 0);
+  EXPECT_EQ(load(), 0);
+}
+
+TEST_F(Store, UnloadWithAnOpenBlobIsRefused) {
+  ASSERT_EQ(init(), 0);
+  Blob* b = open(create(1));
+  EXPECT_EQ(unload(), -EBUSY);
+  ASSERT_EQ(close(b), 0);
+  EXPECT_EQ(unload(), 0);
+}
+
+TEST_F(Store, UnloadWithAChannelIsRefused) {
+  ASSERT_EQ(init(), 0);
+  event::IoChannel* c = channel();
+  ASSERT_NE(c, nullptr);
+  Outcome r = run([&](Outcome* out) { bs->unload(Outcome::op, out); });
+  EXPECT_EQ(r.rc, -EBUSY);
+  EXPECT_EQ(unload(), 0);  // frees the channel first
+}
+
+TEST_F(Store, InitWipesAnEarlierStore) {
+  ASSERT_EQ(init(), 0);
+  create(2);
+  ASSERT_EQ(unload(), 0);
+  ASSERT_EQ(init(), 0);
+  EXPECT_TRUE(bs->blob_ids().empty());
+  ASSERT_EQ(unload(), 0);
+  ASSERT_EQ(load(), 0);
+  EXPECT_TRUE(bs->blob_ids().empty());
+}
+
+TEST_F(Store, SuperBlobIsPersisted) {
+  ASSERT_EQ(init(), 0);
+  const BlobId id = create(1);
+  EXPECT_EQ(run([&](Outcome* o) { bs->set_super_blob(id, Outcome::op, o); }).rc, 0);
+  EXPECT_EQ(run([&](Outcome* o) { bs->set_super_blob(999, Outcome::op, o); }).rc, -ENOENT);
+  ASSERT_EQ(unload(), 0);
+  ASSERT_EQ(load(), 0);
+  EXPECT_EQ(bs->super_blob(), id);
+}
+
+TEST_F(Store, SuperBlobClearedWhenDeleted) {
+  ASSERT_EQ(init(), 0);
+  const BlobId id = create(1);
+  EXPECT_EQ(run([&](Outcome* o) { bs->set_super_blob(id, Outcome::op, o); }).rc, 0);
+  EXPECT_EQ(remove(id), 0);
+  crash();
+  ASSERT_EQ(load(), 0);
+  EXPECT_EQ(bs->super_blob(), kInvalidBlobId);
+}
+
+// ---------------------------------------------------------------------- create / open ----
+
+TEST_F(Store, CreateThickAllocatesEveryCluster) {
+  ASSERT_EQ(init(), 0);
+  const uint64_t before = bs->free_clusters();
+  Blob* b = open(create(5));
+  EXPECT_EQ(b->num_clusters(), 5u);
+  EXPECT_EQ(b->num_allocated_clusters(), 5u);
+  EXPECT_EQ(b->num_io_units(), 5 * kUnitsPerCluster);
+  EXPECT_FALSE(b->is_thin());
+  EXPECT_EQ(bs->free_clusters(), before - 5);
+  close(b);
+}
+
+TEST_F(Store, CreateThinAllocatesNothing) {
+  ASSERT_EQ(init(), 0);
+  const uint64_t before = bs->free_clusters();
+  Blob* b = open(create(100, true));
+  EXPECT_TRUE(b->is_thin());
+  EXPECT_EQ(b->num_allocated_clusters(), 0u);
+  EXPECT_EQ(bs->free_clusters(), before);
+  close(b);
+}
+
+TEST_F(Store, CreateLargerThanFreeSpaceFails) {
+  ASSERT_EQ(init(), 0);
+  const uint64_t before = bs->free_clusters();
+  int rc = 0;
+  create(before + 1, false, {}, &rc);
+  EXPECT_EQ(rc, -ENOSPC);
+  EXPECT_EQ(bs->free_clusters(), before);
+  EXPECT_TRUE(bs->blob_ids().empty());
+}
+
+TEST_F(Store, ThinBlobsMayBeLargerThanTheDevice) {
+  ASSERT_EQ(init(), 0);
+  Blob* b = open(create(bs->total_clusters() * 4, true));
+  EXPECT_EQ(b->num_clusters(), bs->total_clusters() * 4);
+  close(b);
+}
+
+TEST_F(Store, CreateWithAnXattrTooLargeFails) {
+  ASSERT_EQ(init(), 0);
+  int rc = 0;
+  create(1, false, {{"big", std::vector<uint8_t>(5000)}}, &rc);
+  EXPECT_EQ(rc, -EINVAL);
+}
+
+TEST_F(Store, CreateZeroSizedBlob) {
+  ASSERT_EQ(init(), 0);
+  Blob* b = open(create(0));
+  EXPECT_EQ(b->num_clusters(), 0u);
+  close(b);
+}
+
+TEST_F(Store, BlobIdsAreUniqueAndIterable) {
+  ASSERT_EQ(init(), 0);
+  std::vector<BlobId> ids;
+  for (int i = 0; i < 10; ++i) ids.push_back(create(1));
+  EXPECT_EQ(bs->blob_ids(), ids);
+  ASSERT_EQ(unload(), 0);
+  ASSERT_EQ(load(), 0);
+  EXPECT_EQ(bs->blob_ids(), ids);
+  const BlobId next = create(1);
+  EXPECT_GT(next, ids.back());
+}
+
+TEST_F(Store, OpenUnknownBlob) {
+  ASSERT_EQ(init(), 0);
+  int rc = 0;
+  EXPECT_EQ(open(12345, &rc), nullptr);
+  EXPECT_EQ(rc, -ENOENT);
+}
+
+TEST_F(Store, OpenTwiceNeedsTwoCloses) {
+  ASSERT_EQ(init(), 0);
+  const BlobId id = create(1);
+  Blob* a = open(id);
+  Blob* b = open(id);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(close(a), 0);
+  EXPECT_EQ(remove(id), -EBUSY);
+  EXPECT_EQ(close(b), 0);
+  EXPECT_EQ(close(b), -EINVAL);
+  EXPECT_EQ(remove(id), 0);
+}
+
+// ------------------------------------------------------------------ xattrs and flags ----
+
+TEST_F(Store, XattrsSurviveReload) {
+  ASSERT_EQ(init(), 0);
+  const BlobId id = create(1, false, {{"name", bytes("first")}});
+  Blob* b = open(id);
+  ASSERT_EQ(b->set_xattr("color", "blue", 4), 0);
+  ASSERT_EQ(b->set_xattr("hidden", "x", 1, true), 0);
+  ASSERT_EQ(close(b), 0);
+  ASSERT_EQ(unload(), 0);
+  ASSERT_EQ(load(), 0);
+  b = open(id);
+  const void* v = nullptr;
+  std::size_t n = 0;
+  ASSERT_EQ(b->get_xattr("name", &v, &n), 0);
+  EXPECT_EQ(std::string(static_cast<const char*>(v), n), "first");
+  ASSERT_EQ(b->get_xattr("color", &v, &n), 0);
+  EXPECT_EQ(std::string(static_cast<const char*>(v), n), "blue");
+  EXPECT_EQ(b->get_xattr("hidden", &v, &n), -ENOENT);  // internal ones are apart
+  ASSERT_EQ(b->get_xattr("hidden", &v, &n, true), 0);
+  EXPECT_EQ(b->xattr_names(), (std::vector<std::string>{"name", "color"}));
+  close(b);
+}
+
+TEST_F(Store, XattrReplaceAndRemove) {
+  ASSERT_EQ(init(), 0);
+  Blob* b = open(create(1));
+  ASSERT_EQ(b->set_xattr("k", "one", 3), 0);
+  ASSERT_EQ(b->set_xattr("k", "three", 5), 0);
+  const void* v;
+  std::size_t n;
+  ASSERT_EQ(b->get_xattr("k", &v, &n), 0);
+  EXPECT_EQ(n, 5u);
+  EXPECT_EQ(b->remove_xattr("k"), 0);
+  EXPECT_EQ(b->remove_xattr("k"), -ENOENT);
+  EXPECT_EQ(b->get_xattr("k", &v, &n), -ENOENT);
+  close(b);
+}
+
+TEST_F(Store, XattrErrors) {
+  ASSERT_EQ(init(), 0);
+  Blob* b = open(create(1));
+  EXPECT_EQ(b->set_xattr("", "x", 1), -EINVAL);
+  std::vector<uint8_t> big(4100);
+  EXPECT_EQ(b->set_xattr("big", big.data(), big.size()), -E2BIG);
+  b->set_read_only();
+  EXPECT_EQ(b->set_xattr("k", "v", 1), -EPERM);
+  EXPECT_EQ(b->remove_xattr("k"), -EPERM);
+  close(b);
+}
+
+TEST_F(Store, ManyXattrsSpanSeveralChainedPages) {
+  ASSERT_EQ(init(), 0);
+  const BlobId id = create(1);
+  Blob* b = open(id);
+  std::vector<uint8_t> value(1000, 0x5a);
+  for (int i = 0; i < 20; ++i) {
+    value[0] = static_cast<uint8_t>(i);
+    ASSERT_EQ(b->set_xattr("x" + std::to_string(i), value.data(), value.size()), 0);
+  }
+  ASSERT_EQ(close(b), 0);
+  EXPECT_GE(bs->used_md_pages(), 5u);
+  crash();
+  ASSERT_EQ(load(), 0);
+  b = open(id);
+  EXPECT_EQ(b->xattr_names().size(), 20u);
+  const void* v;
+  std::size_t n;
+  ASSERT_EQ(b->get_xattr("x13", &v, &n), 0);
+  EXPECT_EQ(static_cast<const uint8_t*>(v)[0], 13);
+  close(b);
+}
+
+TEST_F(Store, ReadOnlyIsPersistedAndRefusesWrites) {
+  ASSERT_EQ(init(), 0);
+  const BlobId id = create(1);
+  Blob* b = open(id);
+  b->set_read_only();
+  ASSERT_EQ(sync(b), 0);
+  EXPECT_EQ(write(b, 0, 1), -EPERM);
+  EXPECT_EQ(resize(b, 2), -EPERM);
+  close(b);
+  crash();
+  ASSERT_EQ(load(), 0);
+  b = open(id);
+  EXPECT_TRUE(b->is_read_only());
+  EXPECT_EQ(write(b, 0, 1), -EPERM);
+  EXPECT_EQ(read(b, 0, 1), 0);
+  close(b);
+}
+
+// ------------------------------------------------------------------------------ resize ----
+
+TEST_F(Store, ResizeGrowsAndShrinks) {
+  ASSERT_EQ(init(), 0);
+  const uint64_t before = bs->free_clusters();
+  Blob* b = open(create(2));
+  ASSERT_EQ(resize(b, 6), 0);
+  EXPECT_EQ(b->num_clusters(), 6u);
+  EXPECT_EQ(b->num_allocated_clusters(), 6u);
+  EXPECT_EQ(bs->free_clusters(), before - 6);
+  ASSERT_EQ(resize(b, 1), 0);
+  // The clusters given up stay taken until the smaller size is durable.
+  EXPECT_EQ(bs->free_clusters(), before - 6);
+  ASSERT_EQ(sync(b), 0);
+  EXPECT_EQ(bs->free_clusters(), before - 1);
+  close(b);
+}
+
+TEST_F(Store, ResizeIsDurableOnlyAfterSync) {
+  ASSERT_EQ(init(), 0);
+  const BlobId id = create(2);
+  Blob* b = open(id);
+  ASSERT_EQ(resize(b, 4), 0);
+  crash();
+  ASSERT_EQ(load(), 0);
+  b = open(id);
+  EXPECT_EQ(b->num_clusters(), 2u);
+  ASSERT_EQ(resize(b, 4), 0);
+  ASSERT_EQ(sync(b), 0);
+  crash();
+  ASSERT_EQ(load(), 0);
+  EXPECT_EQ(open(id)->num_clusters(), 4u);
+}
+
+TEST_F(Store, ResizeBeyondSpaceFailsAndChangesNothing) {
+  ASSERT_EQ(init(), 0);
+  Blob* b = open(create(1));
+  const uint64_t before = bs->free_clusters();
+  EXPECT_EQ(resize(b, before + 2), -ENOSPC);
+  EXPECT_EQ(b->num_clusters(), 1u);
+  EXPECT_EQ(bs->free_clusters(), before);
+  close(b);
+}
+
+TEST_F(Store, ResizeThinAllocatesNothing) {
+  ASSERT_EQ(init(), 0);
+  Blob* b = open(create(1, true));
+  const uint64_t before = bs->free_clusters();
+  ASSERT_EQ(resize(b, 50), 0);
+  EXPECT_EQ(bs->free_clusters(), before);
+  close(b);
+}
+
+TEST_F(Store, ResizeToAbsurdSizeIsInvalid) {
+  ASSERT_EQ(init(), 0);
+  Blob* b = open(create(1, true));
+  EXPECT_EQ(resize(b, uint64_t{1} << 40), -EINVAL);
+  close(b);
+}
+
+// ------------------------------------------------------------------------------ delete ----
+
+TEST_F(Store, DeleteFreesEverythingAndStaysDeleted) {
+  ASSERT_EQ(init(), 0);
+  const uint64_t free0 = bs->free_clusters(), pages0 = bs->used_md_pages();
+  const BlobId id = create(3);
+  ASSERT_EQ(remove(id), 0);
+  EXPECT_EQ(bs->free_clusters(), free0);
+  EXPECT_EQ(bs->used_md_pages(), pages0);
+  EXPECT_EQ(remove(id), -ENOENT);
+  crash();
+  ASSERT_EQ(load(), 0);
+  EXPECT_TRUE(bs->blob_ids().empty());
+  EXPECT_EQ(bs->free_clusters(), free0);
+}
+
+TEST_F(Store, DeleteAfterManySyncsLeavesNoOldVersionBehind) {
+  ASSERT_EQ(init(), 0);
+  const BlobId id = create(1);
+  Blob* b = open(id);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(b->set_xattr("gen", &i, sizeof i), 0);
+    ASSERT_EQ(sync(b), 0);
+  }
+  close(b);
+  ASSERT_EQ(remove(id), 0);
+  crash();
+  ASSERT_EQ(load(), 0);
+  EXPECT_EQ(bs->find(id), nullptr);
+  EXPECT_EQ(bs->report().pages_cleared, 0u);
+}
+
+TEST_F(Store, DeleteUnknownBlob) {
+  ASSERT_EQ(init(), 0);
+  EXPECT_EQ(remove(77), -ENOENT);
+}
+
+// ------------------------------------------------------------------------------- data ----
+
+TEST_F(Store, WriteReadRoundTripAcrossReload) {
+  ASSERT_EQ(init(), 0);
+  const BlobId id = create(3);
+  Blob* b = open(id);
+  auto data = write_pattern(b, 100, 200, 1);  // crosses a cluster boundary
+  EXPECT_EQ(read_back(b, 100, 200), data);
+  ASSERT_EQ(close(b), 0);
+  ASSERT_EQ(unload(), 0);
+  ASSERT_EQ(load(), 0);
+  b = open(id);
+  EXPECT_EQ(read_back(b, 100, 200), data);
+  close(b);
+}
+
+TEST_F(Store, IoOutOfRangeIsInvalid) {
+  ASSERT_EQ(init(), 0);
+  Blob* b = open(create(1));
+  EXPECT_EQ(write(b, kUnitsPerCluster - 1, 2), -EINVAL);
+  EXPECT_EQ(read(b, kUnitsPerCluster, 1), -EINVAL);
+  EXPECT_EQ(read(b, 0, 0), -EINVAL);
+  close(b);
+}
+
+TEST_F(Store, ReadvWritevWithManyIovecs) {
+  ASSERT_EQ(init(), 0);
+  Blob* b = open(create(2));
+  fill(0, 16, 9);
+  std::vector<iovec> iov;
+  for (int i = 0; i < 16; ++i) iov.push_back({mem(i * 512), 512});
+  Outcome w = run([&](Outcome* o) {
+    ASSERT_EQ(bs->writev(b, channel(), iov.data(), 16, kUnitsPerCluster - 8, 16, Outcome::op, o), 0);
+  }, t1);
+  EXPECT_EQ(w.rc, 0);
+  std::vector<uint8_t> expect(mem(0), mem(16 * 512));
+  std::vector<iovec> riov;
+  for (int i = 0; i < 16; ++i) riov.push_back({mem(64 * 1024 + (15 - i) * 512), 512});
+  Outcome r = run([&](Outcome* o) {
+    ASSERT_EQ(bs->readv(b, channel(), riov.data(), 16, kUnitsPerCluster - 8, 16, Outcome::op, o), 0);
+  }, t1);
+  EXPECT_EQ(r.rc, 0);
+  for (int i = 0; i < 16; ++i)
+    EXPECT_EQ(std::memcmp(riov[i].iov_base, expect.data() + i * 512, 512), 0) << i;
+  close(b);
+}
+
+TEST_F(Store, TooManyIovecsOrShortPayloadIsInvalid) {
+  ASSERT_EQ(init(), 0);
+  Blob* b = open(create(1));
+  std::vector<iovec> iov(33, iovec{mem(0), 512});
+  EXPECT_EQ(bs->writev(b, channel(), iov.data(), 33, 0, 33, Outcome::op, nullptr), -EINVAL);
+  EXPECT_EQ(bs->writev(b, channel(), iov.data(), 1, 0, 2, Outcome::op, nullptr), -EINVAL);
+  close(b);
+}
+
+TEST_F(Store, ThinReadsZeroesAndAllocatesOnFirstWrite) {
+  ASSERT_EQ(init(), 0);
+  const BlobId id = create(4, true);
+  Blob* b = open(id);
+  EXPECT_EQ(read_back(b, 0, 8), std::vector<uint8_t>(8 * 512, 0));
+  const uint64_t before = bs->free_clusters();
+  auto data = write_pattern(b, kUnitsPerCluster * 2 + 5, 3, 4);
+  EXPECT_EQ(b->num_allocated_clusters(), 1u);
+  EXPECT_NE(b->device_cluster(2), 0u);
+  EXPECT_EQ(bs->free_clusters(), before - 1);
+  EXPECT_EQ(read_back(b, kUnitsPerCluster * 2 + 5, 3), data);
+  // The rest of the new cluster reads as zeroes, not as whatever the device held.
+  EXPECT_EQ(read_back(b, kUnitsPerCluster * 2, 5), std::vector<uint8_t>(5 * 512, 0));
+  ASSERT_EQ(close(b), 0);
+  crash();
+  ASSERT_EQ(load(), 0);
+  b = open(id);
+  EXPECT_EQ(b->num_allocated_clusters(), 1u);
+  EXPECT_EQ(read_back(b, kUnitsPerCluster * 2 + 5, 3), data);
+  close(b);
+}
+
+TEST_F(Store, ThinAllocationNotSyncedIsReclaimedAfterACrash) {
+  ASSERT_EQ(init(), 0);
+  const BlobId id = create(4, true);
+  const uint64_t before = bs->free_clusters();
+  Blob* b = open(id);
+  write_pattern(b, 0, 1, 1);
+  write_pattern(b, kUnitsPerCluster * 3, 1, 1);
+  EXPECT_EQ(bs->free_clusters(), before - 2);
+  crash();
+  ASSERT_EQ(load(), 0);
+  EXPECT_EQ(bs->free_clusters(), before);
+  EXPECT_EQ(bs->find(id)->num_allocated_clusters(), 0u);
+}
+
+TEST_F(Store, ThinWriteWhenFullFails) {
+  ASSERT_EQ(init(), 0);
+  create(bs->free_clusters());
+  Blob* b = open(create(2, true));
+  EXPECT_EQ(write(b, 0, 1), -ENOSPC);
+  close(b);
+}
+
+TEST_F(Store, WriteZeroesAndUnmap) {
+  ASSERT_EQ(init(), 0);
+  Blob* b = open(create(2));
+  write_pattern(b, 0, 64, 3);
+  Outcome z = run([&](Outcome* o) { ASSERT_EQ(bs->write_zeroes(b, channel(), 10, 20, Outcome::op, o), 0); }, t1);
+  EXPECT_EQ(z.rc, 0);
+  EXPECT_EQ(read_back(b, 10, 20), std::vector<uint8_t>(20 * 512, 0));
+  Outcome u = run([&](Outcome* o) { ASSERT_EQ(bs->unmap(b, channel(), 0, 2 * kUnitsPerCluster, Outcome::op, o), 0); }, t1);
+  EXPECT_EQ(u.rc, 0);
+  b->set_read_only();
+  EXPECT_EQ(bs->write_zeroes(b, channel(), 0, 1, Outcome::op, nullptr), -EPERM);
+  EXPECT_EQ(bs->unmap(b, channel(), 0, 1, Outcome::op, nullptr), -EPERM);
+  close(b);
+}
+
+TEST_F(Store, WriteZeroesOnAThinHoleAllocatesNothing) {
+  ASSERT_EQ(init(), 0);
+  Blob* b = open(create(2, true));
+  Outcome z = run([&](Outcome* o) { ASSERT_EQ(bs->write_zeroes(b, channel(), 0, 10, Outcome::op, o), 0); }, t1);
+  EXPECT_EQ(z.rc, 0);
+  EXPECT_EQ(b->num_allocated_clusters(), 0u);
+  close(b);
+}
+
+TEST_F(Store, ChannelRequestPoolExhausts) {
+  StoreOptions o;
+  o.requests_per_channel = 1;
+  ASSERT_EQ(init(o), 0);
+  Blob* b = open(create(2, true));
+  // The first write waits for its cluster on the md thread, holding the only request.
+  Outcome first;
+  on(t1, [&] { ASSERT_EQ(bs->write(b, channel(), mem(0), 0, 1, Outcome::op, &first), 0); });
+  on(t1, [&] { EXPECT_EQ(bs->write(b, channel(), mem(0), 1, 1, Outcome::op, nullptr), -ENOMEM); });
+  s.settle();
+  EXPECT_TRUE(first.called);
+  EXPECT_EQ(first.rc, 0);
+  close(b);
+}
+
+// ------------------------------------------------------------- snapshots and clones ----
+
+TEST_F(Store, SnapshotFreezesDataAndTheBlobGoesOn) {
+  ASSERT_EQ(init(), 0);
+  const BlobId id = create(2);
+  Blob* b = open(id);
+  auto before = write_pattern(b, 0, 2 * kUnitsPerCluster, 1);
+  const BlobId sid = snapshot(id);
+  Blob* s = open(sid);
+  EXPECT_TRUE(s->is_snapshot());
+  EXPECT_TRUE(s->is_read_only());
+  EXPECT_TRUE(b->is_clone());
+  EXPECT_TRUE(b->is_thin());
+  EXPECT_EQ(b->parent_id(), sid);
+  EXPECT_EQ(s->clones(), std::vector<BlobId>{id});
+  EXPECT_EQ(b->num_allocated_clusters(), 0u);
+  EXPECT_EQ(read_back(b, 0, 2 * kUnitsPerCluster), before);  // read through the snapshot
+  auto after = write_pattern(b, 5, 1, 2);  // copy-on-write of cluster 0
+  EXPECT_EQ(b->num_allocated_clusters(), 1u);
+  EXPECT_EQ(read_back(s, 0, 2 * kUnitsPerCluster), before);
+  auto mixed = before;
+  std::copy(after.begin(), after.end(), mixed.begin() + 5 * 512);
+  EXPECT_EQ(read_back(b, 0, 2 * kUnitsPerCluster), mixed);
+  ASSERT_EQ(close(b), 0);
+  ASSERT_EQ(close(s), 0);
+  crash();
+  ASSERT_EQ(load(), 0);
+  b = open(id);
+  s = open(sid);
+  EXPECT_EQ(read_back(s, 0, 2 * kUnitsPerCluster), before);
+  EXPECT_EQ(read_back(b, 0, 2 * kUnitsPerCluster), mixed);
+  EXPECT_EQ(bs->report().snapshots_completed + bs->report().snapshots_rolled_back, 0u);
+  close(b);
+  close(s);
+}
+
+TEST_F(Store, SnapshotErrors) {
+  ASSERT_EQ(init(), 0);
+  int rc = 0;
+  snapshot(99, &rc);
+  EXPECT_EQ(rc, -ENOENT);
+  const BlobId sid = snapshot(create(1));
+  snapshot(sid, &rc);
+  EXPECT_EQ(rc, -EINVAL);  // no snapshot of a snapshot
+}
+
+TEST_F(Store, SnapshotOfAThinBlobStaysThin) {
+  ASSERT_EQ(init(), 0);
+  const BlobId id = create(4, true);
+  Blob* b = open(id);
+  write_pattern(b, 0, 1, 5);
+  const BlobId sid = snapshot(id);
+  EXPECT_TRUE(bs->find(sid)->is_thin());
+  EXPECT_EQ(bs->find(sid)->num_allocated_clusters(), 1u);
+  close(b);
+}
+
+TEST_F(Store, CloneReadsTheSnapshotAndDivergesFromIt) {
+  ASSERT_EQ(init(), 0);
+  const BlobId id = create(1);
+  Blob* b = open(id);
+  auto base = write_pattern(b, 0, 8, 7);
+  const BlobId sid = snapshot(id);
+  const BlobId cid = clone(sid);
+  Blob* c = open(cid);
+  EXPECT_TRUE(c->is_clone());
+  EXPECT_EQ(c->parent_id(), sid);
+  EXPECT_EQ(read_back(c, 0, 8), base);
+  auto mine = write_pattern(c, 0, 8, 8);
+  EXPECT_EQ(read_back(c, 0, 8), mine);
+  EXPECT_EQ(read_back(b, 0, 8), base);
+  EXPECT_EQ(bs->find(sid)->clones().size(), 2u);
+  close(b);
+  close(c);
+}
+
+TEST_F(Store, CloneOfAWritableBlobIsInvalid) {
+  ASSERT_EQ(init(), 0);
+  int rc = 0;
+  clone(create(1), &rc);
+  EXPECT_EQ(rc, -EINVAL);
+  clone(1234, &rc);
+  EXPECT_EQ(rc, -ENOENT);
+}
+
+TEST_F(Store, CloneOfAReadOnlyBlobWorks) {
+  ASSERT_EQ(init(), 0);
+  const BlobId id = create(1);
+  Blob* b = open(id);
+  b->set_read_only();
+  ASSERT_EQ(sync(b), 0);
+  int rc = 1;
+  clone(id, &rc);
+  EXPECT_EQ(rc, 0);
+  close(b);
+}
+
+TEST_F(Store, SnapshotWithClonesCannotBeDeleted) {
+  ASSERT_EQ(init(), 0);
+  const BlobId id = create(1);
+  const BlobId sid = snapshot(id);
+  EXPECT_EQ(remove(sid), -EBUSY);
+  EXPECT_EQ(remove(id), 0);
+  EXPECT_EQ(remove(sid), 0);
+}
+
+TEST_F(Store, InflateCopiesEverythingAndDropsTheParent) {
+  ASSERT_EQ(init(), 0);
+  const BlobId id = create(2);
+  Blob* b = open(id);
+  auto data = write_pattern(b, 0, 2 * kUnitsPerCluster, 3);
+  const BlobId sid = snapshot(id);
+  ASSERT_EQ(inflate(id), 0);
+  EXPECT_FALSE(b->is_clone());
+  EXPECT_FALSE(b->is_thin());
+  EXPECT_EQ(b->parent_id(), kInvalidBlobId);
+  EXPECT_EQ(b->num_allocated_clusters(), 2u);
+  EXPECT_TRUE(bs->find(sid)->clones().empty());
+  EXPECT_EQ(read_back(b, 0, 2 * kUnitsPerCluster), data);
+  close(b);
+  EXPECT_EQ(remove(sid), 0);  // nothing depends on it now
+  crash();
+  ASSERT_EQ(load(), 0);
+  b = open(id);
+  EXPECT_EQ(read_back(b, 0, 2 * kUnitsPerCluster), data);
+  close(b);
+}
+
+TEST_F(Store, InflateOfAThinBlobWithoutParentAllocatesZeroes) {
+  ASSERT_EQ(init(), 0);
+  const BlobId id = create(3, true);
+  ASSERT_EQ(inflate(id), 0);
+  Blob* b = open(id);
+  EXPECT_EQ(b->num_allocated_clusters(), 3u);
+  EXPECT_EQ(read_back(b, 0, 16), std::vector<uint8_t>(16 * 512, 0));
+  close(b);
+}
+
+TEST_F(Store, InflateErrors) {
+  ASSERT_EQ(init(), 0);
+  EXPECT_EQ(inflate(5), -ENOENT);
+  const BlobId sid = snapshot(create(1));
+  EXPECT_EQ(inflate(sid), -EPERM);
+}
+
+TEST_F(Store, DecoupleCopiesOnlyTheParentsClusters) {
+  ASSERT_EQ(init(), 0);
+  const BlobId id = create(3, true);
+  Blob* b = open(id);
+  auto first = write_pattern(b, 0, 4, 1);  // cluster 0 in the first snapshot
+  const BlobId s1 = snapshot(id);
+  auto second = write_pattern(b, kUnitsPerCluster, 4, 2);  // cluster 1 in the second
+  const BlobId s2 = snapshot(id);
+  EXPECT_EQ(b->parent_id(), s2);
+  EXPECT_EQ(decouple(id), 0);
+  EXPECT_EQ(b->parent_id(), s1);  // the parent's parent
+  EXPECT_EQ(b->num_allocated_clusters(), 1u);  // only what s2 itself held
+  EXPECT_EQ(read_back(b, 0, 4), first);
+  EXPECT_EQ(read_back(b, kUnitsPerCluster, 4), second);
+  EXPECT_EQ(decouple(id), 0);
+  EXPECT_EQ(b->parent_id(), kInvalidBlobId);
+  EXPECT_FALSE(b->is_clone());
+  EXPECT_EQ(read_back(b, 0, 4), first);
+  EXPECT_EQ(decouple(id), -EINVAL);
+  close(b);
+}
+
+TEST_F(Store, SnapshotChainsReadThroughEveryLevel) {
+  ASSERT_EQ(init(), 0);
+  const BlobId id = create(4, true);
+  Blob* b = open(id);
+  std::vector<std::vector<uint8_t>> data;
+  for (uint64_t c = 0; c < 4; ++c) {
+    data.push_back(write_pattern(b, c * kUnitsPerCluster, 2, 10 + c));
+    snapshot(id);
+  }
+  for (uint64_t c = 0; c < 4; ++c) EXPECT_EQ(read_back(b, c * kUnitsPerCluster, 2), data[c]);
+  close(b);
+  crash();
+  ASSERT_EQ(load(), 0);
+  b = open(id);
+  for (uint64_t c = 0; c < 4; ++c) EXPECT_EQ(read_back(b, c * kUnitsPerCluster, 2), data[c]);
+  close(b);
+}
+
+// ------------------------------------------------------------------ sync and recovery ----
+
+TEST_F(Store, UnsyncedXattrIsLostSyncedSurvives) {
+  ASSERT_EQ(init(), 0);
+  const BlobId id = create(1);
+  Blob* b = open(id);
+  ASSERT_EQ(b->set_xattr("a", "1", 1), 0);
+  ASSERT_EQ(sync(b), 0);
+  ASSERT_EQ(b->set_xattr("b", "2", 1), 0);
+  crash();
+  ASSERT_EQ(load(), 0);
+  b = open(id);
+  EXPECT_EQ(b->xattr_names(), std::vector<std::string>{"a"});
+  close(b);
+}
+
+TEST_F(Store, CloseSyncsADirtyBlob) {
+  ASSERT_EQ(init(), 0);
+  const BlobId id = create(1);
+  Blob* b = open(id);
+  ASSERT_EQ(b->set_xattr("a", "1", 1), 0);
+  EXPECT_TRUE(b->dirty());
+  ASSERT_EQ(close(b), 0);
+  EXPECT_FALSE(bs->find(id)->dirty());
+  crash();
+  ASSERT_EQ(load(), 0);
+  EXPECT_EQ(bs->find(id)->xattr_names().size(), 1u);
+}
+
+TEST_F(Store, ManyBlobsManySyncsReloadExactly) {
+  ASSERT_EQ(init(), 0);
+  std::vector<BlobId> ids;
+  for (int i = 0; i < 30; ++i) ids.push_back(create(1 + i % 3, i % 2 == 0));
+  for (int round = 0; round < 3; ++round)
+    for (BlobId id : ids) {
+      Blob* b = open(id);
+      ASSERT_EQ(b->set_xattr("round", &round, sizeof round), 0);
+      ASSERT_EQ(close(b), 0);
+    }
+  const uint64_t free_before = bs->free_clusters(), pages = bs->used_md_pages();
+  crash();
+  ASSERT_EQ(load(), 0);
+  EXPECT_EQ(bs->blob_ids(), ids);
+  EXPECT_EQ(bs->free_clusters(), free_before);
+  EXPECT_EQ(bs->used_md_pages(), pages);
+  EXPECT_EQ(bs->report().blobs, 30u);
+  EXPECT_TRUE(bs->report().errors.empty());
+}
+
+TEST_F(Store, CleanLoadReportsNothingToRepair) {
+  ASSERT_EQ(init(), 0);
+  for (int i = 0; i < 5; ++i) create(2);
+  ASSERT_EQ(unload(), 0);
+  ASSERT_EQ(load(), 0);
+  EXPECT_TRUE(bs->report().repairs.empty());
+  EXPECT_EQ(bs->report().clusters_reclaimed, 0u);
+}
+
+// ------------------------------------------------------------------------ more breadth ----
+
+TEST_F(Store, MetadataPagesRunOutAndComeBack) {
+  StoreOptions o;
+  o.md_pages = 4;
+  ASSERT_EQ(init(o), 0);
+  std::vector<BlobId> ids;
+  for (int i = 0; i < 4; ++i) ids.push_back(create(1));
+  int rc = 0;
+  create(1, false, {}, &rc);
+  EXPECT_EQ(rc, -ENOSPC);
+  EXPECT_EQ(bs->blob_ids(), ids);  // the failed create left nothing behind
+  ASSERT_EQ(remove(ids[0]), 0);
+  create(1, false, {}, &rc);
+  EXPECT_EQ(rc, 0);
+}
+
+TEST_F(Store, SyncWithNoPageForTheNewVersionFailsAndKeepsTheOld) {
+  StoreOptions o;
+  o.md_pages = 2;
+  ASSERT_EQ(init(o), 0);
+  const BlobId id = create(1);
+  create(1);
+  Blob* b = open(id);
+  ASSERT_EQ(b->set_xattr("k", "v", 1), 0);
+  EXPECT_EQ(sync(b), -ENOSPC);  // copy-on-write needs a free page
+  crash();
+  ASSERT_EQ(load(), 0);
+  EXPECT_TRUE(bs->find(id)->xattr_names().empty());
+}
+
+TEST_F(Store, SyncOfACleanBlobWritesNoMetadata) {
+  ASSERT_EQ(init(), 0);
+  const BlobId id = create(1);
+  Blob* b = open(id);
+  const auto pages = b->md_pages();
+  ASSERT_EQ(sync(b), 0);
+  EXPECT_EQ(b->md_pages(), pages);
+  ASSERT_EQ(b->set_xattr("k", "v", 1), 0);
+  ASSERT_EQ(sync(b), 0);
+  EXPECT_NE(b->md_pages(), pages);  // a new version in other pages
+  EXPECT_EQ(bs->used_md_pages(), 1u);  // the old one was freed
+  close(b);
+}
+
+TEST_F(Store, QueuedOperationsCompleteInOrder) {
+  ASSERT_EQ(init(), 0);
+  std::vector<Outcome> outs(20);
+  BlobOptions o;
+  o.num_clusters = 1;
+  on(t0, [&] {
+    for (auto& out : outs) bs->create_blob(o, Outcome::with_id, &out);
+  });
+  s.settle(200000);
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    ASSERT_TRUE(outs[i].called);
+    EXPECT_EQ(outs[i].rc, 0);
+    if (i) {
+      EXPECT_GT(outs[i].id, outs[i - 1].id);
+    }
+  }
+}
+
+TEST_F(Store, TwoThreadsWritingOneThinClusterAllocateItOnce) {
+  ASSERT_EQ(init(), 0);
+  Blob* b = open(create(2, true));
+  event::IoChannel* c0 = nullptr;
+  on(t0, [&] { c0 = bs->alloc_io_channel(); });
+  fill(0, 1, 1);
+  fill(512, 1, 2);
+  Outcome a, z;
+  on(t0, [&] { ASSERT_EQ(bs->write(b, c0, mem(0), 0, 1, Outcome::op, &a), 0); });
+  on(t1, [&] { ASSERT_EQ(bs->write(b, channel(), mem(512), 1, 1, Outcome::op, &z), 0); });
+  s.settle();
+  EXPECT_EQ(a.rc, 0);
+  EXPECT_EQ(z.rc, 0);
+  EXPECT_EQ(b->num_allocated_clusters(), 1u);
+  std::vector<uint8_t> want(mem(0), mem(1024));
+  EXPECT_EQ(read_back(b, 0, 2), want);
+  on(t0, [&] { bs->free_io_channel(c0); });
+  close(b);
+}
+
+TEST_F(Store, ThinWriteAcrossTwoClustersAllocatesBoth) {
+  ASSERT_EQ(init(), 0);
+  Blob* b = open(create(4, true));
+  auto data = write_pattern(b, kUnitsPerCluster - 4, 8, 3);
+  EXPECT_EQ(b->num_allocated_clusters(), 2u);
+  EXPECT_EQ(read_back(b, kUnitsPerCluster - 4, 8), data);
+  close(b);
+}
+
+TEST_F(Store, WriteAtTheLastIoUnit) {
+  ASSERT_EQ(init(), 0);
+  Blob* b = open(create(2, true));
+  auto data = write_pattern(b, 2 * kUnitsPerCluster - 1, 1, 4);
+  EXPECT_EQ(read_back(b, 2 * kUnitsPerCluster - 1, 1), data);
+  close(b);
+}
+
+TEST_F(Store, ThinShrinkReleasesAllocatedClustersAfterSync) {
+  ASSERT_EQ(init(), 0);
+  Blob* b = open(create(4, true));
+  write_pattern(b, 3 * kUnitsPerCluster, 1, 1);
+  const uint64_t after_write = bs->free_clusters();
+  ASSERT_EQ(resize(b, 2), 0);
+  EXPECT_EQ(bs->free_clusters(), after_write);
+  ASSERT_EQ(sync(b), 0);
+  EXPECT_EQ(bs->free_clusters(), after_write + 1);
+  close(b);
+}
+
+TEST_F(Store, ShrinkThenGrowBeforeSyncNeverReusesTheOldClusters) {
+  ASSERT_EQ(init(), 0);
+  const BlobId id = create(3);
+  Blob* b = open(id);
+  const uint64_t third = b->device_cluster(2);
+  ASSERT_EQ(resize(b, 1), 0);
+  ASSERT_EQ(resize(b, 3), 0);
+  EXPECT_NE(b->device_cluster(2), third);  // still reserved for the durable version
+  ASSERT_EQ(sync(b), 0);
+  close(b);
+  crash();
+  ASSERT_EQ(load(), 0);
+  EXPECT_EQ(bs->find(id)->num_allocated_clusters(), 3u);
+}
+
+TEST_F(Store, CloneGrownBeyondItsParentReadsZeroesThere) {
+  ASSERT_EQ(init(), 0);
+  const BlobId id = create(1);
+  Blob* b = open(id);
+  write_pattern(b, 0, 4, 1);
+  const BlobId sid = snapshot(id);
+  const BlobId cid = clone(sid);
+  Blob* c = open(cid);
+  ASSERT_EQ(resize(c, 3), 0);
+  EXPECT_EQ(read_back(c, 2 * kUnitsPerCluster, 4), std::vector<uint8_t>(4 * 512, 0));
+  auto data = write_pattern(c, 2 * kUnitsPerCluster, 4, 2);
+  EXPECT_EQ(read_back(c, 2 * kUnitsPerCluster, 4), data);
+  close(b);
+  close(c);
+}
+
+TEST_F(Store, SnapshotOfACloneKeepsTheChain) {
+  ASSERT_EQ(init(), 0);
+  const BlobId id = create(2);
+  Blob* b = open(id);
+  auto base = write_pattern(b, 0, 4, 1);
+  const BlobId s1 = snapshot(id);
+  const BlobId cid = clone(s1);
+  Blob* c = open(cid);
+  auto mine = write_pattern(c, kUnitsPerCluster, 4, 2);
+  const BlobId s2 = snapshot(cid);
+  EXPECT_EQ(bs->find(s2)->parent_id(), s1);
+  EXPECT_TRUE(bs->find(s2)->is_clone());
+  EXPECT_EQ(c->parent_id(), s2);
+  EXPECT_EQ(read_back(c, 0, 4), base);
+  EXPECT_EQ(read_back(c, kUnitsPerCluster, 4), mine);
+  close(b);
+  close(c);
+  crash();
+  ASSERT_EQ(load(), 0);
+  c = open(cid);
+  EXPECT_EQ(read_back(c, 0, 4), base);
+  EXPECT_EQ(read_back(c, kUnitsPerCluster, 4), mine);
+  close(c);
+}
+
+TEST_F(Store, InflateACloneOfACloneCopiesFromEveryLevel) {
+  ASSERT_EQ(init(), 0);
+  const BlobId id = create(2, true);
+  Blob* b = open(id);
+  auto first = write_pattern(b, 0, 4, 1);
+  snapshot(id);
+  auto second = write_pattern(b, kUnitsPerCluster, 4, 2);
+  snapshot(id);
+  ASSERT_EQ(inflate(id), 0);
+  EXPECT_EQ(b->num_allocated_clusters(), 2u);
+  EXPECT_EQ(read_back(b, 0, 4), first);
+  EXPECT_EQ(read_back(b, kUnitsPerCluster, 4), second);
+  close(b);
+}
+
+TEST_F(Store, DeleteTheCloneThenTheSnapshot) {
+  ASSERT_EQ(init(), 0);
+  const uint64_t free0 = bs->free_clusters();
+  const BlobId sid = snapshot(create(2));
+  const BlobId cid = clone(sid);
+  EXPECT_EQ(remove(sid), -EBUSY);
+  ASSERT_EQ(remove(cid), 0);
+  EXPECT_EQ(remove(sid), -EBUSY);  // the original blob is its clone too
+  for (BlobId id : bs->blob_ids())
+    if (id != sid) {
+      ASSERT_EQ(remove(id), 0);
+    }
+  ASSERT_EQ(remove(sid), 0);
+  EXPECT_EQ(bs->free_clusters(), free0);
+  crash();
+  ASSERT_EQ(load(), 0);
+  EXPECT_TRUE(bs->blob_ids().empty());
+  EXPECT_EQ(bs->free_clusters(), free0);
+}
+
+TEST_F(Store, DecoupleOfAReadOnlyBlobIsRefused) {
+  ASSERT_EQ(init(), 0);
+  const BlobId sid = snapshot(create(1));
+  EXPECT_EQ(decouple(sid), -EPERM);
+  EXPECT_EQ(decouple(4242), -ENOENT);
+}
+
+TEST_F(Store, WriteZeroesOnACloneCopiesTheRestOfTheCluster) {
+  ASSERT_EQ(init(), 0);
+  const BlobId id = create(1);
+  Blob* b = open(id);
+  auto base = write_pattern(b, 0, 16, 1);
+  snapshot(id);
+  Outcome z = run([&](Outcome* o) { ASSERT_EQ(bs->write_zeroes(b, channel(), 4, 4, Outcome::op, o), 0); }, t1);
+  EXPECT_EQ(z.rc, 0);
+  EXPECT_EQ(b->num_allocated_clusters(), 1u);
+  auto want = base;
+  std::fill(want.begin() + 4 * 512, want.begin() + 8 * 512, 0);
+  EXPECT_EQ(read_back(b, 0, 16), want);
+  close(b);
+}
+
+TEST_F(Store, UnmapOfAThinHoleIsANoOp) {
+  ASSERT_EQ(init(), 0);
+  Blob* b = open(create(2, true));
+  Outcome u = run([&](Outcome* o) { ASSERT_EQ(bs->unmap(b, channel(), 0, 10, Outcome::op, o), 0); }, t1);
+  EXPECT_EQ(u.rc, 0);
+  EXPECT_EQ(b->num_allocated_clusters(), 0u);
+  close(b);
+}
+
+TEST_F(Store, ClearMethodWriteZeroesGivesZeroedClusters) {
+  ASSERT_EQ(init(), 0);
+  Blob* junk = open(create(3));
+  write_pattern(junk, 0, 3 * kUnitsPerCluster, 9);
+  close(junk);
+  ASSERT_EQ(remove(junk->id()), 0);
+  BlobOptions o;
+  o.num_clusters = 3;
+  o.clear_method = ClearMethod::kWriteZeroes;
+  Outcome r = run([&](Outcome* out) { bs->create_blob(o, Outcome::with_id, out); });
+  ASSERT_EQ(r.rc, 0);
+  Blob* b = open(r.id);
+  EXPECT_EQ(b->clear_method(), ClearMethod::kWriteZeroes);
+  EXPECT_EQ(read_back(b, 0, 3 * kUnitsPerCluster), std::vector<uint8_t>(3 * kCluster, 0));
+  close(b);
+  ASSERT_EQ(unload(), 0);
+  ASSERT_EQ(load(), 0);
+  EXPECT_EQ(bs->find(r.id)->clear_method(), ClearMethod::kWriteZeroes);
+}
+
+TEST_F(Store, FragmentedBlobReloadsWithTheSameClusters) {
+  ASSERT_EQ(init(), 0);
+  std::vector<BlobId> small;
+  for (int i = 0; i < 40; ++i) small.push_back(create(1));
+  for (int i = 0; i < 40; i += 2) ASSERT_EQ(remove(small[i]), 0);
+  const BlobId id = create(bs->free_clusters());  // takes the holes and the rest
+  std::vector<uint64_t> where = bs->find(id)->metadata().clusters;
+  ASSERT_EQ(unload(), 0);
+  ASSERT_EQ(load(), 0);
+  EXPECT_EQ(bs->find(id)->metadata().clusters, where);
+  EXPECT_EQ(bs->free_clusters(), 0u);
+}
+
+TEST_F(Store, IoOnTheMetadataThreadWorksToo) {
+  ASSERT_EQ(init(), 0);
+  Blob* b = open(create(1));
+  event::IoChannel* c0 = nullptr;
+  on(t0, [&] { c0 = bs->alloc_io_channel(); });
+  fill(0, 4, 5);
+  Outcome w = run([&](Outcome* o) { ASSERT_EQ(bs->write(b, c0, mem(0), 0, 4, Outcome::op, o), 0); });
+  EXPECT_EQ(w.rc, 0);
+  std::vector<uint8_t> want(mem(0), mem(4 * 512));
+  EXPECT_EQ(read_back(b, 0, 4), want);
+  on(t0, [&] { bs->free_io_channel(c0); });
+  close(b);
+}
+
+TEST_F(Store, InternalXattrsAreApartFromUserOnes) {
+  ASSERT_EQ(init(), 0);
+  Blob* b = open(create(1));
+  ASSERT_EQ(b->set_xattr("same", "user", 4), 0);
+  ASSERT_EQ(b->set_xattr("same", "internal", 8, true), 0);
+  const void* v;
+  std::size_t n;
+  ASSERT_EQ(b->get_xattr("same", &v, &n), 0);
+  EXPECT_EQ(n, 4u);
+  ASSERT_EQ(b->get_xattr("same", &v, &n, true), 0);
+  EXPECT_EQ(n, 8u);
+  EXPECT_EQ(b->xattr_names(true), std::vector<std::string>{"same"});
+  EXPECT_EQ(b->remove_xattr("same", true), 0);
+  EXPECT_EQ(b->get_xattr("same", &v, &n), 0);
+  close(b);
+}
+
+TEST_F(Store, InternalXattrsMayChangeOnAReadOnlyBlob) {
+  ASSERT_EQ(init(), 0);
+  Blob* b = open(create(1));
+  b->set_read_only();
+  EXPECT_EQ(b->set_xattr("owner", "lvs", 3, true), 0);
+  close(b);
+}
+
+TEST_F(Store, EmptyStoreReloadsWithAllItsSpace) {
+  ASSERT_EQ(init(), 0);
+  const uint64_t free0 = bs->free_clusters();
+  for (int i = 0; i < 5; ++i) create(3, i % 2);
+  for (BlobId id : bs->blob_ids()) ASSERT_EQ(remove(id), 0);
+  ASSERT_EQ(unload(), 0);
+  ASSERT_EQ(load(), 0);
+  EXPECT_EQ(bs->free_clusters(), free0);
+  EXPECT_EQ(bs->used_md_pages(), 0u);
+}
+
+TEST_F(Store, SuperBlockRecordsTheGeometry) {
+  StoreOptions o;
+  o.md_pages = 100;
+  ASSERT_EQ(init(o), 0);
+  const SuperBlock sb = bs->super_block();
+  EXPECT_EQ(sb.cluster_size, kCluster);
+  EXPECT_EQ(sb.io_unit_size, 512u);
+  EXPECT_EQ(sb.md_pages, 100u);
+  EXPECT_EQ(sb.total_clusters, (32u << 20) / kCluster);
+  EXPECT_EQ(sb.md_start + sb.md_pages <= sb.first_data_cluster * (kCluster / kPageSize), true);
+  ASSERT_EQ(unload(), 0);
+  ASSERT_EQ(load(), 0);
+  EXPECT_EQ(bs->super_block().md_pages, 100u);
+  EXPECT_TRUE(bs->super_block().clean == false);  // in use again
+}
+
+class Store4k : public BlobFixture {
+ protected:
+  void SetUp() override {
+    BlobFixture::SetUp();
+    on(t0, [&] { ASSERT_TRUE(bdev::create_malloc_bdev(*mgr, {"m4k", 4096, 4096, nullptr, nullptr}).ok()); });
+  }
+};
+
+TEST_F(Store4k, FourKiBIoUnits) {
+  StoreOptions o;
+  o.cluster_size = kCluster;
+  Outcome r = run([&](Outcome* out) { Blobstore::init(*mgr, "m4k", o, Outcome::with_store, out); });
+  ASSERT_EQ(r.rc, 0);
+  bs = r.bs;
+  EXPECT_EQ(bs->io_unit_size(), 4096u);
+  Blob* b = open(create(2, true));
+  EXPECT_EQ(b->num_io_units(), 2 * kCluster / 4096);
+  for (uint32_t i = 0; i < 4096; ++i) mem(0)[i] = static_cast<uint8_t>(i * 7);
+  std::vector<uint8_t> want(mem(0), mem(4096));
+  ASSERT_EQ(write(b, 17, 1), 0);
+  std::memset(mem(0), 0, 4096);
+  ASSERT_EQ(read(b, 17, 1), 0);
+  EXPECT_EQ(std::vector<uint8_t>(mem(0), mem(4096)), want);
+  close(b);
+}
+
+}  // namespace
+}  // namespace pollux::blob

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # NVMe/TCP target on loopback: pollux-perf 4 KiB randread at QD 1 and QD 128 against pollux-tgt
 # (null bdev, target on core 0, host on core 1), and — when SPDK_DIR names an SPDK build — the
-# same against SPDK's nvmf_tgt, alternating, ROUNDS times (runs here vary by tens of percent:
-# compare only figures of one run of this script).
+# same against SPDK's nvmf_tgt, and SPDK's spdk_nvme_perf as the host against both,
+# alternating, ROUNDS times (runs here vary by tens of percent: compare only figures of one
+# run of this script).
 #   tools/bench/nvmf_tcp_loopback.sh [ROUNDS] [SECONDS]      (after bazel build of both tools)
 #   SPDK_DIR=/path/to/spdk tools/bench/nvmf_tcp_loopback.sh 3 5
 set -euo pipefail
@@ -63,16 +64,31 @@ measure() {  # TARGET-NAME QD
     /^latency percentiles/ { p50 = $5; p99 = $7 }
     END { printf "%-10s QD %-3s %9.0f IOPS  avg %7.2f us  p50 %7.2f us  p99 %8.2f us\n", t, q, iops, avg, p50, p99 }'
 }
+measure_spdk_host() {  # TARGET-NAME QD: spdk_nvme_perf as the host (average latency only)
+  local out
+  out=$(cd "$SPDK_DIR" && LD_LIBRARY_PATH=build/lib:build/libvfio-user/build-release/lib \
+    build/bin/spdk_nvme_perf -r "trtype:tcp adrfam:IPv4 traddr:127.0.0.1 trsvcid:$port subnqn:$nqn" \
+    -q "$2" -o 4096 -w randread -t "$secs" -c 0x2 --no-huge -s 1024 2>&1) || { echo "$out"; exit 1; }
+  echo "$out" | awk -v t="$1" -v q="$2" '
+    /^Total/ { iops = $3; avg = $5 }
+    END { printf "%-10s QD %-3s %9.0f IOPS  avg %7.2f us  (host: spdk_nvme_perf)\n", t, q, iops, avg }'
+}
 echo "$(uname -n): $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), load $(cut -d' ' -f1-3 /proc/loadavg)"
 for round in $(seq "$rounds"); do
   start_pollux
   measure pollux-tgt 1
   measure pollux-tgt 128
+  if [ -n "${SPDK_DIR:-}" ]; then
+    measure_spdk_host pollux-tgt 1
+    measure_spdk_host pollux-tgt 128
+  fi
   stop
   if [ -n "${SPDK_DIR:-}" ]; then
     start_spdk
     measure nvmf_tgt 1
     measure nvmf_tgt 128
+    measure_spdk_host nvmf_tgt 1
+    measure_spdk_host nvmf_tgt 128
     stop
   fi
 done

@@ -31,6 +31,11 @@ out=$("$perf" -r "trtype:vfio-user traddr:$sock" -q 4 -o 1048576 -w randwrite --
 echo "$out" | grep -E "^driver: [1-9][0-9]* I/Os beyond MDTS split into [1-9][0-9]* commands" ||
   { echo "$out"; echo "no split reported"; exit 1; }
 echo "$out" | grep -qE "verify: [1-9][0-9]* reads checked, 0 failures" || { echo "$out"; exit 1; }
+# -LL: spdk_nvme_perf's latency summary and histogram; the histogram's last bucket is 100%.
+"$perf" -r "trtype:vfio-user traddr:$sock" -q 4 -o 4096 -w randread --io-count 500 -t 10 -n 1 -LL \
+  >"$dir/lat.log" 2>&1 || { cat "$dir/lat.log"; exit 1; }
+grep -q "^Summary latency data (us)" "$dir/lat.log" && grep -q "^Latency histogram (us)" "$dir/lat.log" &&
+  tail -1 "$dir/lat.log" | grep -q " 100.0000%" || { echo "-LL output"; cat "$dir/lat.log"; exit 1; }
 # Runs that could do nothing are refused with one line and status 2, before any I/O: a size no
 # namespace's blocks divide, a namespace that is not there.
 refused() {  # $1: what the message must say; the rest: pollux-perf's arguments

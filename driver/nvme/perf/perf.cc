@@ -49,6 +49,7 @@ struct Config {
   uint64_t seed = 1;
   std::string json_path;
   bool random = true;
+  int latency_detail = 0;  // -L: percentile summary; -LL: the histogram too (spdk_nvme_perf's)
 };
 
 struct Job;
@@ -357,6 +358,8 @@ int main(int argc, char** argv) {
                  "by an earlier run: e.g. -w write then, later, -w read)")
       ->excludes("--verify");
   app.add_flag("--sgl", c.sgl, "describe data with SGLs when the controller supports them");
+  app.add_flag("-L,--latency", c.latency_detail,
+               "latency percentile summary; twice (-LL): the latency histogram too");
   app.add_option("--json", c.json_path, "write a JSON summary to this file ('-' for stdout)");
   std::string metrics_addr;
   app.add_option("--metrics", metrics_addr,
@@ -583,6 +586,32 @@ int main(int argc, char** argv) {
                    {"p99", us(clock, total.quantile(0.99))},
                    {"p99_9", us(clock, total.quantile(0.999))},
                    {"p99_99", us(clock, total.quantile(0.9999))}}}};
+  if (c.latency_detail >= 1 && total.count() != 0) {
+    // spdk_nvme_perf -L: the summary; -LL: every non-empty bucket, cumulative.
+    fmt::print(out, "\nSummary latency data (us), all devices:\n");
+    for (double q :
+         {0.01, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95, 0.98, 0.99, 0.995, 0.999, 0.9999, 0.99999})
+      fmt::print(out, "  {:>9.5f}% : {:>12.3f}\n", q * 100, us(clock, total.quantile(q)));
+  }
+  if (c.latency_detail >= 2 && total.count() != 0) {
+    fmt::print(out, "\nLatency histogram (us), all devices:\n{:>23}  {:>11}  {:>12}\n", "range",
+               "cumulative", "I/Os");
+    uint64_t seen = 0;
+    nlohmann::json buckets = nlohmann::json::array();
+    for (int b = 0; b < env::LatencyHistogram::kBuckets; ++b) {
+      const uint64_t n = total.bucket_count(b);
+      if (n == 0) continue;
+      seen += n;
+      const double lo = us(clock, env::LatencyHistogram::bucket_floor(b));
+      const double hi = b + 1 < env::LatencyHistogram::kBuckets
+                            ? us(clock, env::LatencyHistogram::bucket_floor(b + 1))
+                            : lo;
+      fmt::print(out, "{:>10.3f} - {:>10.3f}: {:>10.4f}%  ({:>10})\n", lo, hi,
+                 100.0 * static_cast<double>(seen) / static_cast<double>(total.count()), n);
+      buckets.push_back({{"lo_us", lo}, {"hi_us", hi}, {"ios", n}});
+    }
+    js["total"]["latency_histogram"] = buckets;
+  }
   if (c.json_path == "-") {
     fmt::print("{}\n", json_text(js, 2));
   } else if (json_out.is_open()) {

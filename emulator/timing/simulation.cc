@@ -1,9 +1,8 @@
 #include "emulator/rtl/rtl_queue_engine.h"
 // (Verilator before SystemC)
-#include "emulator/timing/simulation.h"
-
 #include <cstdlib>
 
+#include "emulator/timing/simulation.h"
 #include "emulator/timing/timed_ssd.h"
 
 namespace pollux::emu::timing {
@@ -68,10 +67,13 @@ void Simulation::run_until(SimTime t, bool stop_at_completion) {
 }
 
 void Simulation::host_visible_event() {
+  ++visible_events_;
   if (pausing_) sc_core::sc_pause();
 }
 
-SimTime Simulation::now() const { return sc_now(); }
+SimTime Simulation::now() const {
+  return sc_now();
+}
 
 std::optional<SimTime> Simulation::next_event() const {
   if (!started_) return std::nullopt;
@@ -85,4 +87,6 @@ std::optional<SimTime> Simulation::next_event() const {
 // main(), which wins over the library's; this weak definition only satisfies the linker.
 // (A test binary must still not link gtest_main: an archive's main is not pulled in when the
 // shared library already provides one. Tests define main() themselves.)
-__attribute__((weak)) int sc_main(int, char**) { return 1; }
+__attribute__((weak)) int sc_main(int, char**) {
+  return 1;
+}

@@ -52,6 +52,9 @@ class Simulation {
   Trace& trace() { return trace_; }
   // Devices call this when a completion entry became visible to the host.
   void host_visible_event();
+  // Completion entries made visible so far (a lockstep host knows whether one came while it
+  // was not looking).
+  uint64_t host_visible_events() const { return visible_events_; }
 
  private:
   void elaborate_if_needed();
@@ -60,6 +63,7 @@ class Simulation {
   Trace trace_;
   std::vector<std::unique_ptr<TimedSsd>> devices_;
   bool started_ = false;
+  uint64_t visible_events_ = 0;
   bool pausing_ = false;
   void* context_ = nullptr;           // the sc_simcontext this simulation built
   void* previous_context_ = nullptr;  // restored when it ends

@@ -29,12 +29,14 @@ def get(url, path, **params):
 
 
 def wait_for_samples(url, deadline_s=90):
-    """Until Prometheus holds two scrapes of the program (rate() needs two samples)."""
+    """Until Prometheus holds two scrapes of every program it scrapes (rate() needs two)."""
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         try:
             r = get(url, "/api/v1/query", query="count_over_time(pollux_scenario_passed[5m])")
-            if r["result"] and float(r["result"][0]["value"][1]) >= 2:
+            every = get(url, "/api/v1/query", query="min(count_over_time(up[5m]))")
+            if (r["result"] and float(r["result"][0]["value"][1]) >= 2 and every["result"]
+                    and float(every["result"][0]["value"][1]) >= 2):
                 return
         except OSError:
             pass  # Prometheus still starting

@@ -27,5 +27,10 @@ refused "--mix applies to --rw randrw only" --rw randread --mix 30
 timeout 60 "$sim" -p gen4-tlc --rw randrw -q 8 --time-ms 0.5 --json >"$err.out" || fail "randrw run"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["per_device"][0]; sys.exit(0 if d["write_amplification"] > 0 else 1)' \
   "$err.out" || fail "randrw without --mix wrote nothing: $(cat "$err.out")"
+# The null profile is zero-latency at QD 1: only the host's modelled cost (it took the whole
+# 20 us idle-jump cap: a completion posted during the step was jumped past).
+timeout 60 "$sim" -p null -q 1 --time-ms 0.5 --json >"$err.out" || fail "null QD1 run"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["per_device"][0]; sys.exit(0 if d["mean_us"] < 1 else 1)' \
+  "$err.out" || fail "null profile QD1 is not near zero latency: $(cat "$err.out")"
 "$sim" --help | grep -q -- "-p,--profile TEXT=p4800x .*gen4-tlc.*p3700" || fail "--help names no profiles or defaults"
 echo PASS

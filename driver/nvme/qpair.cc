@@ -135,6 +135,9 @@ int Qpair::split_rw(uint8_t opcode, const Namespace& ns, const iovec* iov, int i
   const uint32_t chunk = ctx_.max_transfer / ns.block_size;  // blocks per command
   if (chunk == 0) return -EINVAL;
   const uint32_t children = (nlb + chunk - 1) / chunk;
+  constexpr uint32_t kMaxChildren = 64;  // 64 × MDTS: beyond any I/O the API takes
+  constexpr int kMaxSliceIov = 64;
+  if (children > kMaxChildren) return -EINVAL;
   uint32_t free = 0;
   for (Request* f = free_; f != nullptr && free <= children; f = f->next) ++free;
   if (free < children + 1) return -ENOMEM;
@@ -142,12 +145,7 @@ int Qpair::split_rw(uint8_t opcode, const Namespace& ns, const iovec* iov, int i
   parent->owner = this;
   parent->children_left = children;
   parent->split_status = 0;
-  constexpr int kMaxSliceIov = 64;
-  Request* built[64];
-  if (children > 64) {
-    put_request(parent);
-    return -EINVAL;  // 64 × MDTS: beyond any I/O the API takes (65536 blocks)
-  }
+  Request* built[kMaxChildren];
   int vi = 0;  // iovec and offset in it where the next slice starts
   std::size_t voff = 0;
   for (uint32_t k = 0; k < children; ++k) {

@@ -103,6 +103,22 @@ class Raw {
   bool hd_ = false, dd_ = false;
 };
 
+// After a PDU's header (`hlen` bytes in v): its header digest, padding up to `pdo`, the data
+// and its data digest, as negotiated.
+inline void append_digest_and_data(std::vector<uint8_t>& v, uint32_t hlen, bool hd, uint32_t pdo,
+                                   const void* data, uint32_t len, bool dd) {
+  auto put32 = [&v](uint32_t x) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&x);
+    v.insert(v.end(), p, p + 4);
+  };
+  if (hd) put32(crc32c(v.data(), hlen));
+  if (len == 0) return;
+  v.resize(pdo);
+  const auto* b = static_cast<const uint8_t*>(data);
+  v.insert(v.end(), b, b + len);
+  if (dd) put32(crc32c(data, len));
+}
+
 // A CapsuleCmd PDU: the SQE, optional in-capsule data, digests as negotiated.
 inline std::vector<uint8_t> capsule(const sn::SubmissionEntry& sqe, const void* data, uint32_t len,
                                     bool hd, bool dd) {
@@ -117,21 +133,7 @@ inline std::vector<uint8_t> capsule(const sn::SubmissionEntry& sqe, const void* 
   c.sqe = sqe;
   std::vector<uint8_t> v(sizeof c);
   std::memcpy(v.data(), &c, sizeof c);
-  if (hd) {
-    const uint32_t d = crc32c(v.data(), nt::kCapsuleCmdHlen);
-    v.insert(v.end(), reinterpret_cast<const uint8_t*>(&d),
-             reinterpret_cast<const uint8_t*>(&d) + 4);
-  }
-  if (len) {
-    v.resize(pdo);
-    const auto* b = static_cast<const uint8_t*>(data);
-    v.insert(v.end(), b, b + len);
-    if (dd) {
-      const uint32_t d = crc32c(data, len);
-      v.insert(v.end(), reinterpret_cast<const uint8_t*>(&d),
-               reinterpret_cast<const uint8_t*>(&d) + 4);
-    }
-  }
+  append_digest_and_data(v, nt::kCapsuleCmdHlen, hd, pdo, data, len, dd);
   return v;
 }
 
@@ -151,19 +153,7 @@ inline std::vector<uint8_t> h2c(uint16_t cccid, uint16_t ttag, uint32_t datao, c
   h.datal = len;
   std::vector<uint8_t> v(sizeof h);
   std::memcpy(v.data(), &h, sizeof h);
-  if (hd) {
-    const uint32_t d = crc32c(v.data(), nt::kDataHlen);
-    v.insert(v.end(), reinterpret_cast<const uint8_t*>(&d),
-             reinterpret_cast<const uint8_t*>(&d) + 4);
-  }
-  v.resize(pdo);
-  const auto* b = static_cast<const uint8_t*>(data);
-  v.insert(v.end(), b, b + len);
-  if (dd) {
-    const uint32_t d = crc32c(data, len);
-    v.insert(v.end(), reinterpret_cast<const uint8_t*>(&d),
-             reinterpret_cast<const uint8_t*>(&d) + 4);
-  }
+  append_digest_and_data(v, nt::kDataHlen, hd, pdo, data, len, dd);
   return v;
 }
 

@@ -530,7 +530,7 @@ void TcpTargetFuzz::session(uint64_t index, uint64_t seed, uint64_t budget) {
     w.finish();
     return;
   }
-  const nt::IcResp ic = admin.handshake(static_cast<uint8_t>(rng.below(4)));
+  admin.handshake(static_cast<uint8_t>(rng.below(4)));
   const uint16_t cntlid = connect_admin(admin, kFuzzNqn);
   totals_.pdus += 3;
   Raw io_raw(target_->port());
@@ -542,7 +542,6 @@ void TcpTargetFuzz::session(uint64_t index, uint64_t seed, uint64_t budget) {
     EXPECT_EQ(connect_io(io_raw, kFuzzNqn, cntlid), 0);
     totals_.pdus += 2;
   }
-  (void)ic;
   gen.digests(hd, dd);
   Wire w(fuzzed, totals_, name + (depth == 1 ? ", admin queue)" : ", I/O queue)"));
   w.digests(hd, dd);

@@ -44,6 +44,9 @@ struct StoreOptions {
   std::string bstype;               // init: stored; load: must match unless empty
   env::MemoryRegistry* registry = nullptr;  // DMA memory for metadata I/O (default: global)
   uint32_t requests_per_channel = 512;
+  // The base bdev is going away (hot removal): called once, on the thread the bdev layer
+  // tells. The owner should end its I/O and crash() the store (nothing more can be written).
+  std::function<void()> on_base_removed;
 };
 
 struct BlobOptions {
@@ -141,6 +144,12 @@ class Blobstore {
   void unload(OpDoneFn cb, void* arg);
   // Frees the store writing nothing (what a crash leaves): the next load is dirty. Tests.
   void abandon();
+  // What a host crash (or power loss) does to the store: from this call on it sends nothing
+  // more to the base bdev (metadata and data I/O fail with -ENXIO, I/O already sent ends as
+  // the base ends it); once the metadata queue is idle and every channel is freed, the store
+  // is freed writing nothing and cb(arg, 0) runs. The next load is dirty. Metadata thread.
+  void crash(OpDoneFn cb, void* arg);
+  bool halted() const { return halted_.load(std::memory_order_acquire); }
 
   const SuperBlock& super_block() const { return sb_; }
   const LoadReport& report() const { return report_; }
@@ -198,6 +207,8 @@ class Blobstore {
   int setup_buffers(const StoreOptions& opts);
   void destroy(OpDoneFn cb, void* arg);
   static void finish_destroy(void* self);
+  static void destroy_when_idle(void* self);
+  static void on_base_event(bdev::DescEvent e, bdev::Bdev& b, void* ctx);
   void register_channels();
 
   // The serial metadata queue: op(finish) runs when every earlier op has called finish.
@@ -272,6 +283,8 @@ class Blobstore {
   bool registered_ = false;
   OpDoneFn destroy_cb_ = nullptr;
   void* destroy_arg_ = nullptr;
+  std::atomic<bool> halted_{false};  // crash(): nothing more goes to the base bdev
+  std::function<void()> on_base_removed_;
 };
 
 }  // namespace pollux::blob

@@ -163,6 +163,8 @@ void Blobstore::advance(Request* r) {
         const int k = slice(r->iov, r->iovcnt, r->payload_at, n * unit, piece, bdev::BdevIo::kMaxIovs);
         for (int i = 0; i < k; ++i) std::memset(piece[i].iov_base, 0, piece[i].iov_len);
       }
+    } else if (bs->halted()) {
+      rc = -ENXIO;  // crashed: nothing more reaches the base
     } else if (r->op == kRead || r->op == kWrite) {
       iovec piece[bdev::BdevIo::kMaxIovs];
       const int k = slice(r->iov, r->iovcnt, r->payload_at, n * unit, piece, bdev::BdevIo::kMaxIovs);
@@ -238,10 +240,18 @@ void Blobstore::allocate_on_md_thread(void* arg) {
     if (b->md_.clusters[cl] != 0) return reply(0);  // another writer got it first
     const uint64_t dev = bs->alloc_cluster();
     if (dev == 0) return reply(-ENOSPC);
+    // The allocation is durable before the write that needed it completes (as SPDK's
+    // blobstore does): an acknowledged write never depends on a later sync_md, so a crash
+    // of the host, or power loss on a base without a volatile cache, keeps it.
     bs->copy_cluster(b, cl, dev, [bs, b, cl, dev, reply](int rc) {
-      if (rc != 0) bs->free_cluster(dev);
-      else bs->set_cluster(b, cl, dev);
-      reply(rc);
+      if (rc != 0) {
+        bs->free_cluster(dev);
+        return reply(rc);
+      }
+      bs->set_cluster(b, cl, dev);
+      // On failure the map stays (the blob is dirty: a later sync persists it); the write
+      // fails, so nothing acknowledged depends on it.
+      bs->persist(b, reply);
     });
   });
 }

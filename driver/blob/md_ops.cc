@@ -172,6 +172,7 @@ void Blobstore::clear_clusters(const std::vector<uint64_t>& clusters, ClearMetho
             n(ok ? 0 : -EIO);
           }
         };
+        if (halted()) return next(-ENXIO);
         auto* w = new Wait{next};
         const uint64_t lba = runs[i].first * io_units_per_cluster_;
         const uint64_t n = runs[i].second * io_units_per_cluster_;

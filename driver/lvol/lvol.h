@@ -43,6 +43,13 @@ class LvolStore {
   static void load(bdev::Manager& mgr, const std::string& base, StoreDoneFn cb, void* arg);
   // Unregisters the lvol bdevs (-EBUSY if one is open), closes the blobs, unloads the store.
   void unload(DoneFn cb, void* arg);
+  // What a host crash leaves (a scenario's power loss), and what the base bdev's hot removal
+  // brings about by itself: from this call on nothing more is sent to the base; the lvol
+  // bdevs go (their users are told kRemove and their I/O ends), then the store is freed
+  // writing nothing, and cb(arg, 0) (cb may be null). A later load() of the base recovers it
+  // (dirty load). Metadata thread; a second call while one runs is ignored (-EALREADY).
+  void crash(DoneFn cb, void* arg);
+  bool crashing() const { return crashing_; }
   static LvolStore* find(const std::string& name);  // loaded lvstores, by name
 
   const std::string& name() const { return name_; }
@@ -58,8 +65,9 @@ class LvolStore {
   void clone(Lvol* snapshot, const std::string& clone_name, LvolDoneFn cb, void* arg);
   void inflate(Lvol* lvol, DoneFn cb, void* arg);
   void decouple_parent(Lvol* lvol, DoneFn cb, void* arg);
-  void resize(Lvol* lvol, uint64_t size_bytes, DoneFn cb, void* arg);  // -EBUSY while open
-  void rename(Lvol* lvol, const std::string& new_name, DoneFn cb, void* arg);  // -EBUSY while open
+  // Resize and rename re-register the lvol's bdev (users holding it open are told kRemove).
+  void resize(Lvol* lvol, uint64_t size_bytes, DoneFn cb, void* arg);
+  void rename(Lvol* lvol, const std::string& new_name, DoneFn cb, void* arg);
   void destroy(Lvol* lvol, DoneFn cb, void* arg);  // -EBUSY while open or cloned
 
   ~LvolStore();
@@ -71,9 +79,12 @@ class LvolStore {
   void unregister_bdev(Lvol* lvol, std::function<void()> then);
   void open_and_add(blob::BlobId id, const std::string& name, LvolDoneFn cb, void* arg);
 
+  static blob::StoreOptions store_options(std::shared_ptr<LvolStore*> self);
+
   bdev::Manager& mgr_;
   blob::Blobstore* bs_;
   std::string name_;
+  bool crashing_ = false;
   std::map<std::string, std::unique_ptr<Lvol>> lvols_;
 };
 

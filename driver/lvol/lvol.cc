@@ -237,12 +237,14 @@ void LvolStore::open_and_add(blob::BlobId id, const std::string& name, LvolDoneF
 // ----------------------------------------------------------------------- the store ----
 
 void LvolStore::create(bdev::Manager& mgr, const std::string& base, const std::string& name,
-                       uint32_t cluster_size, StoreDoneFn cb, void* arg) {
+                       uint32_t cluster_size, StoreDoneFn cb, void* arg,
+                       env::MemoryRegistry* dma, uint64_t md_pages) {
   if (!valid_name(name)) return cb(arg, nullptr, -EINVAL);
   if (find(name) != nullptr) return cb(arg, nullptr, -EEXIST);
   auto self = std::make_shared<LvolStore*>(nullptr);
-  blob::StoreOptions o = store_options(self);
+  blob::StoreOptions o = store_options(self, dma);
   o.cluster_size = cluster_size ? cluster_size : 4u << 20;
+  o.md_pages = md_pages;
   blob::Blobstore::init(mgr, base, o, StoreBox::cb, new StoreBox{[&mgr, name, self, cb, arg](blob::Blobstore* bs, int rc) {
     if (rc != 0) return cb(arg, nullptr, rc);
     auto* lvs = new LvolStore(mgr, bs);
@@ -276,9 +278,10 @@ void LvolStore::create(bdev::Manager& mgr, const std::string& base, const std::s
   }});
 }
 
-void LvolStore::load(bdev::Manager& mgr, const std::string& base, StoreDoneFn cb, void* arg) {
+void LvolStore::load(bdev::Manager& mgr, const std::string& base, StoreDoneFn cb, void* arg,
+                     env::MemoryRegistry* dma) {
   auto self = std::make_shared<LvolStore*>(nullptr);
-  blob::Blobstore::load(mgr, base, store_options(self), StoreBox::cb, new StoreBox{[&mgr, self, cb, arg](blob::Blobstore* bs, int rc) {
+  blob::Blobstore::load(mgr, base, store_options(self, dma), StoreBox::cb, new StoreBox{[&mgr, self, cb, arg](blob::Blobstore* bs, int rc) {
     if (rc != 0) return cb(arg, nullptr, rc);
     blob::Blob* super = bs->find(bs->super_blob());
     const std::string name = super ? internal_name(super, kStoreName) : "";
@@ -330,9 +333,11 @@ void LvolStore::load(bdev::Manager& mgr, const std::string& base, StoreDoneFn cb
 }
 
 // The base's hot removal crashes the store (nothing can be written to a base that is gone).
-blob::StoreOptions LvolStore::store_options(std::shared_ptr<LvolStore*> self) {
+blob::StoreOptions LvolStore::store_options(std::shared_ptr<LvolStore*> self,
+                                            env::MemoryRegistry* dma) {
   blob::StoreOptions o;
   o.bstype = kBstype;
+  o.registry = dma;
   o.on_base_removed = [self] {
     if (*self != nullptr) (*self)->crash(nullptr, nullptr);
   };

@@ -37,10 +37,15 @@ class LvolStore {
   static constexpr const char* kBstype = "LVOLSTORE";
 
   // Formats `base` as a new lvstore named `name`. -EEXIST if a loaded lvstore has that name.
+  // `dma`: where the store's metadata buffers are registered for DMA (default: global).
+  // `md_pages`: the metadata region's pages (0: one per cluster, SPDK's default ratio; a
+  // dirty load reads every one of them).
   static void create(bdev::Manager& mgr, const std::string& base, const std::string& name,
-                     uint32_t cluster_size, StoreDoneFn cb, void* arg);
+                     uint32_t cluster_size, StoreDoneFn cb, void* arg,
+                     env::MemoryRegistry* dma = nullptr, uint64_t md_pages = 0);
   // Loads the lvstore on `base` and registers a bdev per lvol.
-  static void load(bdev::Manager& mgr, const std::string& base, StoreDoneFn cb, void* arg);
+  static void load(bdev::Manager& mgr, const std::string& base, StoreDoneFn cb, void* arg,
+                   env::MemoryRegistry* dma = nullptr);
   // Unregisters the lvol bdevs (-EBUSY if one is open), closes the blobs, unloads the store.
   void unload(DoneFn cb, void* arg);
   // What a host crash leaves (a scenario's power loss), and what the base bdev's hot removal
@@ -79,7 +84,8 @@ class LvolStore {
   void unregister_bdev(Lvol* lvol, std::function<void()> then);
   void open_and_add(blob::BlobId id, const std::string& name, LvolDoneFn cb, void* arg);
 
-  static blob::StoreOptions store_options(std::shared_ptr<LvolStore*> self);
+  static blob::StoreOptions store_options(std::shared_ptr<LvolStore*> self,
+                                           env::MemoryRegistry* registry);
 
   bdev::Manager& mgr_;
   blob::Blobstore* bs_;

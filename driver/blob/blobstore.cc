@@ -289,6 +289,17 @@ void Blobstore::enqueue(std::function<void(std::function<void()>)> op) {
   if (!op_running_) run_next();
 }
 
+void Blobstore::enqueue_frozen(BlobId id, std::function<void(std::function<void()>)> op) {
+  freeze_io(id, [this, id, op = std::move(op)]() mutable {
+    enqueue([this, id, op = std::move(op)](std::function<void()> finish) {
+      op([this, id, finish] {
+        finish();
+        thaw_io(id);
+      });
+    });
+  });
+}
+
 void Blobstore::run_next() {
   if (op_running_ || queue_.empty()) return;
   op_running_ = true;

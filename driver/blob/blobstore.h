@@ -9,8 +9,9 @@
 // no allocation on the I/O path (requests come from a per-channel pool); the first write to a
 // thin blob's unallocated cluster asks the metadata thread for a cluster and then continues.
 //
-// Callers quiesce I/O on a blob around resize (shrinking), snapshot, inflate and decouple of
-// that blob (as SPDK freezes it): those change where its clusters are.
+// Snapshot, inflate, decouple and resize freeze the blob's I/O around themselves (as SPDK
+// does): requests in flight end first, new ones wait in their channel until the change is
+// done (no locks: the blob's frozen count is read with one acquire load per request).
 #pragma once
 
 #include <sys/uio.h>
@@ -127,6 +128,7 @@ class Blob {
   uint32_t clone_count_ = 0;              // blobs whose parent_ is this one
   std::atomic<ClusterMap*> map_{nullptr};
   std::atomic<bool> io_read_only_{false};
+  std::atomic<uint32_t> frozen_{0};  // > 0: new I/O waits in its channel (freeze_io)
   std::unique_ptr<ClusterMap> map_owner_;
 };
 
@@ -197,6 +199,7 @@ class Blobstore {
   // Internal (I/O path → metadata thread).
   struct Request;
   struct Channel;
+  struct Freeze;
   void request_cluster(Request* r, uint64_t blob_cluster);
 
  private:
@@ -213,7 +216,15 @@ class Blobstore {
 
   // The serial metadata queue: op(finish) runs when every earlier op has called finish.
   void enqueue(std::function<void(std::function<void()> finish)> op);
+  // As enqueue(), with the blob's I/O frozen from before the op starts (requests in flight
+  // have ended; new ones wait in their channels) until it calls finish (as SPDK freezes I/O
+  // around snapshot, inflate, decouple and a shrink: they move the blob's clusters).
+  void enqueue_frozen(BlobId id, std::function<void(std::function<void()> finish)> op);
   void run_next();
+  void freeze_io(BlobId id, std::function<void()> then);
+  void thaw_io(BlobId id);
+  static void drain_channel(event::ChannelIter& it);
+  static void resume_parked(event::ChannelIter& it);
 
   // Metadata-thread I/O in pages (md scratch buffer) and bytes.
   void page_io(bool write, uint64_t page, uint32_t pages, void* buf, Step done);

@@ -301,7 +301,7 @@ void Blobstore::close_blob(Blob* b, OpDoneFn cb, void* arg) {
 }
 
 void Blobstore::resize(Blob* b, uint64_t n, OpDoneFn cb, void* arg) {
-  enqueue([this, b, n, cb, arg](std::function<void()> finish) {
+  enqueue_frozen(b->id(), [this, b, n, cb, arg](std::function<void()> finish) {
     auto done = [cb, arg, finish](int rc) {
       finish();
       cb(arg, rc);
@@ -422,7 +422,7 @@ void Blobstore::do_snapshot(Blob* b, std::vector<Xattr> xattrs,
 }
 
 void Blobstore::snapshot(BlobId id, std::vector<Xattr> xattrs, BlobIdDoneFn cb, void* arg) {
-  enqueue([this, id, xattrs = std::move(xattrs), cb, arg](std::function<void()> finish) mutable {
+  enqueue_frozen(id, [this, id, xattrs = std::move(xattrs), cb, arg](std::function<void()> finish) mutable {
     Blob* b = find(id);
     const int rc = b == nullptr ? -ENOENT
                    : b->is_snapshot() || !fits_in_page(xattrs) ? -EINVAL
@@ -466,7 +466,7 @@ void Blobstore::clone(BlobId snapshot_id, std::vector<Xattr> xattrs, BlobIdDoneF
 }
 
 void Blobstore::inflate(BlobId id, OpDoneFn cb, void* arg) {
-  enqueue([this, id, cb, arg](std::function<void()> finish) {
+  enqueue_frozen(id, [this, id, cb, arg](std::function<void()> finish) {
     auto done = [cb, arg, finish](int rc) {
       finish();
       cb(arg, rc);
@@ -486,7 +486,7 @@ void Blobstore::inflate(BlobId id, OpDoneFn cb, void* arg) {
 }
 
 void Blobstore::decouple_parent(BlobId id, OpDoneFn cb, void* arg) {
-  enqueue([this, id, cb, arg](std::function<void()> finish) {
+  enqueue_frozen(id, [this, id, cb, arg](std::function<void()> finish) {
     auto done = [cb, arg, finish](int rc) {
       finish();
       cb(arg, rc);

@@ -172,7 +172,9 @@ class Blobstore {
   void resize(Blob* blob, uint64_t num_clusters, OpDoneFn cb, void* arg);
   // Makes the blob's metadata, and every write completed before the call, durable.
   void sync_md(Blob* blob, OpDoneFn cb, void* arg);
-  void delete_blob(BlobId id, OpDoneFn cb, void* arg);  // -EBUSY if open or cloned
+  // -EBUSY if open or cloned more than once. A snapshot with one clone is merged into it (the
+  // clone takes the clusters it read through the snapshot, and the snapshot's parent).
+  void delete_blob(BlobId id, OpDoneFn cb, void* arg);
   void snapshot(BlobId id, std::vector<Xattr> xattrs, BlobIdDoneFn cb, void* arg);
   void clone(BlobId snapshot_id, std::vector<Xattr> xattrs, BlobIdDoneFn cb, void* arg);
   void inflate(BlobId id, OpDoneFn cb, void* arg);
@@ -251,6 +253,7 @@ class Blobstore {
   BlobId next_blob_id() { return next_id_++; }
   void allocate_missing(Blob* b, bool only_parent_owned, Step done);
   void do_snapshot(Blob* b, std::vector<Xattr> xattrs, std::function<void(BlobId, int)> done);
+  void merge_into_clone(Blob* snapshot, Step done);
 
   // Load (load.cc).
   void load_super(StoreDoneFn cb, void* arg, std::string bstype);

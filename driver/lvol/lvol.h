@@ -73,7 +73,9 @@ class LvolStore {
   // Resize and rename re-register the lvol's bdev (users holding it open are told kRemove).
   void resize(Lvol* lvol, uint64_t size_bytes, DoneFn cb, void* arg);
   void rename(Lvol* lvol, const std::string& new_name, DoneFn cb, void* arg);
-  void destroy(Lvol* lvol, DoneFn cb, void* arg);  // -EBUSY while open or cloned
+  // -EBUSY with more than one clone; a snapshot with one clone is merged into it (SPDK's
+  // bdev_lvol_delete of a snapshot).
+  void destroy(Lvol* lvol, DoneFn cb, void* arg);
 
   ~LvolStore();
 

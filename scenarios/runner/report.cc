@@ -115,7 +115,7 @@ std::string svg_chart(const RunResult& r, const std::string& title, const std::s
     s += fmt::format(
         "<line x1='{0:.1f}' y1='{1}' x2='{0:.1f}' y2='{2}' class='axis'/>"
         "<text x='{0:.1f}' y='{3}' class='tick' text-anchor='middle'>{4}</text>",
-        x(t), axis_y, axis_y + 4, axis_y + 16, format_ns(uint64_t(t)));
+        x(t), axis_y, axis_y + 4, axis_y + 16, t == 0 ? std::string("0") : format_ns(uint64_t(t)));
   }
   int legend_y = axis_y + kB + kLegend - 4;
   for (const Line& l : lines) {

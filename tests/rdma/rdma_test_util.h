@@ -52,8 +52,9 @@ class RdmaTest : public ::testing::Test {
   explicit RdmaTest(uint64_t seed = 1, emu::rnic::WireFaults faults = {})
       : cluster_(seed, faults) {}
 
-  void open(Host& h, const QpOptions& o = {}) {
-    h.device = cluster_.add_nic();
+  // A host with its own NIC on `cluster` (the fixture's by default).
+  void open(Host& h, const QpOptions& o = {}, emu::rnic::Cluster* cluster = nullptr) {
+    h.device = (cluster != nullptr ? cluster : &cluster_)->add_nic();
     ASSERT_NE(h.device, nullptr);
     auto pci = env::VfioUserDevice::attach(h.device->connect(), h.registry);
     ASSERT_TRUE(pci.ok()) << pci.error().message;

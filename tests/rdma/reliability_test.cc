@@ -290,7 +290,7 @@ TEST_F(LossyWire, EveryOperationCompletesWithItsDataIntact) {
   const auto& w = cluster_.wire().stats();
   std::printf(
       "wire: sent %llu dropped %llu corrupted %llu duplicated %llu reordered %llu; "
-      "retransmitted %llu; trace %016llx\n",
+      "retransmitted %llu; trace of %zu packets, FNV %016llx\n",
       (unsigned long long)w.sent, (unsigned long long)w.dropped, (unsigned long long)w.corrupted,
       (unsigned long long)w.duplicated, (unsigned long long)w.reordered,
       (unsigned long long)r.retransmitted, r.trace.size(), (unsigned long long)fnv(r.trace));

@@ -23,6 +23,8 @@ std::array<uint32_t, 256> make_crc_table() {
 }
 const std::array<uint32_t, 256> kCrcTable = make_crc_table();
 
+}  // namespace
+
 // The ICRC covers the packet with the BTH's reserved/FECN/BECN byte taken as all ones: a
 // switch may set congestion bits in flight without invalidating it.
 uint32_t packet_icrc(const uint8_t* p, std::size_t len) {
@@ -31,13 +33,6 @@ uint32_t packet_icrc(const uint8_t* p, std::size_t len) {
     const uint8_t b = i == 4 ? 0xff : p[i];
     c = kCrcTable[(c ^ b) & 0xff] ^ (c >> 8);
   }
-  return ~c;
-}
-}  // namespace
-
-uint32_t icrc32(const uint8_t* data, std::size_t len) {
-  uint32_t c = ~0u;
-  for (std::size_t i = 0; i < len; ++i) c = kCrcTable[(c ^ data[i]) & 0xff] ^ (c >> 8);
   return ~c;
 }
 

@@ -171,7 +171,8 @@ class Rnic final : public WirePort {
   RnicCounters counters_;
 };
 
-// CRC-32 (IEEE 802.3) as the ICRC uses it.
-uint32_t icrc32(const uint8_t* data, std::size_t len);
+// The ICRC of a packet (BTH onwards, without the ICRC itself): CRC-32 (IEEE 802.3) with the
+// BTH's byte 4 (reserved, FECN, BECN) taken as 0xff. Stored big-endian after the pad.
+uint32_t packet_icrc(const uint8_t* packet, std::size_t len);
 
 }  // namespace pollux::emu::rnic

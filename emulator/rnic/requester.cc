@@ -145,8 +145,8 @@ void Rnic::send_request_packet(Qp& qp, uint32_t qpn, SendOp& o, uint32_t pkt) {
   if (n > 0 && !gather(qp, o.wqe.sge, o.wqe.num_sge, off, scratch_.data(), n)) {
     // The MR went away (or lost its mapping) after the WQE was fetched.
     const SendOp failed = o;
-    complete_send(qp, qpn, failed, sr::WcStatus::kLocProtErr);
     qp.ops.erase(qp.ops.begin() + static_cast<std::ptrdiff_t>(qp.tx_op));
+    complete_send(qp, qpn, failed, sr::WcStatus::kLocProtErr);
     enter_error(qpn);
     return;
   }
@@ -154,7 +154,11 @@ void Rnic::send_request_packet(Qp& qp, uint32_t qpn, SendOp& o, uint32_t pkt) {
   const bool with_reth = !send && (first || only);
   if (with_reth) reth.set(o.wqe.remote_addr, o.wqe.rkey, o.length);
   const uint32_t imm_value = o.wqe.imm_data;
-  emit(qp, code, psn, last || only, (last || only) && (o.wqe.flags & sr::wqe_flag::kSolicited),
+  // An ACK is asked for at the end of each message and, within long messages, often enough
+  // that the window of unacknowledged packets keeps moving.
+  const uint32_t ack_every = std::max<uint32_t>(1, config_.max_inflight_packets / 4);
+  const bool ack_req = last || only || (pkt + 1) % ack_every == 0;
+  emit(qp, code, psn, ack_req, (last || only) && (o.wqe.flags & sr::wqe_flag::kSolicited),
        with_reth ? &reth : nullptr, nullptr, (imm && (last || only)) ? &imm_value : nullptr,
        scratch_.data(), n);
 }

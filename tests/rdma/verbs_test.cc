@@ -186,6 +186,33 @@ TEST_F(Verbs, RdmaWriteAndWriteWithImmediate) {
   EXPECT_EQ(std::memcmp(a_.at(100), b_.at(0), 5000), 0);
 }
 
+// A message of 4,096 packets (1 MiB at MTU 256) is far larger than the window of
+// unacknowledged packets: ACKs requested within it keep the window moving, no timeouts.
+TEST_F(Verbs, MessagesLargerThanTheWindowFlowWithoutTimeouts) {
+  QpOptions o;
+  o.mtu = Mtu::k256;
+  open_pair(o);
+  fill(a_.at(0), kBufBytes, 12);
+  ASSERT_EQ(
+      post_send(*a_.qp, WrOpcode::kRdmaWrite, {a_.sge(0, kBufBytes)}, 1, b_.addr(0), b_.mr->rkey()),
+      0);
+  auto tx = drain(a_);
+  ASSERT_EQ(tx.size(), 1u);
+  EXPECT_EQ(tx[0].status, WcStatus::kSuccess) << to_string(tx[0].status);
+  EXPECT_EQ(std::memcmp(a_.at(0), b_.at(0), kBufBytes), 0);
+  EXPECT_EQ(a_.device->nic().counters().timeouts, 0u);
+  EXPECT_EQ(a_.device->nic().counters().retransmitted_packets, 0u);
+  // And back with a READ of the same size (responses are not windowed).
+  fill(b_.at(0), kBufBytes, 13);
+  ASSERT_EQ(
+      post_send(*a_.qp, WrOpcode::kRdmaRead, {a_.sge(0, kBufBytes)}, 2, b_.addr(0), b_.mr->rkey()),
+      0);
+  tx = drain(a_);
+  ASSERT_EQ(tx.size(), 1u);
+  EXPECT_EQ(tx[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(a_.at(0), b_.at(0), kBufBytes), 0);
+}
+
 TEST_F(Verbs, RdmaReadSegmentedAndZeroLength) {
   QpOptions o;
   o.mtu = Mtu::k512;

@@ -45,8 +45,9 @@ bool Rnic::post_cqe(uint32_t cqn, const sr::Cqe& cqe) {
 
 void Rnic::post_event(sr::EventType type, uint32_t resource, uint32_t detail) {
   if (!eq_valid_) return;
-  // An event queue that overflows loses the newest events (counted as DMA faults would be
-  // wrong): the driver sizes it for every resource, so this needs a driver bug.
+  // The event queue has no consumer doorbell: the driver sizes it (1,024 entries) far beyond
+  // the events its resources can raise between two reads; a host that never reads it finds
+  // the oldest entries overwritten.
   uint8_t* slot =
       mem_.translate(eq_.iova + uint64_t{eq_.produced & (eq_.size() - 1)} * sizeof(sr::EventEntry),
                      sizeof(sr::EventEntry));

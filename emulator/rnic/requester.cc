@@ -260,6 +260,8 @@ void Rnic::handle_ack(Qp& qp, uint32_t qpn, const Packet& p) {
   if (type != roce::syndrome::kTypeNak) return;
   const uint8_t code = roce::syndrome::value(syn);
   if (code == roce::syndrome::kNakPsnSequenceError) {
+    // Waiting out an RNR NAK for this very PSN: going back there is already planned.
+    if (qp.rnr_deadline != 0 && psn == qp.una_psn) return;
     if (qp.retry_left == 0) {
       const SendOp o = qp.ops.front();
       qp.ops.pop_front();

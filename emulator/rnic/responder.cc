@@ -166,6 +166,9 @@ void Rnic::handle_request(Qp& qp, uint32_t qpn, const Packet& p) {
     if (!take_recv_wqe(qp)) {
       send_ack(qp, syn::rnr_nak(qp.attrs.min_rnr_timer), psn);
       ++counters_.rnr_naks_sent;
+      // The packets behind this one are dropped quietly: the requester goes back to it
+      // after the RNR wait anyway, and a PSN-sequence NAK would cost it a transport retry.
+      qp.nak_sent = true;
       return;
     }
     if (qp.rwqe.num_sge > sr::kMaxSge) {  // malformed receive WQE: a local QP operation error

@@ -96,6 +96,71 @@ TEST_F(Reliability, ALostAckIsRecoveredByTimeoutAndDuplicateDetection) {
   EXPECT_EQ(drain(b_).size(), 1u);  // delivered once, not twice
 }
 
+// Several SENDs in flight meet an empty receive queue: the first is RNR NAKed, the ones
+// behind it are dropped quietly (no PSN-sequence NAK), so not even a retry count of zero is
+// touched; all complete once receives are posted.
+TEST_F(Reliability, RnrWithPipelinedSendsCostsNoTransportRetries) {
+  QpOptions o;
+  o.retry_cnt = 0;
+  open_pair(o);
+  for (int i = 0; i < 4; ++i)
+    ASSERT_EQ(post_send(*a_.qp, WrOpcode::kSend, {a_.sge(i * 100, 100)}, i), 0);
+  cluster_.run_for(100'000);  // several RNR rounds (10 us timer)
+  EXPECT_GE(b_.device->nic().counters().rnr_naks_sent, 2u);
+  EXPECT_EQ(b_.device->nic().counters().seq_naks_sent, 0u);
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(post_recv(*b_.qp, {b_.sge(i * 128, 128)}, 10 + i), 0);
+  auto tx = drain(a_);
+  ASSERT_EQ(tx.size(), 4u);
+  for (auto& w : tx) EXPECT_EQ(w.status, WcStatus::kSuccess) << to_string(w.status);
+  EXPECT_EQ(drain(b_).size(), 4u);
+}
+
+// The middle response of a 3-packet READ is lost: the later one is ignored, the timeout
+// re-issues the READ from the missing PSN (with the VA moved on), the data is whole.
+TEST_F(Reliability, ALostReadResponseIsRequestedAgainFromWhereItWasMissing) {
+  QpOptions o;
+  o.mtu = Mtu::k1024;
+  open_pair(o);
+  fill(b_.at(0), 3000, 11);
+  cluster_.wire().record_trace(true);
+  // Packets: request (0), responses first (1), middle (2), last (3).
+  cluster_.wire().drop_packet(cluster_.wire().stats().sent + 2);
+  ASSERT_EQ(post_send(*a_.qp, WrOpcode::kRdmaRead, {a_.sge(0, 3000)}, 1, b_.addr(0), b_.mr->rkey()),
+            0);
+  auto tx = drain(a_);
+  ASSERT_EQ(tx.size(), 1u);
+  EXPECT_EQ(tx[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(a_.at(0), b_.at(0), 3000), 0);
+  EXPECT_EQ(a_.device->nic().counters().timeouts, 1u);
+  // The second request names the second packet's PSN; its responses are First, Last.
+  const auto& t = cluster_.wire().trace();
+  ASSERT_GE(t.size(), 7u);
+  EXPECT_NE(t[4].find("1->2 op=0x0c psn=" + std::to_string(1000 + a_.qp->qp_num() + 1)),
+            std::string::npos)
+      << t[4];
+  EXPECT_NE(t[5].find("2->1 op=0x0d"), std::string::npos) << t[5];
+  EXPECT_NE(t[6].find("2->1 op=0x0f"), std::string::npos) << t[6];
+}
+
+// A fenced SEND waits until the READ before it has completed.
+TEST_F(Reliability, AFencedSendWaitsForTheReadBeforeIt) {
+  open_pair();
+  ASSERT_EQ(post_recv(*b_.qp, {b_.sge(8192, 64)}, 1), 0);
+  cluster_.wire().record_trace(true);
+  ASSERT_EQ(post_send(*a_.qp, WrOpcode::kRdmaRead, {a_.sge(0, 64)}, 1, b_.addr(0), b_.mr->rkey()),
+            0);
+  ASSERT_EQ(post_send(*a_.qp, WrOpcode::kSend, {a_.sge(0, 64)}, 2, 0, 0, 0,
+                      send_flag::kSignaled | send_flag::kFence),
+            0);
+  auto tx = drain(a_);
+  ASSERT_EQ(tx.size(), 2u);
+  const auto& t = cluster_.wire().trace();
+  ASSERT_EQ(t.size(), 4u);  // READ request, READ response, SEND, ACK
+  EXPECT_NE(t[0].find("op=0x0c"), std::string::npos);
+  EXPECT_NE(t[1].find("op=0x10"), std::string::npos);
+  EXPECT_NE(t[2].find("op=0x04"), std::string::npos);
+}
+
 TEST_F(Reliability, RetryExhaustionOnADeadLink) {
   QpOptions o;
   o.retry_cnt = 3;

@@ -24,7 +24,7 @@ bool Cluster::step() {
 
 uint64_t Cluster::next_event() const {
   uint64_t t = wire_.next_event_ns();
-  for (const auto& n : nics_) t = std::min(t, const_cast<RnicDevice&>(*n).nic().next_timer_ns());
+  for (const auto& n : nics_) t = std::min(t, n->nic().next_timer_ns());
   return t;
 }
 

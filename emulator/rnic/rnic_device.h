@@ -32,6 +32,7 @@ class RnicDevice final : public vfio_user::DeviceModel {
   }
   vfio_user::Server& server() { return *server_; }
   Rnic& nic() { return *nic_; }
+  const Rnic& nic() const { return *nic_; }
   const device::PciConfigSpace& config_space() const { return config_; }
   bool process(uint64_t now_ns) { return nic_->process(now_ns); }
 

@@ -67,7 +67,7 @@ class Wire {
   void set_faults(const WireFaults& f) { faults_ = f; }
   const WireStats& stats() const { return stats_; }
   uint64_t seed() const { return seed_; }
-  // FNV-1a over every delivery (time, addresses, bytes): equal seeds give equal hashes.
+  // A hash of every delivery (time, addresses, bytes): equal inputs give equal hashes.
   uint64_t trace_hash() const { return trace_hash_; }
   // With recording on, one line per transmit decision ("t=… 1->2 op=0x04 psn=7 len=… drop").
   void record_trace(bool on) { record_ = on; }

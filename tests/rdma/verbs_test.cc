@@ -288,6 +288,60 @@ TEST_F(Verbs, RingsWrapAndUnsignaledSlotsAreFreedByLaterCompletions) {
   EXPECT_EQ(a_.device->nic().counters().cq_overflows, 0u);
 }
 
+TEST_F(Verbs, ZeroLengthMessages) {
+  open_pair();
+  ASSERT_EQ(post_recv(*b_.qp, {b_.sge(0, 64)}, 1), 0);
+  ASSERT_EQ(post_recv(*b_.qp, {}, 2), 0);
+  ASSERT_EQ(post_send(*a_.qp, WrOpcode::kSend, {}, 10), 0);
+  ASSERT_EQ(post_send(*a_.qp, WrOpcode::kRdmaWriteWithImm, {}, 11, b_.addr(0), b_.mr->rkey(), 5),
+            0);
+  auto rx = drain(b_);
+  ASSERT_EQ(rx.size(), 2u);
+  EXPECT_EQ(rx[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(rx[0].byte_len, 0u);
+  EXPECT_EQ(rx[1].opcode, WcOpcode::kRecvRdmaWithImm);
+  EXPECT_EQ(rx[1].byte_len, 0u);
+  EXPECT_EQ(rx[1].imm_data, 5u);
+  EXPECT_EQ(drain(a_).size(), 2u);
+}
+
+// Three NICs on one wire: A talks to B and to C on two QPs at once; an RC QP accepts packets
+// only from the peer it was connected to.
+TEST_F(Verbs, ThreeNicsOnOneWire) {
+  QpOptions o;
+  Host c;
+  open(a_, o);
+  open(b_, o);
+  open(c, o);
+  auto a2 = make_qp(a_, o);
+  connect(a_, *a_.qp, b_, *b_.qp, o);
+  connect(b_, *b_.qp, a_, *a_.qp, o);
+  connect(a_, *a2, c, *c.qp, o);
+  connect(c, *c.qp, a_, *a2, o);
+  fill(a_.at(0), 8192, 8);
+  ASSERT_EQ(
+      post_send(*a_.qp, WrOpcode::kRdmaWrite, {a_.sge(0, 4096)}, 1, b_.addr(0), b_.mr->rkey()), 0);
+  ASSERT_EQ(post_send(*a2, WrOpcode::kRdmaWrite, {a_.sge(4096, 4096)}, 2, c.addr(0), c.mr->rkey()),
+            0);
+  auto tx = drain(a_);
+  ASSERT_EQ(tx.size(), 2u);
+  for (auto& w : tx) EXPECT_EQ(w.status, WcStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(b_.at(0), a_.at(0), 4096), 0);
+  EXPECT_EQ(std::memcmp(c.at(0), a_.at(4096), 4096), 0);
+  // C's QP, aimed by hand at A's first QP (connected to B), is ignored there.
+  QpAttr r;
+  r.qp_state = QpState::kReset;
+  ASSERT_EQ(c.qp->modify(r, qp_attr::kState), 0);
+  connect(c, *c.qp, a_, *a_.qp, o);
+  const uint64_t dropped = a_.device->nic().counters().dropped_packets;
+  ASSERT_EQ(post_send(*c.qp, WrOpcode::kRdmaWrite, {c.sge(0, 64)}, 3, a_.addr(0), a_.mr->rkey()),
+            0);
+  cluster_.run_for(1'000'000);
+  EXPECT_GT(a_.device->nic().counters().dropped_packets, dropped);
+  a2.reset();
+  c.qp.reset();
+}
+
 TEST_F(Verbs, SharedReceiveQueueFeedsTwoQps) {
   QpOptions o;
   open(a_, o);

@@ -22,7 +22,7 @@ bool Cluster::step() {
   return did;
 }
 
-uint64_t Cluster::next_event() const {
+uint64_t Cluster::next_event_ns() const {
   uint64_t t = wire_.next_event_ns();
   for (const auto& n : nics_) t = std::min(t, n->nic().next_timer_ns());
   return t;
@@ -33,7 +33,7 @@ void Cluster::run_for(uint64_t ns) {
   for (;;) {
     while (step()) {
     }
-    const uint64_t next = next_event();
+    const uint64_t next = next_event_ns();
     if (next > end) {
       now_ = end;
       step();  // doorbells rung meanwhile are seen at the end time too
@@ -48,7 +48,7 @@ bool Cluster::run_until_idle(uint64_t limit_ns) {
   for (;;) {
     while (step()) {
     }
-    const uint64_t next = next_event();
+    const uint64_t next = next_event_ns();
     if (next == UINT64_MAX) return true;
     if (next > end) {
       now_ = end;

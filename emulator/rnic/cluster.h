@@ -30,13 +30,20 @@ class Cluster {
 
   // All the work due now: deliveries, then each NIC. True if anything happened.
   bool step();
+  // For an engine that owns the clock (scenarios/sim's Lockstep: add_world / add_event_source):
+  // time moves to t (never back) and the work due then is done; and the next instant at which
+  // anything is due (a delivery or a NIC timer), UINT64_MAX for none.
+  bool step_at(uint64_t t_ns) {
+    if (t_ns > now_) now_ = t_ns;
+    return step();
+  }
+  uint64_t next_event_ns() const;
   // Steps and jumps from event to event until now + ns (now ends there).
   void run_for(uint64_t ns);
   // ... until nothing is pending at all, or `limit_ns` of virtual time went by. True if idle.
   bool run_until_idle(uint64_t limit_ns = 10'000'000'000ull);
 
  private:
-  uint64_t next_event() const;
   Wire wire_;
   std::vector<std::unique_ptr<RnicDevice>> nics_;
   uint64_t now_ = 0;

@@ -35,6 +35,8 @@ class RnicDevice final : public vfio_user::DeviceModel {
   const Rnic& nic() const { return *nic_; }
   const device::PciConfigSpace& config_space() const { return config_; }
   bool process(uint64_t now_ns) { return nic_->process(now_ns); }
+  // DMA the device wanted while the host had bus mastering off (refused, as a root port does).
+  uint64_t dma_refused_no_bus_master() const { return dma_.refused_no_bus_master; }
 
   // ---- vfio_user::DeviceModel ----
   vfio_user::RegionDesc region(uint32_t index) const override;

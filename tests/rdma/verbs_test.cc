@@ -342,6 +342,27 @@ TEST_F(Verbs, ThreeNicsOnOneWire) {
   c.qp.reset();
 }
 
+// The device boundary: with bus mastering off the NIC reaches no host memory at all.
+TEST_F(Verbs, NoDmaWithoutBusMastering) {
+  open_pair();
+  uint16_t cmd = 0;
+  ASSERT_EQ(a_.device->region_read(spec::vfio_user::region::kConfig, spec::pci::kCommand, &cmd, 2),
+            0);
+  cmd &= static_cast<uint16_t>(~spec::pci::command::kBusMaster);  // as the host would write it
+  ASSERT_EQ(a_.device->region_write(spec::vfio_user::region::kConfig, spec::pci::kCommand, &cmd, 2),
+            0);
+  ASSERT_EQ(post_send(*a_.qp, WrOpcode::kSend, {a_.sge(0, 64)}, 1), 0);
+  cluster_.run_until_idle();
+  EXPECT_GT(a_.device->dma_refused_no_bus_master(), 0u);
+  EXPECT_EQ(cluster_.wire().stats().sent, 0u);
+  WorkCompletion wc;
+  EXPECT_EQ(a_.cq->poll(&wc, 1), 0);  // not even a completion could be written
+  // Back on, or tearing down would wait out every mailbox command (the mailbox is DMA too).
+  cmd |= spec::pci::command::kBusMaster;
+  ASSERT_EQ(a_.device->region_write(spec::vfio_user::region::kConfig, spec::pci::kCommand, &cmd, 2),
+            0);
+}
+
 TEST_F(Verbs, SharedReceiveQueueFeedsTwoQps) {
   QpOptions o;
   open(a_, o);

@@ -164,6 +164,11 @@ void Rnic::send_request_packet(Qp& qp, uint32_t qpn, SendOp& o, uint32_t pkt) {
 }
 
 void Rnic::rewind_to(Qp& qp, uint32_t psn) {
+  // Only ever backwards: an ACK beyond an incomplete READ may already have sent the cursor
+  // back to the READ, and a NAK for a later PSN in the same packet train must not skip it.
+  const uint32_t cursor =
+      qp.tx_op < qp.ops.size() ? roce::psn_add(qp.ops[qp.tx_op].first_psn, qp.tx_pkt) : qp.next_psn;
+  if (roce::psn_diff(psn, cursor) >= 0) return;
   for (std::size_t i = 0; i < qp.ops.size(); ++i) {
     const SendOp& o = qp.ops[i];
     if (roce::psn_diff(psn, o.last_psn()) <= 0) {
@@ -188,7 +193,11 @@ void Rnic::acknowledge_through(Qp& qp, uint32_t qpn, uint32_t psn) {
       break;
     }
     if (roce::psn_diff(o.last_psn(), psn) > 0) {
-      if (roce::psn_diff(psn, qp.una_psn) >= 0) qp.una_psn = roce::psn_add(psn, 1);
+      if (roce::psn_diff(psn, qp.una_psn) >= 0) {
+        // Progress inside a message restores the retry count as a completed one does.
+        qp.una_psn = roce::psn_add(psn, 1);
+        qp.retry_left = qp.attrs.retry_cnt;
+      }
       break;
     }
     const SendOp done = o;

@@ -213,6 +213,7 @@ void LvolStore::unregister_bdev(Lvol* l, std::function<void()> then) {
 }
 
 void LvolStore::add_lvol(blob::Blob* b, const std::string& name, std::function<void(Lvol*, int)> done) {
+  if (crashing_) return done(nullptr, -ENXIO);  // crash() unregisters only what it saw
   auto l = std::make_unique<Lvol>();
   l->lvs = this;
   l->name = name;
@@ -237,21 +238,25 @@ void LvolStore::open_and_add(blob::BlobId id, const std::string& name, LvolDoneF
 // ----------------------------------------------------------------------- the store ----
 
 void LvolStore::create(bdev::Manager& mgr, const std::string& base, const std::string& name,
-                       uint32_t cluster_size, StoreDoneFn cb, void* arg) {
+                       uint32_t cluster_size, StoreDoneFn cb, void* arg,
+                       env::MemoryRegistry* dma, uint64_t md_pages) {
   if (!valid_name(name)) return cb(arg, nullptr, -EINVAL);
   if (find(name) != nullptr) return cb(arg, nullptr, -EEXIST);
-  blob::StoreOptions o;
+  auto self = std::make_shared<LvolStore*>(nullptr);
+  blob::StoreOptions o = store_options(self, dma);
   o.cluster_size = cluster_size ? cluster_size : 4u << 20;
-  o.bstype = kBstype;
-  blob::Blobstore::init(mgr, base, o, StoreBox::cb, new StoreBox{[&mgr, name, cb, arg](blob::Blobstore* bs, int rc) {
+  o.md_pages = md_pages;
+  blob::Blobstore::init(mgr, base, o, StoreBox::cb, new StoreBox{[&mgr, name, self, cb, arg](blob::Blobstore* bs, int rc) {
     if (rc != 0) return cb(arg, nullptr, rc);
     auto* lvs = new LvolStore(mgr, bs);
+    *self = lvs;
     lvs->name_ = name;
     blob::BlobOptions so;
     so.thin = true;
     blob::Xattr x{kStoreName, std::vector<uint8_t>(name.begin(), name.end())};
-    bs->create_blob(so, IdBox::cb, new IdBox{[lvs, bs, x, cb, arg](blob::BlobId id, int rc) {
-      auto fail = [lvs, cb, arg](int rc) {
+    bs->create_blob(so, IdBox::cb, new IdBox{[lvs, bs, x, self, cb, arg](blob::BlobId id, int rc) {
+      auto fail = [lvs, self, cb, arg](int rc) {
+        *self = nullptr;
         lvs->bs_->abandon();
         delete lvs;
         cb(arg, nullptr, rc);
@@ -274,10 +279,10 @@ void LvolStore::create(bdev::Manager& mgr, const std::string& base, const std::s
   }});
 }
 
-void LvolStore::load(bdev::Manager& mgr, const std::string& base, StoreDoneFn cb, void* arg) {
-  blob::StoreOptions o;
-  o.bstype = kBstype;
-  blob::Blobstore::load(mgr, base, o, StoreBox::cb, new StoreBox{[&mgr, cb, arg](blob::Blobstore* bs, int rc) {
+void LvolStore::load(bdev::Manager& mgr, const std::string& base, StoreDoneFn cb, void* arg,
+                     env::MemoryRegistry* dma) {
+  auto self = std::make_shared<LvolStore*>(nullptr);
+  blob::Blobstore::load(mgr, base, store_options(self, dma), StoreBox::cb, new StoreBox{[&mgr, self, cb, arg](blob::Blobstore* bs, int rc) {
     if (rc != 0) return cb(arg, nullptr, rc);
     blob::Blob* super = bs->find(bs->super_blob());
     const std::string name = super ? internal_name(super, kStoreName) : "";
@@ -286,6 +291,7 @@ void LvolStore::load(bdev::Manager& mgr, const std::string& base, StoreDoneFn cb
       return cb(arg, nullptr, name.empty() ? -EILSEQ : -EEXIST);
     }
     auto* lvs = new LvolStore(mgr, bs);
+    *self = lvs;
     lvs->name_ = name;
     {
       std::lock_guard lock(registry_mu());
@@ -309,22 +315,78 @@ void LvolStore::load(bdev::Manager& mgr, const std::string& base, StoreDoneFn cb
       struct Ctx {
         std::shared_ptr<std::function<void(std::size_t)>> next;
         std::size_t i;
+        LvolStore* lvs;
         StoreDoneFn cb;
         void* arg;
+        int rc;
       };
       lvs->open_and_add((*ids)[i], n, [](void* a, Lvol*, int rc) {
         auto* c = static_cast<Ctx*>(a);
-        auto next = c->next;
-        const std::size_t i = c->i;
-        StoreDoneFn cb = c->cb;
-        void* arg = c->arg;
-        delete c;
-        if (rc != 0) return cb(arg, nullptr, rc);
-        (*next)(i + 1);
-      }, new Ctx{next, i, cb, arg});
+        if (rc == 0) {
+          auto next = c->next;
+          const std::size_t i = c->i;
+          delete c;
+          return (*next)(i + 1);
+        }
+        // Half loaded: the lvol bdevs registered so far go, and the store with them (writing
+        // nothing), before the caller hears of the failure.
+        *c->next = nullptr;
+        c->next.reset();
+        c->rc = rc;
+        c->lvs->crash([](void* a, int) {
+          auto* c = static_cast<Ctx*>(a);
+          const StoreDoneFn cb = c->cb;
+          void* arg = c->arg;
+          const int rc = c->rc;
+          delete c;
+          cb(arg, nullptr, rc);
+        }, c);
+      }, new Ctx{next, i, lvs, cb, arg, 0});
     };
     (*next)(0);
   }});
+}
+
+// The base's hot removal crashes the store (nothing can be written to a base that is gone).
+blob::StoreOptions LvolStore::store_options(std::shared_ptr<LvolStore*> self,
+                                            env::MemoryRegistry* dma) {
+  blob::StoreOptions o;
+  o.bstype = kBstype;
+  o.registry = dma;
+  o.on_base_removed = [self] {
+    if (*self != nullptr) (*self)->crash(nullptr, nullptr);
+  };
+  return o;
+}
+
+void LvolStore::crash(DoneFn cb, void* arg) {
+  if (crashing_) {
+    if (cb) cb(arg, -EALREADY);
+    return;
+  }
+  crashing_ = true;
+  // Two things end before the store is freed: the blobstore (once its channels are gone) and
+  // every lvol bdev's unregistration.
+  struct Wait {
+    LvolStore* lvs;
+    DoneFn cb;
+    void* arg;
+    std::size_t left;
+    void one() {
+      if (--left > 0) return;
+      LvolStore* s = lvs;
+      DoneFn c = cb;
+      void* a = arg;
+      delete this;
+      s->bs_ = nullptr;
+      delete s;
+      if (c) c(a, 0);
+    }
+  };
+  const std::vector<std::string> names = lvol_names();
+  auto* w = new Wait{this, cb, arg, names.size() + 1};
+  bs_->crash([](void* a, int) { static_cast<Wait*>(a)->one(); }, w);
+  for (const std::string& n : names) unregister_bdev(lvol(n), [w] { w->one(); });
 }
 
 void LvolStore::unload(DoneFn cb, void* arg) {
@@ -440,7 +502,7 @@ void LvolStore::rename(Lvol* l, const std::string& new_name, DoneFn cb, void* ar
 }
 
 void LvolStore::destroy(Lvol* l, DoneFn cb, void* arg) {
-  if (l->blob->has_clones()) return cb(arg, -EBUSY);
+  if (l->blob->clones().size() > 1) return cb(arg, -EBUSY);  // one clone: merged into it
   unregister_bdev(l, [this, l, cb, arg] {
     bs_->close_blob(l->blob, OpBox::cb, new OpBox{[this, l, cb, arg](int rc) {
       if (rc != 0) return cb(arg, rc);

@@ -363,6 +363,31 @@ TEST_F(Verbs, NoDmaWithoutBusMastering) {
             0);
 }
 
+// The seam for the lockstep engine: an outside clock moves the cluster with step_at() to
+// each instant next_event_ns() names, as Lockstep's add_world / add_event_source would.
+TEST_F(Verbs, DrivenByAnExternalClock) {
+  open_pair();
+  fill(a_.at(0), 3000, 14);
+  ASSERT_EQ(post_recv(*b_.qp, {b_.sge(0, 4096)}, 1), 0);
+  ASSERT_EQ(post_send(*a_.qp, WrOpcode::kSend, {a_.sge(0, 3000)}, 2), 0);
+  uint64_t clock = 500;  // the engine's own time
+  int jumps = 0;
+  EXPECT_TRUE(cluster_.step_at(clock));  // the doorbell is seen now: packets leave
+  for (uint64_t t; (t = cluster_.next_event_ns()) != UINT64_MAX && jumps < 100; ++jumps) {
+    ASSERT_GE(t, clock);
+    clock = t;
+    cluster_.step_at(clock);
+  }
+  EXPECT_EQ(cluster_.now_ns(), clock);
+  EXPECT_EQ(clock, 500u + 2 * 1000);  // three packets out, one ACK back: two wire latencies
+  WorkCompletion wc[2];
+  ASSERT_EQ(b_.cq->poll(wc, 2), 1);
+  EXPECT_EQ(wc[0].byte_len, 3000u);
+  ASSERT_EQ(a_.cq->poll(wc, 2), 1);
+  EXPECT_EQ(wc[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(a_.at(0), b_.at(0), 3000), 0);
+}
+
 TEST_F(Verbs, SharedReceiveQueueFeedsTwoQps) {
   QpOptions o;
   open(a_, o);

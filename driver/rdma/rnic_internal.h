@@ -95,9 +95,13 @@ struct WorkQueue {
   uint32_t log = 0;
   uint32_t max_sge = 0;
   uint32_t free_slots() const { return (1u << log) - (produced - completed); }
-  // A completion's 16-bit WQE counter: everything up to it is consumed.
+  // A completion's 16-bit WQE counter: everything up to it has been taken by the device
+  // (which copies a WQE when it takes it, so the slot is free). SRQ completions come back
+  // in any order across QPs: an older counter than one seen already changes nothing.
   void complete_through(uint16_t counter) {
-    completed += static_cast<uint16_t>(counter - static_cast<uint16_t>(completed)) + 1u;
+    const auto ahead = static_cast<uint16_t>(counter - static_cast<uint16_t>(completed));
+    if (ahead >= 0x8000) return;
+    completed += ahead + 1u;
   }
 };
 
@@ -129,12 +133,13 @@ class RnicQp final : public Qp {
   int post_recv(const RecvWr& wr, const RecvWr** bad_wr) override;
   WorkQueue& sq() { return sq_; }
   WorkQueue& rq() { return rq_; }
+  RnicSrq* srq() const { return srq_; }
 
  private:
   RnicContext& ctx_;
   uint32_t qpn_;
   bool sig_all_;
-  bool has_srq_;
+  RnicSrq* srq_;  // nullptr: the QP's own receive queue
   Ring<sr::SendWqe> sq_ring_;
   Ring<sr::RecvWqe> rq_ring_;
   WorkQueue sq_, rq_;

@@ -46,7 +46,9 @@ int RnicCq::poll(WorkCompletion* wc, int n) {
       RnicQp& qp = *ctx_.qps[e->qpn];
       if (!(e->flags & sr::cqe_flag::kRecv)) {
         qp.sq().complete_through(e->wqe_counter);
-      } else if (qp.rq().log != 0) {
+      } else if (qp.srq() != nullptr) {
+        qp.srq()->queue().complete_through(e->wqe_counter);
+      } else {
         qp.rq().complete_through(e->wqe_counter);
       }
     }
@@ -112,7 +114,7 @@ RnicQp::RnicQp(RnicContext& ctx, uint32_t qpn, const QpInitAttr& init, Ring<sr::
     : ctx_(ctx),
       qpn_(qpn),
       sig_all_(init.sq_sig_all),
-      has_srq_(init.srq != nullptr),
+      srq_(init.srq != nullptr ? ctx.srqs[init.srq->handle()] : nullptr),
       sq_ring_(std::move(sq)),
       rq_ring_(std::move(rq)),
       sq_doorbell_(ctx.doorbell(sr::reg::sq_doorbell(qpn))),
@@ -227,7 +229,7 @@ int RnicQp::post_send(const SendWr& first, const SendWr** bad_wr) {
 
 int RnicQp::post_recv(const RecvWr& wr, const RecvWr** bad_wr) {
   const QpState s = state_.load(std::memory_order_acquire);
-  if (has_srq_ || s == QpState::kReset || s == QpState::kSqd || s == QpState::kSqe) {
+  if (srq_ != nullptr || s == QpState::kReset || s == QpState::kSqd || s == QpState::kSqe) {
     if (bad_wr != nullptr) *bad_wr = &wr;
     return -EINVAL;
   }

@@ -388,6 +388,43 @@ TEST_F(Verbs, DrivenByAnExternalClock) {
   EXPECT_EQ(std::memcmp(a_.at(0), b_.at(0), 3000), 0);
 }
 
+// A 4-entry SRQ shared by two QPs carries 40 messages: its slots are freed as completions
+// come back (in any order across the QPs), so posting never runs out.
+TEST_F(Verbs, SharedReceiveQueueSlotsAreReused) {
+  QpOptions o;
+  open(a_, o);
+  open(b_, o);
+  auto srq = b_.ctx->create_srq(*b_.pd, 4, 1);
+  ASSERT_TRUE(srq.ok());
+  auto a2 = make_qp(a_, o);
+  auto b1 = make_qp(b_, o, srq.value().get());
+  auto b2 = make_qp(b_, o, srq.value().get());
+  connect(a_, *a_.qp, b_, *b1, o);
+  connect(b_, *b1, a_, *a_.qp, o);
+  connect(a_, *a2, b_, *b2, o);
+  connect(b_, *b2, a_, *a2, o);
+  for (int round = 0; round < 10; ++round) {
+    for (int i = 0; i < 4; ++i) {
+      Sge s = b_.sge(i * 4096, 4096);
+      RecvWr wr;
+      wr.wr_id = round * 4 + i;
+      wr.sg_list = &s;
+      wr.num_sge = 1;
+      ASSERT_EQ(srq.value()->post_recv(wr, nullptr), 0) << "round " << round << " recv " << i;
+    }
+    // A long message on one QP and short ones on the other: completions cross.
+    ASSERT_EQ(post_send(*a_.qp, WrOpcode::kSend, {a_.sge(0, 4000)}, 1), 0);
+    for (int i = 0; i < 3; ++i) ASSERT_EQ(post_send(*a2, WrOpcode::kSend, {a_.sge(0, 8)}, 2), 0);
+    auto rx = drain(b_);
+    ASSERT_EQ(rx.size(), 4u) << "round " << round;
+    for (auto& w : rx) EXPECT_EQ(w.status, WcStatus::kSuccess);
+    drain(a_);
+  }
+  b1.reset();
+  b2.reset();
+  a2.reset();
+}
+
 TEST_F(Verbs, SharedReceiveQueueFeedsTwoQps) {
   QpOptions o;
   open(a_, o);

@@ -17,6 +17,7 @@ namespace pollux::rdma::rnic {
 
 namespace sr = spec::rnic;
 
+class RnicCq;
 class RnicQp;
 class RnicSrq;
 
@@ -57,6 +58,7 @@ class RnicContext final : public Context {
   // Completions name QPs by number; the CQ finds the QP's queues here to free their slots.
   std::array<RnicQp*, sr::kMaxQp> qps{};
   std::array<RnicSrq*, sr::kMaxSrq> srqs{};
+  std::array<RnicCq*, sr::kMaxCq> cqs{};
   const std::string& why() const { return why_; }
 
  private:
@@ -78,6 +80,9 @@ class RnicCq final : public Cq {
       : ctx_(ctx), handle_(handle), ring_(std::move(ring)) {}
   ~RnicCq() override;
   int poll(WorkCompletion* wc, int n) override;
+  // Discards the completions of QP qpn still in the ring (a QP reset or destroyed: its work
+  // is gone, and so must be what it completed, as verbs providers do). Set-up path.
+  void clean(uint32_t qpn);
   uint32_t handle() const override { return handle_; }
   uint32_t capacity() const override { return ring_.size(); }
 
@@ -134,12 +139,14 @@ class RnicQp final : public Qp {
   WorkQueue& sq() { return sq_; }
   WorkQueue& rq() { return rq_; }
   RnicSrq* srq() const { return srq_; }
+  void clean_cqs();
 
  private:
   RnicContext& ctx_;
   uint32_t qpn_;
   bool sig_all_;
   RnicSrq* srq_;  // nullptr: the QP's own receive queue
+  uint32_t send_cqn_, recv_cqn_;
   Ring<sr::SendWqe> sq_ring_;
   Ring<sr::RecvWqe> rq_ring_;
   WorkQueue sq_, rq_;

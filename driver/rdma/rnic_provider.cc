@@ -213,7 +213,9 @@ Result<std::unique_ptr<Cq>> RnicContext::create_cq(uint32_t min_entries) {
   sr::HandleOut o{};
   if (int rc = command(sr::CmdOpcode::kCreateCq, &in, sizeof in, &o, sizeof o); rc != 0)
     return make_error(rc, "CREATE_CQ failed");
-  return std::unique_ptr<Cq>(new RnicCq(*this, o.handle, std::move(ring)));
+  auto* cq = new RnicCq(*this, o.handle, std::move(ring));
+  cqs[o.handle] = cq;
+  return std::unique_ptr<Cq>(cq);
 }
 
 Result<std::unique_ptr<Srq>> RnicContext::create_srq(Pd& pd, uint32_t max_wr, uint32_t max_sge) {

@@ -22,16 +22,24 @@ bool copy_sges(sr::Sge* dst, const Sge* src, int n) {
 
 // ------------------------------------------------------------------------------ CQ ---
 RnicCq::~RnicCq() {
+  ctx_.cqs[handle_] = nullptr;
   const sr::HandleIn in{handle_};
   ctx_.command(sr::CmdOpcode::kDestroyCq, &in, sizeof in, nullptr, 0);
 }
 
+// A discarded entry (clean()) names no QP.
+constexpr uint32_t kCleanedQpn = sr::kNone;
+
 int RnicCq::poll(WorkCompletion* wc, int n) {
   if (n < 0 || (n > 0 && wc == nullptr)) return -EINVAL;
   int got = 0;
+  uint32_t taken = 0;
   while (got < n) {
-    const sr::Cqe* e = ring_.at(consumed_);
-    if (__atomic_load_n(&e->owner, __ATOMIC_ACQUIRE) != sr::phase_for(consumed_, ring_.log)) break;
+    const sr::Cqe* e = ring_.at(consumed_ + taken);
+    if (__atomic_load_n(&e->owner, __ATOMIC_ACQUIRE) != sr::phase_for(consumed_ + taken, ring_.log))
+      break;
+    ++taken;
+    if (e->qpn == kCleanedQpn) continue;
     WorkCompletion& w = wc[got++];
     w.wr_id = e->wr_id;
     w.status = static_cast<WcStatus>(e->status);
@@ -52,10 +60,21 @@ int RnicCq::poll(WorkCompletion* wc, int n) {
         qp.rq().complete_through(e->wqe_counter);
       }
     }
-    ++consumed_;
   }
-  if (got > 0) ring_doorbell(ctx_.doorbell(sr::reg::cq_doorbell(handle_)), consumed_);
+  if (taken > 0) {
+    consumed_ += taken;
+    ring_doorbell(ctx_.doorbell(sr::reg::cq_doorbell(handle_)), consumed_);
+  }
   return got;
+}
+
+void RnicCq::clean(uint32_t qpn) {
+  for (uint32_t i = consumed_;; ++i) {
+    sr::Cqe* e = ring_.at(i);
+    if (__atomic_load_n(&e->owner, __ATOMIC_ACQUIRE) != sr::phase_for(i, ring_.log)) break;
+    if (e->qpn == qpn) e->qpn = kCleanedQpn;
+    if (i - consumed_ >= ring_.size()) break;
+  }
 }
 
 // ----------------------------------------------------------------------------- SRQ ---
@@ -115,6 +134,8 @@ RnicQp::RnicQp(RnicContext& ctx, uint32_t qpn, const QpInitAttr& init, Ring<sr::
       qpn_(qpn),
       sig_all_(init.sq_sig_all),
       srq_(init.srq != nullptr ? ctx.srqs[init.srq->handle()] : nullptr),
+      send_cqn_(init.send_cq->handle()),
+      recv_cqn_(init.recv_cq->handle()),
       sq_ring_(std::move(sq)),
       rq_ring_(std::move(rq)),
       sq_doorbell_(ctx.doorbell(sr::reg::sq_doorbell(qpn))),
@@ -129,6 +150,12 @@ RnicQp::~RnicQp() {
   ctx_.qps[qpn_] = nullptr;
   const sr::HandleIn in{qpn_};
   ctx_.command(sr::CmdOpcode::kDestroyQp, &in, sizeof in, nullptr, 0);
+  clean_cqs();
+}
+
+void RnicQp::clean_cqs() {
+  for (uint32_t cqn : {send_cqn_, recv_cqn_})
+    if (ctx_.cqs[cqn] != nullptr) ctx_.cqs[cqn]->clean(qpn_);
 }
 
 int RnicQp::modify(const QpAttr& a, uint32_t mask) {
@@ -155,9 +182,11 @@ int RnicQp::modify(const QpAttr& a, uint32_t mask) {
   if (rc != 0) return rc;
   if (mask & qp_attr::kState) {
     if (a.qp_state == QpState::kReset) {
-      // The device emptied the queues and zeroed the doorbells: start over.
+      // The device emptied the queues and zeroed the doorbells: start over, and drop what
+      // the QP completed before (its counters would retire slots of the new queues).
       sq_ = WorkQueue{0, 0, sq_.log, sq_.max_sge};
       rq_ = WorkQueue{0, 0, rq_.log, rq_.max_sge};
+      clean_cqs();
     }
     state_.store(a.qp_state, std::memory_order_release);
   }

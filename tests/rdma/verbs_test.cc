@@ -425,6 +425,42 @@ TEST_F(Verbs, SharedReceiveQueueSlotsAreReused) {
   a2.reset();
 }
 
+// Completions a QP left in its CQ go when it is reset (as verbs providers clean the CQ):
+// they are not returned, and their WQE counters do not retire slots of the fresh queues.
+TEST_F(Verbs, ResetDiscardsTheQpsCompletionsLeftInTheCq) {
+  QpOptions o;
+  o.cap = QpCap{4, 4, 1, 1};
+  open_pair(o);
+  auto other = make_qp(a_, o);  // shares A's CQ; its entries stay
+  QpAttr e;
+  e.qp_state = QpState::kErr;
+  ASSERT_EQ(other->modify(e, qp_attr::kState), 0);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(post_recv(*b_.qp, {b_.sge(0, 64)}, i), 0);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(post_send(*a_.qp, WrOpcode::kSend, {a_.sge(0, 64)}, i), 0);
+  ASSERT_EQ(post_send(*other, WrOpcode::kSend, {a_.sge(0, 8)}, 99), 0);  // flushed
+  cluster_.run_until_idle();
+  QpAttr r;
+  r.qp_state = QpState::kReset;
+  ASSERT_EQ(a_.qp->modify(r, qp_attr::kState), 0);
+  ASSERT_EQ(b_.qp->modify(r, qp_attr::kState), 0);
+  WorkCompletion wc[8];
+  ASSERT_EQ(a_.cq->poll(wc, 8), 1);  // only the other QP's flush
+  EXPECT_EQ(wc[0].wr_id, 99u);
+  EXPECT_EQ(b_.cq->poll(wc, 8), 0);
+  connect(a_, *a_.qp, b_, *b_.qp, o);
+  connect(b_, *b_.qp, a_, *a_.qp, o);
+  // A full send queue's worth, and one more is -ENOMEM: the slot accounting starts over.
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(post_recv(*b_.qp, {b_.sge(0, 64)}, 10 + i), 0);
+  for (int i = 0; i < 4; ++i)
+    ASSERT_EQ(post_send(*a_.qp, WrOpcode::kSend, {a_.sge(0, 64)}, 10 + i), 0);
+  EXPECT_EQ(post_send(*a_.qp, WrOpcode::kSend, {a_.sge(0, 64)}, 20), -ENOMEM);
+  auto tx = drain(a_);
+  ASSERT_EQ(tx.size(), 4u);
+  EXPECT_EQ(tx[0].wr_id, 10u);
+  EXPECT_EQ(drain(b_).size(), 4u);
+  other.reset();
+}
+
 TEST_F(Verbs, SharedReceiveQueueFeedsTwoQps) {
   QpOptions o;
   open(a_, o);

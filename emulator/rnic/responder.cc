@@ -141,7 +141,8 @@ void Rnic::handle_request(Qp& qp, uint32_t qpn, const Packet& p) {
 
   if (code == op::kRdmaReadRequest) {
     const uint32_t len = p.reth->dma_length();
-    if (qp.attrs.max_dest_rd_atomic == 0) {  // no responder resources for READs
+    // No responder resources for READs, or longer than any message may be (2^31 bytes).
+    if (qp.attrs.max_dest_rd_atomic == 0 || len > sr::kMaxMessageBytes) {
       responder_error(qp, qpn, syn::kNakInvalidRequest, psn, sr::WcStatus::kRemInvReqErr,
                       sr::EventType::kQpReqErr);
       return;

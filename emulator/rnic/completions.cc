@@ -120,7 +120,7 @@ void Rnic::enter_error(uint32_t qpn) {
   if (qp.state == sr::QpState::kErr) return;
   qp.state = sr::QpState::kErr;
   qp.ack_deadline = qp.rnr_deadline = 0;
-  qp.in_progress = 0;
+  qp.in_progress = Incoming::kNone;
   flush_queues(qp, qpn);
 }
 

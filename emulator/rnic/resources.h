@@ -58,6 +58,9 @@ struct Srq {
   uint32_t qp_count = 0;
 };
 
+// The kind of multi-packet message a responder is in the middle of.
+enum class Incoming : uint8_t { kNone, kSend, kWrite };
+
 // A fetched send WQE as the requester tracks it until it completes.
 struct SendOp {
   sr::SendWqe wqe;
@@ -94,11 +97,11 @@ struct Qp {
   uint64_t rnr_deadline = 0;  // RNR wait (0: not waiting)
 
   // ---- responder ----
-  uint32_t rq_consumed = 0;  // RQ count of WQEs taken (own RQ)
-  uint32_t epsn = 0;         // expected PSN
-  uint32_t msn = 0;          // message sequence number (completed messages)
-  bool nak_sent = false;     // a PSN sequence error NAK went out for epsn
-  uint8_t in_progress = 0;   // 0, or 's' (SEND) / 'w' (WRITE) message being received
+  uint32_t rq_consumed = 0;                // RQ count of WQEs taken (own RQ)
+  uint32_t epsn = 0;                       // expected PSN
+  uint32_t msn = 0;                        // message sequence number (completed messages)
+  bool nak_sent = false;                   // a PSN sequence error NAK went out for epsn
+  Incoming in_progress = Incoming::kNone;  // a multi-packet message being received
   bool have_rwqe = false;
   sr::RecvWqe rwqe{};
   uint32_t rwqe_counter = 0;

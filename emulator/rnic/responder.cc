@@ -76,8 +76,7 @@ void Rnic::responder_error(Qp& qp, uint32_t qpn, uint8_t nak_code, uint32_t psn,
   enter_error(qpn);
 }
 
-void Rnic::send_read_responses(Qp& qp, const Packet&, const uint8_t* data, uint32_t len,
-                               uint32_t first_psn) {
+void Rnic::send_read_responses(Qp& qp, const uint8_t* data, uint32_t len, uint32_t first_psn) {
   const uint32_t mtu = path_mtu(qp);
   const uint32_t n = roce::packets_for(len, mtu);
   roce::Aeth aeth{};
@@ -109,7 +108,7 @@ void Rnic::handle_request(Qp& qp, uint32_t qpn, const Packet& p) {
       const uint8_t* src =
           len == 0 ? nullptr
                    : remote_ptr(qp, p.reth->rkey(), p.reth->va(), len, sr::access::kRemoteRead);
-      if (len == 0 || src != nullptr) send_read_responses(qp, p, src, len, psn);
+      if (len == 0 || src != nullptr) send_read_responses(qp, src, len, psn);
     } else {
       send_ack(qp, syn::ack(), roce::psn_add(qp.epsn, roce::kPsnMask));
     }
@@ -128,9 +127,9 @@ void Rnic::handle_request(Qp& qp, uint32_t qpn, const Packet& p) {
 
   // The opcode must continue the message in progress, or start a new one.
   const bool continues = op::is_middle(code) || op::is_last(code);
-  const bool ok_seq = qp.in_progress == 's'   ? (op::is_send(code) && continues)
-                      : qp.in_progress == 'w' ? (op::is_write(code) && continues)
-                                              : !continues;
+  const bool ok_seq = qp.in_progress == Incoming::kSend    ? (op::is_send(code) && continues)
+                      : qp.in_progress == Incoming::kWrite ? (op::is_write(code) && continues)
+                                                           : !continues;
   const bool ok_len =
       (op::is_first(code) || op::is_middle(code)) ? p.payload_len == mtu : p.payload_len <= mtu;
   if (!ok_seq || (op::has_payload(code) && !ok_len)) {
@@ -156,7 +155,7 @@ void Rnic::handle_request(Qp& qp, uint32_t qpn, const Packet& p) {
       return;
     }
     qp.msn = (qp.msn + 1) & 0xffffff;
-    send_read_responses(qp, p, src, len, psn);
+    send_read_responses(qp, src, len, psn);
     qp.epsn = roce::psn_add(qp.epsn, roce::packets_for(len, mtu));
     return;
   }
@@ -199,9 +198,9 @@ void Rnic::handle_request(Qp& qp, uint32_t qpn, const Packet& p) {
       complete_recv(qp, qpn, sr::WcStatus::kSuccess, qp.rx_offset, op::has_immediate(code), p.imm,
                     false);
       qp.msn = (qp.msn + 1) & 0xffffff;
-      qp.in_progress = 0;
+      qp.in_progress = Incoming::kNone;
     } else {
-      qp.in_progress = 's';
+      qp.in_progress = Incoming::kSend;
     }
   } else {  // RDMA WRITE
     if (p.reth != nullptr) {
@@ -238,9 +237,9 @@ void Rnic::handle_request(Qp& qp, uint32_t qpn, const Packet& p) {
       if (op::has_immediate(code))
         complete_recv(qp, qpn, sr::WcStatus::kSuccess, qp.write_total, true, p.imm, true);
       qp.msn = (qp.msn + 1) & 0xffffff;
-      qp.in_progress = 0;
+      qp.in_progress = Incoming::kNone;
     } else {
-      qp.in_progress = 'w';
+      qp.in_progress = Incoming::kWrite;
     }
   }
   qp.epsn = roce::psn_add(qp.epsn, 1);

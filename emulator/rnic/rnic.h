@@ -135,8 +135,7 @@ class Rnic final : public WirePort {
   void handle_request(Qp& qp, uint32_t qpn, const Packet& p);
   bool take_recv_wqe(Qp& qp);
   void send_ack(const Qp& qp, uint8_t syndrome, uint32_t psn);
-  void send_read_responses(Qp& qp, const Packet& p, const uint8_t* data, uint32_t len,
-                           uint32_t first_psn);
+  void send_read_responses(Qp& qp, const uint8_t* data, uint32_t len, uint32_t first_psn);
   void responder_error(Qp& qp, uint32_t qpn, uint8_t nak_code, uint32_t psn,
                        sr::WcStatus recv_status, sr::EventType event);
   uint8_t* remote_ptr(const Qp& qp, uint32_t rkey, uint64_t va, uint32_t len, uint32_t access);

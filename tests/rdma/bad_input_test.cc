@@ -16,6 +16,7 @@ namespace {
 // (unsignaled sends complete only in error; a move to RESET discards without completing).
 struct Posted {
   std::set<uint64_t> must, may;
+  std::set<uint64_t> srq;  // receives on an SRQ: no QP's error flushes them; they stay
 };
 
 class BadInput : public RdmaTest {
@@ -64,7 +65,8 @@ class BadInput : public RdmaTest {
     }
   }
 
-  void random_call(std::mt19937_64& rng, Host& h, Host& peer, Posted& posted, uint64_t& next_id) {
+  void random_call(std::mt19937_64& rng, Host& h, Qp& qp, Host& peer, Qp& peer_qp, Srq* srq,
+                   Posted& posted, uint64_t& next_id) {
     Sge sges[10];
     for (Sge& s : sges) s = Sge{random_addr(rng, h), random_len(rng), random_key(rng, h)};
     const int nsge = static_cast<int>(rng() % 11) - 2;  // -2 .. 8
@@ -86,7 +88,7 @@ class BadInput : public RdmaTest {
           wr[i].next = i + 1 < chain ? &wr[i + 1] : nullptr;
         }
         const SendWr* bad = nullptr;
-        const int rc = h.qp->post_send(wr[0], &bad);
+        const int rc = qp.post_send(wr[0], &bad);
         ASSERT_TRUE(rc == 0 || rc == -EINVAL || rc == -ENOMEM) << rc;
         for (int i = 0; i < chain && &wr[i] != bad; ++i)
           ((wr[i].send_flags & send_flag::kSignaled) ? posted.must : posted.may)
@@ -102,9 +104,10 @@ class BadInput : public RdmaTest {
         wr.sg_list = list;
         wr.num_sge = nsge;
         const RecvWr* bad = nullptr;
-        const int rc = h.qp->post_recv(wr, &bad);
+        const bool to_srq = srq != nullptr && rng() % 2;
+        const int rc = to_srq ? srq->post_recv(wr, &bad) : qp.post_recv(wr, &bad);
         ASSERT_TRUE(rc == 0 || rc == -EINVAL || rc == -ENOMEM) << rc;
-        if (rc == 0) posted.must.insert(wr.wr_id);
+        if (rc == 0) (to_srq ? posted.srq : posted.must).insert(wr.wr_id);
         break;
       }
       case 3: {
@@ -116,7 +119,7 @@ class BadInput : public RdmaTest {
         a.port_num = static_cast<uint8_t>(rng() % 3);
         a.pkey_index = static_cast<uint16_t>(rng() % 2);
         a.dest_address = rng() % 2 ? peer.ctx->port_address() : rng();
-        a.dest_qp_num = rng() % 2 ? peer.qp->qp_num() : static_cast<uint32_t>(rng());
+        a.dest_qp_num = rng() % 2 ? peer_qp.qp_num() : static_cast<uint32_t>(rng());
         a.rq_psn = static_cast<uint32_t>(rng() % (1u << 25));
         a.sq_psn = static_cast<uint32_t>(rng() % (1u << 25));
         a.timeout = static_cast<uint8_t>(rng() % 40);
@@ -126,7 +129,7 @@ class BadInput : public RdmaTest {
         a.max_rd_atomic = static_cast<uint8_t>(rng() % 20);
         a.max_dest_rd_atomic = static_cast<uint8_t>(rng() % 20);
         const uint32_t mask = static_cast<uint32_t>(rng() % (1u << 22));
-        const int rc = h.qp->modify(a, mask);
+        const int rc = qp.modify(a, mask);
         ASSERT_TRUE(rc == 0 || rc == -EINVAL) << rc;
         if (rc == 0 && (mask & qp_attr::kState) && a.qp_state == QpState::kReset) {
           // RESET drops outstanding work without completions (those already in the CQ stay).
@@ -154,8 +157,10 @@ class BadInput : public RdmaTest {
     }
   }
 
-  static void check(const WorkCompletion& w, Posted& posted) {
-    ASSERT_EQ(posted.must.erase(w.wr_id) + posted.may.erase(w.wr_id), 1u)
+  void check(const WorkCompletion& w, Posted& posted) {
+    const std::size_t from_srq = posted.srq.erase(w.wr_id);
+    srq_completions_ += from_srq;
+    ASSERT_EQ(posted.must.erase(w.wr_id) + posted.may.erase(w.wr_id) + from_srq, 1u)
         << "completion for a WR never posted (or twice): " << w.wr_id;
     const auto s = static_cast<int>(w.status);
     ASSERT_TRUE(s <= 13 || s == 19 || s == 21) << s;
@@ -167,6 +172,8 @@ class BadInput : public RdmaTest {
     for (int n; (n = h.cq->poll(wc, 16)) > 0;)
       for (int i = 0; i < n; ++i) check(wc[i], posted);
   }
+
+  uint64_t srq_completions_ = 0;
 
   void reset_and_connect(const QpOptions& o) {
     QpAttr r;
@@ -192,7 +199,9 @@ TEST_F(BadInput, RandomCallsGetVerbsErrorsNeverACrash) {
   for (int round = 0; round < 40; ++round) {
     for (int i = 0; i < 100; ++i) {
       const bool on_a = rng() % 2;
-      random_call(rng, on_a ? a_ : b_, on_a ? b_ : a_, on_a ? posted_a : posted_b, next_id);
+      Host& h = on_a ? a_ : b_;
+      Host& peer = on_a ? b_ : a_;
+      random_call(rng, h, *h.qp, peer, *peer.qp, nullptr, on_a ? posted_a : posted_b, next_id);
       if (HasFatalFailure()) return;
     }
     // Whatever the QPs went through, moving them to Error completes everything posted.
@@ -223,6 +232,101 @@ TEST_F(BadInput, RandomCallsGetVerbsErrorsNeverACrash) {
               (unsigned long long)a_.device->nic().counters().commands,
               (unsigned long long)a_.device->nic().counters().command_errors,
               (unsigned long long)a_.device->nic().counters().tx_packets);
+}
+
+// The same with a second pair of QPs, B's on a shared receive queue that the random calls
+// also post to. SRQ receives survive QP errors and resets; each completes at most once.
+TEST_F(BadInput, RandomCallsOnQpsSharingAnSrq) {
+  std::printf("seed %llu (POLLUX_SEED replays)\n", static_cast<unsigned long long>(seed()));
+  QpOptions o;
+  o.timeout = 6;
+  o.retry_cnt = 2;
+  o.rnr_retry = 2;
+  o.cap = QpCap{16, 16, 6, 6};
+  open_pair(o);
+  auto srq = b_.ctx->create_srq(*b_.pd, 16, 6);
+  ASSERT_TRUE(srq.ok());
+  auto a2 = make_qp(a_, o);
+  auto b2 = make_qp(b_, o, srq.value().get());
+  auto bring_up = [&] {
+    QpAttr r;
+    r.qp_state = QpState::kReset;
+    for (Qp* q : {a_.qp.get(), b_.qp.get(), a2.get(), b2.get()})
+      ASSERT_EQ(q->modify(r, qp_attr::kState), 0);
+    connect(a_, *a_.qp, b_, *b_.qp, o);
+    connect(b_, *b_.qp, a_, *a_.qp, o);
+    connect(a_, *a2, b_, *b2, o);
+    connect(b_, *b2, a_, *a2, o);
+  };
+  bring_up();
+  std::mt19937_64 rng(seed() ^ 0x5a5a);
+  Posted posted_a, posted_b;
+  uint64_t next_id = 1;
+  for (int round = 0; round < 30; ++round) {
+    for (int i = 0; i < 100; ++i) {
+      switch (rng() % 4) {
+        case 0:
+          random_call(rng, a_, *a_.qp, b_, *b_.qp, nullptr, posted_a, next_id);
+          break;
+        case 1:
+          random_call(rng, b_, *b_.qp, a_, *a_.qp, nullptr, posted_b, next_id);
+          break;
+        case 2:
+          random_call(rng, a_, *a2, b_, *b2, nullptr, posted_a, next_id);
+          break;
+        default:
+          random_call(rng, b_, *b2, a_, *a2, srq.value().get(), posted_b, next_id);
+          break;
+      }
+      if (HasFatalFailure()) return;
+    }
+    // A few well-formed SENDs into the SRQ, whatever state the QPs are in by now.
+    for (int k = 0; k < 3; ++k) {
+      const uint64_t id = next_id++;
+      const int rc = post_send(*a2, WrOpcode::kSend, {a_.sge(0, 16)}, id);
+      ASSERT_TRUE(rc == 0 || rc == -EINVAL || rc == -ENOMEM) << rc;
+      if (rc == 0) posted_a.must.insert(id);
+    }
+    cluster_.run_until_idle(60'000'000'000ull);
+    QpAttr e;
+    e.qp_state = QpState::kErr;
+    for (Qp* q : {a_.qp.get(), b_.qp.get(), a2.get(), b2.get()})
+      ASSERT_EQ(q->modify(e, qp_attr::kState), 0);
+    drain_checked(a_, posted_a);
+    drain_checked(b_, posted_b);
+    EXPECT_TRUE(posted_a.must.empty()) << posted_a.must.size() << " WRs on A never completed";
+    EXPECT_TRUE(posted_b.must.empty()) << posted_b.must.size() << " WRs on B never completed";
+    posted_a = Posted{{}, {}, posted_a.srq};
+    posted_b = Posted{{}, {}, posted_b.srq};
+    bring_up();
+    if (HasFatalFailure()) return;
+  }
+  // The SRQ still feeds B's QP: a good SEND lands in one of its receives (or a fresh one).
+  Sge s = b_.sge(900000, 8192);
+  RecvWr wr;
+  wr.wr_id = 424242;
+  wr.sg_list = &s;
+  wr.num_sge = 1;
+  posted_b.srq.insert(wr.wr_id);
+  const int rc = srq.value()->post_recv(wr, nullptr);
+  ASSERT_TRUE(rc == 0 || rc == -ENOMEM) << rc;
+  ASSERT_EQ(post_send(*a2, WrOpcode::kSend, {a_.sge(0, 0)}, 7), 0);
+  cluster_.run_until_idle(60'000'000'000ull);
+  WorkCompletion wc[16];
+  int n = a_.cq->poll(wc, 16);
+  ASSERT_EQ(n, 1);
+  EXPECT_EQ(wc[0].wr_id, 7u);
+  // An SRQ WQE left over may have bad SGEs (then the SEND fails with a remote error), but the
+  // NIC answered and nothing crashed; a valid one gives success.
+  const auto st = wc[0].status;
+  drain_checked(b_, posted_b);  // the receive it used (and any flushes) are checked too
+  EXPECT_TRUE(st == WcStatus::kSuccess || st == WcStatus::kRemOpErr ||
+              st == WcStatus::kRemInvReqErr)
+      << to_string(st);
+  std::printf("SRQ receives completed: %llu\n", static_cast<unsigned long long>(srq_completions_));
+  EXPECT_GT(srq_completions_, 0u);
+  a2.reset();
+  b2.reset();
 }
 
 }  // namespace

@@ -45,6 +45,9 @@ class RnicContext final : public Context {
   Result<std::unique_ptr<Srq>> create_srq(Pd& pd, uint32_t max_wr, uint32_t max_sge) override;
   Result<std::unique_ptr<Qp>> create_qp(Pd& pd, const QpInitAttr& init) override;
   bool get_async_event(AsyncEvent* event) override;
+  bool probe_removed() override { return pci_->probe_removed(); }
+  // The device is gone (a flag load: the hot path reads it).
+  bool removed() const { return removed_->load(std::memory_order_acquire); }
 
   // One mailbox command: 0 or a negative errno (the device's status mapped to errno).
   int command(sr::CmdOpcode op, const void* in, std::size_t in_len, void* out, std::size_t out_len);
@@ -63,6 +66,7 @@ class RnicContext final : public Context {
 
  private:
   std::unique_ptr<env::PciDevice> pci_;
+  const std::atomic<bool>* removed_;
   env::MemoryRegistry& registry_;
   std::unique_ptr<env::DmaRegion> mailbox_;
   volatile uint8_t* doorbells_ = nullptr;

@@ -76,7 +76,7 @@ class RnicMr final : public Mr {
 }  // namespace
 
 RnicContext::RnicContext(std::unique_ptr<env::PciDevice> pci, env::MemoryRegistry& registry)
-    : pci_(std::move(pci)), registry_(registry) {}
+    : pci_(std::move(pci)), removed_(&pci_->removed_flag()), registry_(registry) {}
 
 RnicContext::~RnicContext() {
   if (pci_ != nullptr) pci_->write32(0, sr::reg::kControl, 0);  // the NIC forgets everything
@@ -166,6 +166,7 @@ int RnicContext::init() {
 int RnicContext::command(sr::CmdOpcode op, const void* in, std::size_t in_len, void* out,
                          std::size_t out_len) {
   std::lock_guard lock(command_mu_);
+  if (removed()) return -ENODEV;
   auto* m = static_cast<sr::CommandMailbox*>(mailbox_->data());
   std::memset(m, 0, sizeof *m);
   m->opcode = static_cast<uint8_t>(op);
@@ -175,7 +176,8 @@ int RnicContext::command(sr::CmdOpcode op, const void* in, std::size_t in_len, v
   // The emulated NIC answers within the doorbell write; hardware may take a while.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   while (__atomic_load_n(&m->owner, __ATOMIC_ACQUIRE) != sr::kOwnerHost) {
-    if (std::chrono::steady_clock::now() > deadline) return -ETIMEDOUT;
+    if (std::chrono::steady_clock::now() > deadline)
+      return pci_->probe_removed() ? -ENODEV : -ETIMEDOUT;
   }
   last_syndrome_ = m->syndrome;
   const int rc = errno_of(static_cast<sr::CmdStatus>(m->status));

@@ -32,6 +32,7 @@ constexpr uint32_t kCleanedQpn = sr::kNone;
 
 int RnicCq::poll(WorkCompletion* wc, int n) {
   if (n < 0 || (n > 0 && wc == nullptr)) return -EINVAL;
+  if (ctx_.removed()) return -ENODEV;
   int got = 0;
   uint32_t taken = 0;
   while (got < n) {
@@ -124,6 +125,10 @@ int post_recv_chain(const RecvWr& first, const RecvWr** bad_wr, Ring<sr::RecvWqe
 }  // namespace
 
 int RnicSrq::post_recv(const RecvWr& wr, const RecvWr** bad_wr) {
+  if (ctx_.removed()) {
+    if (bad_wr != nullptr) *bad_wr = &wr;
+    return -ENODEV;
+  }
   return post_recv_chain(wr, bad_wr, ring_, rq_, doorbell_);
 }
 
@@ -218,7 +223,7 @@ int RnicQp::query(QpAttr* out) {
 
 int RnicQp::post_send(const SendWr& first, const SendWr** bad_wr) {
   const QpState s = state_.load(std::memory_order_acquire);
-  int rc = (s == QpState::kRts || s == QpState::kErr) ? 0 : -EINVAL;
+  int rc = ctx_.removed() ? -ENODEV : (s == QpState::kRts || s == QpState::kErr) ? 0 : -EINVAL;
   const uint32_t before = sq_.produced;
   const SendWr* wr = &first;
   for (; rc == 0 && wr != nullptr; wr = wr->next) {
@@ -258,6 +263,10 @@ int RnicQp::post_send(const SendWr& first, const SendWr** bad_wr) {
 
 int RnicQp::post_recv(const RecvWr& wr, const RecvWr** bad_wr) {
   const QpState s = state_.load(std::memory_order_acquire);
+  if (ctx_.removed()) {
+    if (bad_wr != nullptr) *bad_wr = &wr;
+    return -ENODEV;
+  }
   if (srq_ != nullptr || s == QpState::kReset || s == QpState::kSqd || s == QpState::kSqe) {
     if (bad_wr != nullptr) *bad_wr = &wr;
     return -EINVAL;

@@ -7,10 +7,10 @@
 //
 // Conventions: 0 or a negative errno (-EINVAL for a malformed request or a call in the wrong
 // QP state, -ENOMEM for a full queue, as verbs return them, but negative as in the rest of
-// Pollux). The enums carry libibverbs' numbering (spec/rnic.h). A Context must outlive every
-// object it created; destroy QPs before their CQs, SRQ and PD, as verbs require.
-// Hot path (post_send, post_recv, poll, get_async_event): no locks, no allocation, no system
-// calls, no exceptions; one thread per QP/CQ (or the caller's own serialisation).
+// Pollux; -ENODEV once the device is gone). The enums carry libibverbs' numbering (spec/rnic.h). A
+// Context must outlive every object it created; destroy QPs before their CQs, SRQ and PD, as verbs
+// require. Hot path (post_send, post_recv, poll, get_async_event): no locks, no allocation, no
+// system calls, no exceptions; one thread per QP/CQ (or the caller's own serialisation).
 #pragma once
 
 #include <cstddef>
@@ -200,6 +200,10 @@ class Context {
   virtual Result<std::unique_ptr<Qp>> create_qp(Pd& pd, const QpInitAttr& init) = 0;
   // One asynchronous event if there is one (true), else false. Non-blocking.
   virtual bool get_async_event(AsyncEvent* event) = 0;
+  // Looks actively for the device having gone (a control path: may make a system call).
+  // Once it has, posts and polls return -ENODEV and set-up calls fail; destroying objects
+  // still works (without the device).
+  virtual bool probe_removed() = 0;
 };
 
 }  // namespace pollux::rdma

@@ -183,6 +183,36 @@ TEST_F(PolluxRnicProcess, SendWriteReadAcrossTheProcessBoundary) {
   EXPECT_EQ(std::memcmp(a_.at(0), a_.at(200000), 20000), 0);
 }
 
+// The NIC process dies: the driver finds out, posts and polls say -ENODEV, nothing hangs
+// or crashes, and every object can still be destroyed.
+TEST_F(PolluxRnicProcess, ADeadNicIsReportedAsGone) {
+  open(a_, 0);
+  open(b_, 1);
+  connect(*a_.qp, b_);
+  connect(*b_.qp, a_);
+  EXPECT_FALSE(a_.ctx->probe_removed());
+  ASSERT_EQ(::kill(pid_, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid_, &status, 0), pid_);
+  pid_ = -1;
+  EXPECT_TRUE(a_.ctx->probe_removed());
+  Sge sg{a_.addr(0), 64, a_.mr->lkey()};
+  SendWr s;
+  s.sg_list = &sg;
+  s.num_sge = 1;
+  const SendWr* bad = nullptr;
+  EXPECT_EQ(a_.qp->post_send(s, &bad), -ENODEV);
+  EXPECT_EQ(bad, &s);
+  WorkCompletion wc;
+  EXPECT_EQ(a_.cq->poll(&wc, 1), -ENODEV);
+  QpAttr q;
+  EXPECT_EQ(a_.qp->query(&q), -ENODEV);
+  EXPECT_FALSE(a_.ctx->alloc_pd().ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  TearDown();  // destroys everything against the dead device
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+}
+
 }  // namespace
 }  // namespace pollux::rdma
 

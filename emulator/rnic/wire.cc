@@ -34,7 +34,8 @@ void Wire::transmit(uint64_t now_ns, uint64_t src, uint64_t dst, const uint8_t* 
   const bool late = chance(faults_.reorder);
   const uint64_t flip_at = rng_();
   const bool scripted =
-      std::find(scripted_drops_.begin(), scripted_drops_.end(), index) != scripted_drops_.end();
+      std::find(scripted_drops_.begin(), scripted_drops_.end(), index) != scripted_drops_.end() ||
+      !link_up(src) || !link_up(dst);
   const char* fate = "ok";
   if (scripted || lost) {
     ++stats_.dropped;
@@ -101,6 +102,16 @@ std::size_t Wire::deliver_until(uint64_t t_ns) {
     port->second->receive(f.src, f.bytes.data(), f.bytes.size());
   }
   return n;
+}
+
+void Wire::set_link_up(uint64_t address, bool up) {
+  auto it = std::find(links_down_.begin(), links_down_.end(), address);
+  if (up && it != links_down_.end()) links_down_.erase(it);
+  if (!up && it == links_down_.end()) links_down_.push_back(address);
+}
+
+bool Wire::link_up(uint64_t address) const {
+  return std::find(links_down_.begin(), links_down_.end(), address) == links_down_.end();
 }
 
 uint64_t Wire::next_event_ns() const {

@@ -36,7 +36,7 @@ struct WireFaults {
 struct WireStats {
   uint64_t sent = 0;
   uint64_t delivered = 0;
-  uint64_t dropped = 0;  // by loss, a script, or an unknown destination
+  uint64_t dropped = 0;  // by loss, a script, a link down, or an unknown destination
   uint64_t corrupted = 0;
   uint64_t duplicated = 0;
   uint64_t reordered = 0;
@@ -65,6 +65,10 @@ class Wire {
   bool idle() const { return in_flight_.empty(); }
 
   void set_faults(const WireFaults& f) { faults_ = f; }
+  // A port's link down (a flap or a partition): everything it sends or is sent is lost until
+  // it comes back up. Packets already in flight still arrive.
+  void set_link_up(uint64_t address, bool up);
+  bool link_up(uint64_t address) const;
   const WireStats& stats() const { return stats_; }
   uint64_t seed() const { return seed_; }
   // A hash of every delivery (time, addresses, bytes): equal inputs give equal hashes.
@@ -93,6 +97,7 @@ class Wire {
   uint64_t next_seq_ = 0;
   uint64_t send_index_ = 0;
   std::vector<uint64_t> scripted_drops_;
+  std::vector<uint64_t> links_down_;
   WireStats stats_;
   uint64_t trace_hash_ = 1469598103934665603ull;
   bool record_ = false;

@@ -175,6 +175,36 @@ TEST_F(Reliability, RetryExhaustionOnADeadLink) {
   EXPECT_EQ(state_of(*a_.qp), QpState::kErr);
 }
 
+// A link flap shorter than the retries last is ridden out by retransmission; one longer
+// than timeout x (retry_cnt + 1) fails the QP with RETRY_EXC_ERR.
+TEST_F(Reliability, ALinkFlapIsRiddenOutOrFailsTheQpByItsLength) {
+  QpOptions o;
+  o.timeout = 10;  // 4.19 ms
+  o.retry_cnt = 3;
+  open_pair(o);
+  fill(a_.at(0), 4096, 15);
+  ASSERT_EQ(post_recv(*b_.qp, {b_.sge(0, 4096)}, 1), 0);
+  cluster_.wire().set_link_up(b_.ctx->port_address(), false);
+  ASSERT_EQ(post_send(*a_.qp, WrOpcode::kSend, {a_.sge(0, 4096)}, 1), 0);
+  cluster_.run_for(10'000'000);  // 10 ms down: timeouts at 4.2 and 8.4 ms retransmit into it
+  cluster_.wire().set_link_up(b_.ctx->port_address(), true);
+  auto tx = drain(a_);
+  ASSERT_EQ(tx.size(), 1u);
+  EXPECT_EQ(tx[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(a_.device->nic().counters().timeouts, 3u);  // the third (12.6 ms) gets through
+  ASSERT_EQ(drain(b_).size(), 1u);
+  EXPECT_EQ(std::memcmp(a_.at(0), b_.at(0), 4096), 0);
+  // Down for good: 4 timeouts (the first try and 3 retries), then the QP fails.
+  cluster_.wire().set_link_up(b_.ctx->port_address(), false);
+  ASSERT_EQ(post_send(*a_.qp, WrOpcode::kRdmaWrite, {a_.sge(0, 64)}, 2, b_.addr(0), b_.mr->rkey()),
+            0);
+  tx = drain(a_);
+  ASSERT_EQ(tx.size(), 1u);
+  EXPECT_EQ(tx[0].status, WcStatus::kRetryExcErr);
+  EXPECT_EQ(a_.device->nic().counters().timeouts, 3u + 4u);
+  EXPECT_GE(cluster_.now_ns(), 10'000'000u + 4 * (4096ull << 10));
+}
+
 TEST_F(Reliability, BadRkeyIsARemoteAccessErrorAndBothSidesFlush) {
   open_pair();
   ASSERT_EQ(post_recv(*b_.qp, {b_.sge(0, 64)}, 50), 0);

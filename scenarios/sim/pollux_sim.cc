@@ -193,9 +193,10 @@ int main(int argc, char** argv) {
         std::printf(",\"interval_ms\":%g,\"intervals\":[", interval_ms);
         for (size_t w = 0; w < std::min(windows, d.job.series.size()); ++w) {
           const Window x = window(d.job, w);
-          std::printf("%s{\"end_ms\":%g,\"iops\":%.1f,\"mean_us\":%.3f,\"max_us\":%.3f,"
-                      "\"errors\":%" PRIu64 "}",
-                      w ? "," : "", x.end_ms, x.iops, x.mean_us, x.max_us, x.errors);
+          std::printf(
+              "%s{\"end_ms\":%g,\"iops\":%.1f,\"mean_us\":%.3f,\"max_us\":%.3f,"
+              "\"errors\":%" PRIu64 "}",
+              w ? "," : "", x.end_ms, x.iops, x.mean_us, x.max_us, x.errors);
         }
         std::printf("]");
       }

@@ -553,6 +553,13 @@ Status Target::add_listener(const std::string& nqn, const ListenAddress& a) {
   return ok_status();
 }
 
+ListenAddress Target::as_configured(const ListenAddress& bound) const {
+  ListenAddress a = bound;
+  for (const auto& [asked, b] : any_port_)
+    if (b == bound) a.trsvcid = "0";
+  return a;
+}
+
 Status Target::remove_listener(const std::string& nqn, const ListenAddress& asked) {
   Subsystem* s = find(nqn);
   if (s == nullptr) return fail("no subsystem " + nqn, ENODEV);

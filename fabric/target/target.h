@@ -130,6 +130,9 @@ class Target {
   Status remove_host(const std::string& nqn, const std::string& hostnqn);
   Status set_allow_any_host(const std::string& nqn, bool allow);
   Status add_listener(const std::string& nqn, const ListenAddress& a);
+  // How a listener was asked for: port "0" (any) for one bound to whatever port was free, so a
+  // saved configuration binds afresh (the old port may be taken by then); else as it is.
+  ListenAddress as_configured(const ListenAddress& bound) const;
   Status remove_listener(const std::string& nqn, const ListenAddress& a);
 
   // fn runs on the target thread once every change made so far has reached every group.

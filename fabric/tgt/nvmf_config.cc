@@ -329,11 +329,12 @@ nlohmann::json nvmf_config_json(const target::Target& tgt) {
     for (const std::string& h : s->hosts())
       add("nvmf_subsystem_add_host", {{"nqn", o.nqn}, {"host", h}});
     for (const auto& a : s->listeners())
-      add("nvmf_subsystem_add_listener", {{"nqn", o.nqn}, {"listen_address", address_json(a)}});
+      add("nvmf_subsystem_add_listener",
+          {{"nqn", o.nqn}, {"listen_address", address_json(tgt.as_configured(a))}});
   }
   for (const auto& a : tgt.discovery_subsystem()->listeners())
-    add("nvmf_subsystem_add_listener",
-        {{"nqn", tgt.discovery_subsystem()->nqn()}, {"listen_address", address_json(a)}});
+    add("nvmf_subsystem_add_listener", {{"nqn", tgt.discovery_subsystem()->nqn()},
+                                        {"listen_address", address_json(tgt.as_configured(a))}});
   return out;
 }
 

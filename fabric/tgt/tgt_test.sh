@@ -49,7 +49,7 @@ start() {
   shift
   "$tgt" -m 0x3 --json "$cfg" --rpc "$sock" "$@" >"$dir/tgt.out" 2>"$dir/tgt.err" &
   pid=$!
-  for _ in $(seq 200); do
+  for _ in $(seq 600); do  # up to 30 s: a loaded CI machine starts it slowly
     grep -q "pollux-tgt: ready" "$dir/tgt.out" && break
     kill -0 "$pid" 2>/dev/null || fail "pollux-tgt exited before it was ready"
     sleep 0.05

@@ -48,14 +48,12 @@ class PosixSocket final : public Socket {
   }
   int fd() const { return fd_; }
 
-  ssize_t send(const iovec* iov, int iovcnt) override {
-    msghdr m{};
-    m.msg_iov = const_cast<iovec*>(iov);
-    m.msg_iovlen = static_cast<std::size_t>(iovcnt);
-    const ssize_t r = ::sendmsg(fd_, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (r >= 0) return r;
-    return errno == EAGAIN || errno == EINTR ? kAgain : -errno;
+  ssize_t send(const iovec* iov, int iovcnt) override { return send_flags(iov, iovcnt, 0); }
+  ssize_t send_more(const iovec* iov, int iovcnt) override {
+    return send_flags(iov, iovcnt, MSG_MORE);
   }
+  // Setting TCP_NODELAY (already on) sends the segments MSG_MORE held back.
+  void push() override { no_delay(fd_); }
   ssize_t recv(const iovec* iov, int iovcnt) override {
     const ssize_t r = iovcnt == 1 ? ::recv(fd_, iov[0].iov_base, iov[0].iov_len, MSG_DONTWAIT)
                                   : ::readv(fd_, iov, iovcnt);
@@ -105,6 +103,15 @@ class PosixSocket final : public Socket {
   std::size_t next_ = 0;
 
  private:
+  ssize_t send_flags(const iovec* iov, int iovcnt, int flags) {
+    msghdr m{};
+    m.msg_iov = const_cast<iovec*>(iov);
+    m.msg_iovlen = static_cast<std::size_t>(iovcnt);
+    const ssize_t r = ::sendmsg(fd_, &m, MSG_DONTWAIT | MSG_NOSIGNAL | flags);
+    if (r >= 0) return r;
+    return errno == EAGAIN || errno == EINTR ? kAgain : -errno;
+  }
+
   int fd_;
   std::string peer_;
   bool connecting_;

@@ -311,15 +311,15 @@ void TcpConnection::push(const void* base, std::size_t len, int release_index) {
 }
 
 void TcpConnection::flush() {
+  // A big batch (the host keeps its queue full) may leave its last partial segment for the
+  // next batch to fill: the kernel holds it until a plain send or push().
+  const bool more = queued_bytes_ >= kCorkBytes && !urgent_ && !closing_;
   while (item_count_ > 0 && !socket_dead_) {
     constexpr uint32_t kBatch = 256;  // iovecs per sendmsg (IOV_MAX is 1024)
     const uint32_t n = std::min<uint32_t>(
         {item_count_, static_cast<uint32_t>(items_.size()) - item_head_, kBatch});
     iovec v[kBatch];
     for (uint32_t i = 0; i < n; ++i) v[i] = items_[item_head_ + i].v;
-    // Hold the last partial segment back when this is a big batch (more follows while the
-    // host keeps its queue full), or when more of this batch follows in the next sendmsg.
-    const bool more = (queued_bytes_ >= kCorkBytes && !urgent_ && !closing_) || n < item_count_;
     const ssize_t sent =
         more ? sock_->send_more(v, static_cast<int>(n)) : sock_->send(v, static_cast<int>(n));
     if (sent <= 0) {  // full (kAgain), or broken

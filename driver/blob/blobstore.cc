@@ -101,6 +101,31 @@ Blobstore::~Blobstore() {
 
 void Blobstore::abandon() { destroy(nullptr, nullptr); }
 
+void Blobstore::on_base_event(bdev::DescEvent e, bdev::Bdev&, void* ctx) {
+  auto* bs = static_cast<Blobstore*>(ctx);
+  if (e != bdev::DescEvent::kRemove || !bs->on_base_removed_) return;
+  auto f = std::move(bs->on_base_removed_);
+  bs->on_base_removed_ = nullptr;
+  f();
+}
+
+void Blobstore::crash(OpDoneFn cb, void* arg) {
+  halted_.store(true, std::memory_order_release);
+  destroy_cb_ = cb;
+  destroy_arg_ = arg;
+  destroy_when_idle(this);
+}
+
+// Operations still queued or running end quickly (their I/O fails); the store goes after.
+void Blobstore::destroy_when_idle(void* self) {
+  auto* bs = static_cast<Blobstore*>(self);
+  if (bs->op_running_ || !bs->queue_.empty()) {
+    bs->md_thread_->post_local(destroy_when_idle, bs);
+    return;
+  }
+  bs->destroy(bs->destroy_cb_, bs->destroy_arg_);
+}
+
 // Channels are released by deferred messages: the store is freed only after the last one.
 void Blobstore::destroy(OpDoneFn cb, void* arg) {
   destroy_cb_ = cb;
@@ -125,18 +150,21 @@ Blobstore* Blobstore::open_store(bdev::Manager& mgr, const std::string& bdev_nam
     *rc = -EINVAL;
     return nullptr;
   }
-  auto d = mgr.open(bdev_name, true);
+  auto* bs = new Blobstore(mgr, nullptr, t);
+  auto d = mgr.open(bdev_name, true, on_base_event, bs);
   if (!d.ok()) {
+    delete bs;
     *rc = d.error().code;
     return nullptr;
   }
+  bs->desc_ = d.value();
+  bs->on_base_removed_ = opts.on_base_removed;
   // The store owns the bdev: nobody else may write it (bdevperf and virtual bdevs skip it).
   if (int rc2 = mgr.claim(d.value(), "blobstore"); rc2 != 0) {
-    mgr.close(d.value());
+    delete bs;
     *rc = rc2;
     return nullptr;
   }
-  auto* bs = new Blobstore(mgr, d.value(), t);
   *rc = bs->setup_buffers(opts);
   if (*rc != 0) {
     delete bs;
@@ -261,6 +289,17 @@ void Blobstore::enqueue(std::function<void(std::function<void()>)> op) {
   if (!op_running_) run_next();
 }
 
+void Blobstore::enqueue_frozen(BlobId id, std::function<void(std::function<void()>)> op) {
+  freeze_io(id, [this, id, op = std::move(op)]() mutable {
+    enqueue([this, id, op = std::move(op)](std::function<void()> finish) {
+      op([this, id, finish] {
+        finish();
+        thaw_io(id);
+      });
+    });
+  });
+}
+
 void Blobstore::run_next() {
   if (op_running_ || queue_.empty()) return;
   op_running_ = true;
@@ -276,6 +315,7 @@ void Blobstore::run_next() {
 // ------------------------------------------------------------------- metadata I/O ----
 
 void Blobstore::page_io(bool write, uint64_t page, uint32_t pages, void* buf, Step done) {
+  if (halted()) return done(-ENXIO);
   auto* w = new IoWait{std::move(done)};
   const uint64_t lba = page * blocks_per_page_, n = uint64_t{pages} * blocks_per_page_;
   const int rc = write ? mgr_.write(desc_, md_channel_, buf, lba, n, IoWait::cb, w)
@@ -289,6 +329,7 @@ void Blobstore::page_io(bool write, uint64_t page, uint32_t pages, void* buf, St
 
 void Blobstore::zero_pages(uint64_t page, uint64_t pages, Step done) {
   if (pages == 0) return done(0);
+  if (halted()) return done(-ENXIO);
   if (desc_->bdev().supports(bdev::IoType::kWriteZeroes)) {
     auto* w = new IoWait{std::move(done)};
     const int rc = mgr_.write_zeroes(desc_, md_channel_, page * blocks_per_page_,
@@ -307,6 +348,7 @@ void Blobstore::zero_pages(uint64_t page, uint64_t pages, Step done) {
 }
 
 void Blobstore::flush(Step done) {
+  if (halted()) return done(-ENXIO);
   if (!desc_->bdev().supports(bdev::IoType::kFlush)) return done(0);
   auto* w = new IoWait{std::move(done)};
   const int rc = mgr_.flush(desc_, md_channel_, 0, desc_->bdev().num_blocks(), IoWait::cb, w);

@@ -9,8 +9,9 @@
 // no allocation on the I/O path (requests come from a per-channel pool); the first write to a
 // thin blob's unallocated cluster asks the metadata thread for a cluster and then continues.
 //
-// Callers quiesce I/O on a blob around resize (shrinking), snapshot, inflate and decouple of
-// that blob (as SPDK freezes it): those change where its clusters are.
+// Snapshot, inflate, decouple and resize freeze the blob's I/O around themselves (as SPDK
+// does): requests in flight end first, new ones wait in their channel until the change is
+// done (no locks: the blob's frozen count is read with one acquire load per request).
 #pragma once
 
 #include <sys/uio.h>
@@ -44,6 +45,9 @@ struct StoreOptions {
   std::string bstype;               // init: stored; load: must match unless empty
   env::MemoryRegistry* registry = nullptr;  // DMA memory for metadata I/O (default: global)
   uint32_t requests_per_channel = 512;
+  // The base bdev is going away (hot removal): called once, on the thread the bdev layer
+  // tells. The owner should end its I/O and crash() the store (nothing more can be written).
+  std::function<void()> on_base_removed;
 };
 
 struct BlobOptions {
@@ -124,6 +128,7 @@ class Blob {
   uint32_t clone_count_ = 0;              // blobs whose parent_ is this one
   std::atomic<ClusterMap*> map_{nullptr};
   std::atomic<bool> io_read_only_{false};
+  std::atomic<uint32_t> frozen_{0};  // > 0: new I/O waits in its channel (freeze_io)
   std::unique_ptr<ClusterMap> map_owner_;
 };
 
@@ -141,6 +146,12 @@ class Blobstore {
   void unload(OpDoneFn cb, void* arg);
   // Frees the store writing nothing (what a crash leaves): the next load is dirty. Tests.
   void abandon();
+  // What a host crash (or power loss) does to the store: from this call on it sends nothing
+  // more to the base bdev (metadata and data I/O fail with -ENXIO, I/O already sent ends as
+  // the base ends it); once the metadata queue is idle and every channel is freed, the store
+  // is freed writing nothing and cb(arg, 0) runs. The next load is dirty. Metadata thread.
+  void crash(OpDoneFn cb, void* arg);
+  bool halted() const { return halted_.load(std::memory_order_acquire); }
 
   const SuperBlock& super_block() const { return sb_; }
   const LoadReport& report() const { return report_; }
@@ -161,7 +172,9 @@ class Blobstore {
   void resize(Blob* blob, uint64_t num_clusters, OpDoneFn cb, void* arg);
   // Makes the blob's metadata, and every write completed before the call, durable.
   void sync_md(Blob* blob, OpDoneFn cb, void* arg);
-  void delete_blob(BlobId id, OpDoneFn cb, void* arg);  // -EBUSY if open or cloned
+  // -EBUSY if open or cloned more than once. A snapshot with one clone is merged into it (the
+  // clone takes the clusters it read through the snapshot, and the snapshot's parent).
+  void delete_blob(BlobId id, OpDoneFn cb, void* arg);
   void snapshot(BlobId id, std::vector<Xattr> xattrs, BlobIdDoneFn cb, void* arg);
   void clone(BlobId snapshot_id, std::vector<Xattr> xattrs, BlobIdDoneFn cb, void* arg);
   void inflate(BlobId id, OpDoneFn cb, void* arg);
@@ -188,6 +201,7 @@ class Blobstore {
   // Internal (I/O path → metadata thread).
   struct Request;
   struct Channel;
+  struct Freeze;
   void request_cluster(Request* r, uint64_t blob_cluster);
 
  private:
@@ -198,11 +212,21 @@ class Blobstore {
   int setup_buffers(const StoreOptions& opts);
   void destroy(OpDoneFn cb, void* arg);
   static void finish_destroy(void* self);
+  static void destroy_when_idle(void* self);
+  static void on_base_event(bdev::DescEvent e, bdev::Bdev& b, void* ctx);
   void register_channels();
 
   // The serial metadata queue: op(finish) runs when every earlier op has called finish.
   void enqueue(std::function<void(std::function<void()> finish)> op);
+  // As enqueue(), with the blob's I/O frozen from before the op starts (requests in flight
+  // have ended; new ones wait in their channels) until it calls finish (as SPDK freezes I/O
+  // around snapshot, inflate, decouple and a shrink: they move the blob's clusters).
+  void enqueue_frozen(BlobId id, std::function<void(std::function<void()> finish)> op);
   void run_next();
+  void freeze_io(BlobId id, std::function<void()> then);
+  void thaw_io(BlobId id);
+  static void drain_channel(event::ChannelIter& it);
+  static void resume_parked(event::ChannelIter& it);
 
   // Metadata-thread I/O in pages (md scratch buffer) and bytes.
   void page_io(bool write, uint64_t page, uint32_t pages, void* buf, Step done);
@@ -229,6 +253,7 @@ class Blobstore {
   BlobId next_blob_id() { return next_id_++; }
   void allocate_missing(Blob* b, bool only_parent_owned, Step done);
   void do_snapshot(Blob* b, std::vector<Xattr> xattrs, std::function<void(BlobId, int)> done);
+  void merge_into_clone(Blob* snapshot, Step done);
 
   // Load (load.cc).
   void load_super(StoreDoneFn cb, void* arg, std::string bstype);
@@ -272,6 +297,8 @@ class Blobstore {
   bool registered_ = false;
   OpDoneFn destroy_cb_ = nullptr;
   void* destroy_arg_ = nullptr;
+  std::atomic<bool> halted_{false};  // crash(): nothing more goes to the base bdev
+  std::function<void()> on_base_removed_;
 };
 
 }  // namespace pollux::blob

@@ -16,6 +16,7 @@ namespace {
 
 constexpr uint32_t kChunkPages = 64;
 const char kSnapshotOf[] = "pollux.snapshot_of";
+const char kMergeInto[] = "pollux.merge_into";
 
 std::string hex(uint64_t v) {
   char b[24];
@@ -216,6 +217,31 @@ int Blobstore::rebuild(std::vector<uint8_t>& region, std::vector<uint32_t>* to_c
       report_.repairs.push_back("snapshot " + hex(s.id) + " of " + hex(target) + " rolled back");
       chains.erase(s.id);
       it = found.erase(it);
+    }
+  }
+
+  // 3b. Snapshots being merged into their clone: done once the clone no longer names them
+  //     (it owns what it took: drop the snapshot), else rolled back (the mark goes).
+  for (auto it = found.begin(); it != found.end();) {
+    BlobMetadata& s = it->second;
+    auto x = std::find_if(s.internal_xattrs.begin(), s.internal_xattrs.end(),
+                          [](const Xattr& a) { return a.name == kMergeInto; });
+    if (x == s.internal_xattrs.end()) {
+      ++it;
+      continue;
+    }
+    BlobId into = 0;
+    if (x->value.size() == 8) std::memcpy(&into, x->value.data(), 8);
+    auto c = found.find(into);
+    if (c != found.end() && c->second.parent != s.id) {
+      report_.repairs.push_back("snapshot " + hex(s.id) + " merged into " + hex(into) + ": deleted");
+      chains.erase(s.id);
+      it = found.erase(it);
+    } else {
+      report_.repairs.push_back("merge of snapshot " + hex(s.id) + " into " + hex(into) + " rolled back");
+      s.internal_xattrs.erase(x);
+      completed.insert(s.id);  // rewritten without the mark
+      ++it;
     }
   }
 

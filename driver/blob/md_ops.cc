@@ -14,6 +14,7 @@ namespace {
 
 constexpr uint64_t kMaxBlobClusters = uint64_t{1} << 22;
 const char kSnapshotOf[] = "pollux.snapshot_of";  // internal xattr: snapshot not yet complete
+const char kMergeInto[] = "pollux.merge_into";    // internal xattr: snapshot being merged
 
 bool fits_in_page(const std::vector<Xattr>& xs) {
   for (const Xattr& x : xs)
@@ -172,6 +173,7 @@ void Blobstore::clear_clusters(const std::vector<uint64_t>& clusters, ClearMetho
             n(ok ? 0 : -EIO);
           }
         };
+        if (halted()) return next(-ENXIO);
         auto* w = new Wait{next};
         const uint64_t lba = runs[i].first * io_units_per_cluster_;
         const uint64_t n = runs[i].second * io_units_per_cluster_;
@@ -300,7 +302,7 @@ void Blobstore::close_blob(Blob* b, OpDoneFn cb, void* arg) {
 }
 
 void Blobstore::resize(Blob* b, uint64_t n, OpDoneFn cb, void* arg) {
-  enqueue([this, b, n, cb, arg](std::function<void()> finish) {
+  enqueue_frozen(b->id(), [this, b, n, cb, arg](std::function<void()> finish) {
     auto done = [cb, arg, finish](int rc) {
       finish();
       cb(arg, rc);
@@ -342,14 +344,18 @@ void Blobstore::sync_md(Blob* b, OpDoneFn cb, void* arg) {
 }
 
 void Blobstore::delete_blob(BlobId id, OpDoneFn cb, void* arg) {
-  enqueue([this, id, cb, arg](std::function<void()> finish) {
+  // A snapshot with one clone is merged into it (the clone's I/O frozen meanwhile).
+  const Blob* s = find(id);
+  const BlobId only_clone = s != nullptr && s->clone_count_ == 1 ? s->clones().front() : kInvalidBlobId;
+  enqueue_frozen(only_clone, [this, id, cb, arg](std::function<void()> finish) {
     auto done = [cb, arg, finish](int rc) {
       finish();
       cb(arg, rc);
     };
     Blob* b = find(id);
     if (b == nullptr) return done(-ENOENT);
-    if (b->open_refs_ > 0 || b->has_clones()) return done(-EBUSY);
+    if (b->open_refs_ > 0 || b->clone_count_ > 1) return done(-EBUSY);
+    if (b->clone_count_ == 1) return merge_into_clone(b, done);
     b->deleting_ = true;
     // Flush first: zeroings of this blob's superseded chains that are still in a volatile
     // cache must not come undone while the live chain is being zeroed (the old version would
@@ -366,6 +372,61 @@ void Blobstore::delete_blob(BlobId id, OpDoneFn cb, void* arg) {
       }
       if (sb_.super_blob == b->md_.id) sb_.super_blob = kInvalidBlobId;
         forget_blob(b);  // the chain is durably gone: its clusters are free at once
+        done(0);
+      });
+    });
+  });
+}
+
+// Deleting snapshot s whose only clone is c: c takes the clusters it reads through s, and
+// s's parent. Three steps, each durable before the next; a load after a crash completes or
+// rolls back the merge from the mark on s (load.cc, step 3):
+//   1. s is marked "merging into c" (its clusters are still only its own);
+//   2. c's new metadata owns the clusters it took and names s's parent: from here on the
+//      merge is done — a load drops a marked s whose clone no longer names it;
+//   3. s's chain is zeroed; the clusters c did not take (c had its own copy) are free.
+void Blobstore::merge_into_clone(Blob* s, Step done) {
+  Blob* c = find(s->clones().front());
+  Xattr mark{kMergeInto, std::vector<uint8_t>(8)};
+  const BlobId cid = c->md_.id;
+  std::memcpy(mark.value.data(), &cid, 8);
+  s->md_.internal_xattrs.push_back(mark);
+  s->deleting_ = true;
+  persist(s, [this, s, c, done](int rc) {
+    if (rc != 0) {
+      s->remove_xattr(kMergeInto, true);  // dirty: a later persist clears the mark
+      s->deleting_ = false;
+      return done(rc);
+    }
+    const BlobMetadata saved = c->md_;
+    std::vector<uint64_t> taken(s->md_.num_clusters, 0);
+    if (c->md_.clusters.size() < s->md_.clusters.size()) c->md_.clusters.resize(s->md_.clusters.size(), 0);
+    for (uint64_t i = 0; i < s->md_.num_clusters && i < c->md_.num_clusters; ++i) {
+      if (c->md_.clusters[i] == 0 && s->md_.clusters[i] != 0) {
+        c->md_.clusters[i] = taken[i] = s->md_.clusters[i];
+      }
+    }
+    c->md_.clusters.resize(c->md_.num_clusters);
+    c->md_.parent = s->md_.parent;
+    if (s->parent_ == nullptr) c->md_.flags &= ~kFlagClone;
+    set_parent(c, s->parent_);
+    publish_map(c);
+    persist(c, [this, s, c, saved, taken, done](int rc) {
+      if (rc != 0) {  // c is as it was; s keeps its mark until it is persisted again
+        c->md_ = saved;
+        set_parent(c, s);
+        publish_map(c);
+        s->remove_xattr(kMergeInto, true);
+        s->deleting_ = false;
+        return done(rc);
+      }
+      for (uint64_t i = 0; i < taken.size(); ++i)
+        if (taken[i] != 0) s->md_.clusters[i] = 0;  // c's now: not freed with s
+      release_chain(s, [this, s, done](int) {
+        // Done even if the zeroing failed: c owns what it took, and a load drops a marked
+        // snapshot whose clone no longer names it.
+        if (sb_.super_blob == s->md_.id) sb_.super_blob = kInvalidBlobId;
+        forget_blob(s);
         done(0);
       });
     });
@@ -421,7 +482,7 @@ void Blobstore::do_snapshot(Blob* b, std::vector<Xattr> xattrs,
 }
 
 void Blobstore::snapshot(BlobId id, std::vector<Xattr> xattrs, BlobIdDoneFn cb, void* arg) {
-  enqueue([this, id, xattrs = std::move(xattrs), cb, arg](std::function<void()> finish) mutable {
+  enqueue_frozen(id, [this, id, xattrs = std::move(xattrs), cb, arg](std::function<void()> finish) mutable {
     Blob* b = find(id);
     const int rc = b == nullptr ? -ENOENT
                    : b->is_snapshot() || !fits_in_page(xattrs) ? -EINVAL
@@ -465,7 +526,7 @@ void Blobstore::clone(BlobId snapshot_id, std::vector<Xattr> xattrs, BlobIdDoneF
 }
 
 void Blobstore::inflate(BlobId id, OpDoneFn cb, void* arg) {
-  enqueue([this, id, cb, arg](std::function<void()> finish) {
+  enqueue_frozen(id, [this, id, cb, arg](std::function<void()> finish) {
     auto done = [cb, arg, finish](int rc) {
       finish();
       cb(arg, rc);
@@ -485,7 +546,7 @@ void Blobstore::inflate(BlobId id, OpDoneFn cb, void* arg) {
 }
 
 void Blobstore::decouple_parent(BlobId id, OpDoneFn cb, void* arg) {
-  enqueue([this, id, cb, arg](std::function<void()> finish) {
+  enqueue_frozen(id, [this, id, cb, arg](std::function<void()> finish) {
     auto done = [cb, arg, finish](int rc) {
       finish();
       cb(arg, rc);

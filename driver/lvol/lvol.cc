@@ -237,21 +237,25 @@ void LvolStore::open_and_add(blob::BlobId id, const std::string& name, LvolDoneF
 // ----------------------------------------------------------------------- the store ----
 
 void LvolStore::create(bdev::Manager& mgr, const std::string& base, const std::string& name,
-                       uint32_t cluster_size, StoreDoneFn cb, void* arg) {
+                       uint32_t cluster_size, StoreDoneFn cb, void* arg,
+                       env::MemoryRegistry* dma, uint64_t md_pages) {
   if (!valid_name(name)) return cb(arg, nullptr, -EINVAL);
   if (find(name) != nullptr) return cb(arg, nullptr, -EEXIST);
-  blob::StoreOptions o;
+  auto self = std::make_shared<LvolStore*>(nullptr);
+  blob::StoreOptions o = store_options(self, dma);
   o.cluster_size = cluster_size ? cluster_size : 4u << 20;
-  o.bstype = kBstype;
-  blob::Blobstore::init(mgr, base, o, StoreBox::cb, new StoreBox{[&mgr, name, cb, arg](blob::Blobstore* bs, int rc) {
+  o.md_pages = md_pages;
+  blob::Blobstore::init(mgr, base, o, StoreBox::cb, new StoreBox{[&mgr, name, self, cb, arg](blob::Blobstore* bs, int rc) {
     if (rc != 0) return cb(arg, nullptr, rc);
     auto* lvs = new LvolStore(mgr, bs);
+    *self = lvs;
     lvs->name_ = name;
     blob::BlobOptions so;
     so.thin = true;
     blob::Xattr x{kStoreName, std::vector<uint8_t>(name.begin(), name.end())};
-    bs->create_blob(so, IdBox::cb, new IdBox{[lvs, bs, x, cb, arg](blob::BlobId id, int rc) {
-      auto fail = [lvs, cb, arg](int rc) {
+    bs->create_blob(so, IdBox::cb, new IdBox{[lvs, bs, x, self, cb, arg](blob::BlobId id, int rc) {
+      auto fail = [lvs, self, cb, arg](int rc) {
+        *self = nullptr;
         lvs->bs_->abandon();
         delete lvs;
         cb(arg, nullptr, rc);
@@ -274,10 +278,10 @@ void LvolStore::create(bdev::Manager& mgr, const std::string& base, const std::s
   }});
 }
 
-void LvolStore::load(bdev::Manager& mgr, const std::string& base, StoreDoneFn cb, void* arg) {
-  blob::StoreOptions o;
-  o.bstype = kBstype;
-  blob::Blobstore::load(mgr, base, o, StoreBox::cb, new StoreBox{[&mgr, cb, arg](blob::Blobstore* bs, int rc) {
+void LvolStore::load(bdev::Manager& mgr, const std::string& base, StoreDoneFn cb, void* arg,
+                     env::MemoryRegistry* dma) {
+  auto self = std::make_shared<LvolStore*>(nullptr);
+  blob::Blobstore::load(mgr, base, store_options(self, dma), StoreBox::cb, new StoreBox{[&mgr, self, cb, arg](blob::Blobstore* bs, int rc) {
     if (rc != 0) return cb(arg, nullptr, rc);
     blob::Blob* super = bs->find(bs->super_blob());
     const std::string name = super ? internal_name(super, kStoreName) : "";
@@ -286,6 +290,7 @@ void LvolStore::load(bdev::Manager& mgr, const std::string& base, StoreDoneFn cb
       return cb(arg, nullptr, name.empty() ? -EILSEQ : -EEXIST);
     }
     auto* lvs = new LvolStore(mgr, bs);
+    *self = lvs;
     lvs->name_ = name;
     {
       std::lock_guard lock(registry_mu());
@@ -325,6 +330,48 @@ void LvolStore::load(bdev::Manager& mgr, const std::string& base, StoreDoneFn cb
     };
     (*next)(0);
   }});
+}
+
+// The base's hot removal crashes the store (nothing can be written to a base that is gone).
+blob::StoreOptions LvolStore::store_options(std::shared_ptr<LvolStore*> self,
+                                            env::MemoryRegistry* dma) {
+  blob::StoreOptions o;
+  o.bstype = kBstype;
+  o.registry = dma;
+  o.on_base_removed = [self] {
+    if (*self != nullptr) (*self)->crash(nullptr, nullptr);
+  };
+  return o;
+}
+
+void LvolStore::crash(DoneFn cb, void* arg) {
+  if (crashing_) {
+    if (cb) cb(arg, -EALREADY);
+    return;
+  }
+  crashing_ = true;
+  // Two things end before the store is freed: the blobstore (once its channels are gone) and
+  // every lvol bdev's unregistration.
+  struct Wait {
+    LvolStore* lvs;
+    DoneFn cb;
+    void* arg;
+    std::size_t left;
+    void one() {
+      if (--left > 0) return;
+      LvolStore* s = lvs;
+      DoneFn c = cb;
+      void* a = arg;
+      delete this;
+      s->bs_ = nullptr;
+      delete s;
+      if (c) c(a, 0);
+    }
+  };
+  const std::vector<std::string> names = lvol_names();
+  auto* w = new Wait{this, cb, arg, names.size() + 1};
+  bs_->crash([](void* a, int) { static_cast<Wait*>(a)->one(); }, w);
+  for (const std::string& n : names) unregister_bdev(lvol(n), [w] { w->one(); });
 }
 
 void LvolStore::unload(DoneFn cb, void* arg) {
@@ -440,7 +487,7 @@ void LvolStore::rename(Lvol* l, const std::string& new_name, DoneFn cb, void* ar
 }
 
 void LvolStore::destroy(Lvol* l, DoneFn cb, void* arg) {
-  if (l->blob->has_clones()) return cb(arg, -EBUSY);
+  if (l->blob->clones().size() > 1) return cb(arg, -EBUSY);  // one clone: merged into it
   unregister_bdev(l, [this, l, cb, arg] {
     bs_->close_blob(l->blob, OpBox::cb, new OpBox{[this, l, cb, arg](int rc) {
       if (rc != 0) return cb(arg, rc);

@@ -37,12 +37,24 @@ class LvolStore {
   static constexpr const char* kBstype = "LVOLSTORE";
 
   // Formats `base` as a new lvstore named `name`. -EEXIST if a loaded lvstore has that name.
+  // `dma`: where the store's metadata buffers are registered for DMA (default: global).
+  // `md_pages`: the metadata region's pages (0: one per cluster, SPDK's default ratio; a
+  // dirty load reads every one of them).
   static void create(bdev::Manager& mgr, const std::string& base, const std::string& name,
-                     uint32_t cluster_size, StoreDoneFn cb, void* arg);
+                     uint32_t cluster_size, StoreDoneFn cb, void* arg,
+                     env::MemoryRegistry* dma = nullptr, uint64_t md_pages = 0);
   // Loads the lvstore on `base` and registers a bdev per lvol.
-  static void load(bdev::Manager& mgr, const std::string& base, StoreDoneFn cb, void* arg);
+  static void load(bdev::Manager& mgr, const std::string& base, StoreDoneFn cb, void* arg,
+                   env::MemoryRegistry* dma = nullptr);
   // Unregisters the lvol bdevs (-EBUSY if one is open), closes the blobs, unloads the store.
   void unload(DoneFn cb, void* arg);
+  // What a host crash leaves (a scenario's power loss), and what the base bdev's hot removal
+  // brings about by itself: from this call on nothing more is sent to the base; the lvol
+  // bdevs go (their users are told kRemove and their I/O ends), then the store is freed
+  // writing nothing, and cb(arg, 0) (cb may be null). A later load() of the base recovers it
+  // (dirty load). Metadata thread; a second call while one runs is ignored (-EALREADY).
+  void crash(DoneFn cb, void* arg);
+  bool crashing() const { return crashing_; }
   static LvolStore* find(const std::string& name);  // loaded lvstores, by name
 
   const std::string& name() const { return name_; }
@@ -58,9 +70,12 @@ class LvolStore {
   void clone(Lvol* snapshot, const std::string& clone_name, LvolDoneFn cb, void* arg);
   void inflate(Lvol* lvol, DoneFn cb, void* arg);
   void decouple_parent(Lvol* lvol, DoneFn cb, void* arg);
-  void resize(Lvol* lvol, uint64_t size_bytes, DoneFn cb, void* arg);  // -EBUSY while open
-  void rename(Lvol* lvol, const std::string& new_name, DoneFn cb, void* arg);  // -EBUSY while open
-  void destroy(Lvol* lvol, DoneFn cb, void* arg);  // -EBUSY while open or cloned
+  // Resize and rename re-register the lvol's bdev (users holding it open are told kRemove).
+  void resize(Lvol* lvol, uint64_t size_bytes, DoneFn cb, void* arg);
+  void rename(Lvol* lvol, const std::string& new_name, DoneFn cb, void* arg);
+  // -EBUSY with more than one clone; a snapshot with one clone is merged into it (SPDK's
+  // bdev_lvol_delete of a snapshot).
+  void destroy(Lvol* lvol, DoneFn cb, void* arg);
 
   ~LvolStore();
 
@@ -71,9 +86,13 @@ class LvolStore {
   void unregister_bdev(Lvol* lvol, std::function<void()> then);
   void open_and_add(blob::BlobId id, const std::string& name, LvolDoneFn cb, void* arg);
 
+  static blob::StoreOptions store_options(std::shared_ptr<LvolStore*> self,
+                                           env::MemoryRegistry* registry);
+
   bdev::Manager& mgr_;
   blob::Blobstore* bs_;
   std::string name_;
+  bool crashing_ = false;
   std::map<std::string, std::unique_ptr<Lvol>> lvols_;
 };
 

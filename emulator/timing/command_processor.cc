@@ -78,7 +78,7 @@ SimTime CommandProcessor::write(SimTime t, uint64_t slba, uint32_t nlb,
   }
   stats_.units_written += last - first + 1;
   if (!cache->enabled()) return durable;
-  if (fua) return std::max(flush_cache(acked), cache->drained_at());
+  if (fua && !cache_protected_) return std::max(flush_cache(acked), cache->drained_at());
   return acked;
 }
 
@@ -105,8 +105,8 @@ SimTime CommandProcessor::process(uint16_t sqid, const sp::SubmissionEntry& sqe,
     case sp::nvm::kFlush: {
       ++stats_.flushes;
       const SimTime f = firmware(t, fw_.flush);
-      done = std::max(flush_cache(f), cache->drained_at());
-      done = std::max(done, f);
+      done = f;
+      if (!(cache_protected_ && cache->enabled())) done = std::max({f, flush_cache(f), cache->drained_at()});
       break;
     }
     default:

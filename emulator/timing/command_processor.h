@@ -30,6 +30,9 @@ class CommandProcessor final : public sc_core::sc_module {
   // The namespace's size: a read or write past it is failed by the controller (LBA Out of
   // Range) and never reaches the media.
   void set_capacity_bytes(uint64_t b) { capacity_bytes_ = b; }
+  // A write cache with power-loss protection: what it holds is already durable, so Flush and
+  // FUA cost the firmware's time only (as on enterprise drives that report VWC = 0).
+  void set_cache_protected(bool p) { cache_protected_ = p; }
   const ProcessorStats& stats() const { return stats_; }
 
  private:
@@ -44,6 +47,7 @@ class CommandProcessor final : public sc_core::sc_module {
   uint32_t lba_shift_;
   uint32_t page_size_;
   uint64_t capacity_bytes_ = ~uint64_t{0};
+  bool cache_protected_ = false;
   ProcessorStats stats_;
 };
 

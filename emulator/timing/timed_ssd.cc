@@ -25,6 +25,7 @@ TimedSsd::TimedSsd(sc_core::sc_module_name n, const Profile& p, nvme::Controller
   cache_ = std::make_unique<WriteCacheModule>("write_cache", p.cache.bytes);
   processor_ = std::make_unique<CommandProcessor>("command_processor", p.firmware, 9, 4096);
   processor_->set_capacity_bytes(p.controller.namespaces.at(0).size_bytes);
+  processor_->set_cache_protected(p.cache.power_loss_protection);
   processor_->link(*link_);
   processor_->cache(*cache_);
   switch (p.media) {

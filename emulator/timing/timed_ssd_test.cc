@@ -720,7 +720,7 @@ TEST_F(TimedSsdTest, LbaOutOfRangeIsAnErrorNotACrash) {
 }
 
 TEST_F(TimedSsdTest, NandWriteCacheAndFlush) {
-  Rig& r = make(small_nand());
+  Rig& r = make(small_nand());  // gen4-tlc's volatile cache: Flush must reach the media
   ASSERT_TRUE(r.enable());
   ASSERT_TRUE(r.create_io_queue_pair(1, 64));
   Queue& q = r.io(1);
@@ -751,6 +751,26 @@ TEST_F(TimedSsdTest, NandWriteCacheAndFlush) {
   EXPECT_GE(s.nand_programs, 1u);
   EXPECT_GE(s.nand_reads, 1u);
   EXPECT_EQ(s.ftl.host_units_written, 1u);
+}
+
+// With power-loss protection the cache is durable already: Flush costs the firmware only.
+TEST_F(TimedSsdTest, FlushOfAProtectedCacheDoesNotWaitForTheMedia) {
+  Profile p = small_nand();
+  p.cache.power_loss_protection = true;
+  p.controller.volatile_write_cache = false;
+  Rig& r = make(p);
+  ASSERT_TRUE(r.enable());
+  ASSERT_TRUE(r.create_io_queue_pair(1, 64));
+  Queue& q = r.io(1);
+  uint8_t* wbuf = r.alloc(4096);
+  fill(wbuf, 4096, 5);
+  auto w = r.await(q, r.submit(q, rw(sp::nvm::kWrite, 800, 8, wbuf)), kMs);
+  ASSERT_TRUE(w.has_value());
+  const SimTime t0 = r.now();
+  auto f = r.await(q, r.submit(q, flush()), 10 * kMs);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_TRUE(ok(*f));
+  EXPECT_LT(r.now() - t0, 50 * kUs);  // tPROG is 500 us
 }
 
 TEST_F(TimedSsdTest, NandFillsAndGarbageCollects) {

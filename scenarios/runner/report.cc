@@ -161,6 +161,8 @@ std::string result_table(const RunResult& r) {
                        f.recovered ? format_ns(f.recovery_ns) : "-", f.detail.substr(0, 60));
     }
   }
+  if (!r.notes.empty()) s += "\n";
+  for (const std::string& n : r.notes) s += "lvol: " + n + "\n";
   for (const std::string& v : r.violations) s += "violation: " + v + "\n";
   for (const std::string& f : r.failures) s += "FAILED: " + f + "\n";
   if (!r.passed && !r.replay.empty()) s += "replay: " + r.replay + "\n";
@@ -195,6 +197,7 @@ std::string report_json(const RunResult& r) {
   j["latency_outside_faults"] = lat(r.latency_outside);
   j["violation_count"] = r.violation_count;
   j["violations"] = r.violations;
+  j["notes"] = r.notes;
   j["devices_at_end"] = r.devices_at_end;
   j["bucket_ns"] = r.bucket_ns;
   json series = json::array();
@@ -272,6 +275,11 @@ std::string report_html(const RunResult& r) {
   h += svg_chart(r, "Mean latency", "us", lat_mean, "#080");
   h += svg_chart(r, "Max latency", "us", lat_max, "#a60");
   h += poller_chart(r);
+  if (!r.notes.empty()) {
+    h += "<h2>Logical volumes</h2><ul>";
+    for (const std::string& n : r.notes) h += "<li>" + html_escape(n) + "</li>";
+    h += "</ul>";
+  }
   h += "<h2>Faults</h2><table><tr><th>line</th><th>fault</th><th>at</th><th>recovery</th><th>detail</th></tr>";
   for (const FaultOutcome& f : r.faults) {
     h += "<tr><td>" + std::to_string(f.spec.line) + "</td><td>" + html_escape(f.spec.label) +

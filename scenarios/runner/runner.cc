@@ -14,6 +14,7 @@
 #include "driver/metrics/bdev_source.h"
 #include "driver/metrics/event_source.h"
 #include "driver/metrics/nvme_source.h"
+#include "scenarios/runner/lvol_host.h"
 #include "scenarios/runner/target.h"
 #include "scenarios/runner/workload.h"
 
@@ -75,13 +76,22 @@ class Engine {
   uint64_t now() const { return target_->clock().now() - t0_; }
   uint32_t device_index(const std::string& name) const;
   std::string fail_fault(Fault& f, const std::string& why);
+  std::string setup_lvols();
+  uint64_t last_success(uint32_t device) const;  // of its own and its lvols' workloads
+  template <class F>
+  void for_each_track(F&& f) {  // devices' and lvols'
+    for (auto& t : tracks_) f(*t);
+    for (auto& t : volume_tracks_) f(*t);
+  }
 
   Scenario sc_;
   RunOptions o_;
   uint64_t seed_ = 1;
   std::unique_ptr<Target> target_;
   std::unique_ptr<bdev::Manager> mgr_;
-  std::vector<std::unique_ptr<DeviceTrack>> tracks_;
+  std::vector<std::unique_ptr<DeviceTrack>> tracks_;          // per device
+  std::vector<std::unique_ptr<DeviceTrack>> volume_tracks_;   // per lvol workload
+  std::unique_ptr<LvolHost> lvols_;
   std::vector<std::unique_ptr<Workload>> workloads_;
   std::unique_ptr<Recorder> rec_;
   std::vector<Fault> faults_;
@@ -215,13 +225,16 @@ std::string Engine::setup() {
   if (!target_->starts_zeroed()) {
     if (std::string e = zero_spans(); !e.empty()) return e;
   }
+  if (std::string e = setup_lvols(); !e.empty()) return e;
   t0_ = target_->clock().now();
   rec_ = std::make_unique<Recorder>(sc_.end_ns(), o_.buckets);
   for (size_t i = 0; i < sc_.workloads.size(); ++i) {
-    const WorkloadSpec& w = sc_.workloads[i];
+    WorkloadSpec w = sc_.workloads[i];
+    if (w.lvol) w.bdev = LvolHost::lvol_bdev(sc_, w);
     DeviceTrack* t = nullptr;
-    for (auto& x : tracks_)
-      if (x->bdev == w.bdev) t = x.get();
+    for_each_track([&](DeviceTrack& x) {
+      if (x.bdev == w.bdev) t = &x;
+    });
     if (t == nullptr) return "workload " + w.name + ": no bdev " + w.bdev;
     auto wl = std::make_unique<Workload>(w, *mgr_, *t, *rec_, target_->registry(),
                                          target_->clock(), seed_ * 7919 + i);
@@ -243,6 +256,44 @@ std::string Engine::setup() {
   target_->set_after_advance([this] { tick(); });
   armed_ = true;
   return "";
+}
+
+// The lvstores and lvols of lvol workloads, each with its own oracle over the lvol's blocks.
+std::string Engine::setup_lvols() {
+  lvols_ = std::make_unique<LvolHost>(sc_, *mgr_, target_->clock(), target_->registry());
+  if (lvols_->empty()) return "";
+  if (std::string e = lvols_->create(target_->thread(), [this] { target_->step(); }, io_wait_ns());
+      !e.empty()) {
+    return e;
+  }
+  for (const WorkloadSpec& w : sc_.workloads) {
+    if (!w.lvol) continue;
+    const uint32_t d = device_index(w.bdev.substr(0, w.bdev.size() - 2));
+    bdev::Bdev* b = mgr_->find(LvolHost::lvol_bdev(sc_, w));
+    if (b == nullptr) return "lvol of workload " + w.name + ": no bdev";
+    auto t = std::make_unique<DeviceTrack>();
+    t->index = d;
+    t->bdev = b->name();
+    t->block_size = b->block_size();
+    t->num_blocks = b->num_blocks();
+    t->plp = tracks_[d]->plp;
+    t->oracle = std::make_unique<oracle::Oracle>(t->block_size, t->num_blocks);
+    std::vector<uint8_t> poisoned(t->block_size);
+    env::poison(poisoned.data(), poisoned.size());
+    t->oracle->name_content(poisoned.data(), "the read buffer's poison: no data transferred");
+    const uint64_t span = std::min(w.range_bytes / t->block_size, t->num_blocks);
+    t->busy.assign(span, 0);
+    t->written.assign(span, 0);
+    volume_tracks_.push_back(std::move(t));
+  }
+  return "";
+}
+
+uint64_t Engine::last_success(uint32_t device) const {
+  uint64_t t = tracks_[device]->last_success_submit_ns;
+  for (const auto& v : volume_tracks_)
+    if (v->index == device) t = std::max(t, v->last_success_submit_ns);
+  return t;
 }
 
 std::string Engine::fail_fault(Fault& f, const std::string& why) {
@@ -335,9 +386,15 @@ void Engine::fire(Fault& f, uint64_t t) {
         o.recovery_from_ns = t + s.duration_ns;
       }
       if (r.power_lost) {
-        tracks_[d]->oracle->power_loss(tracks_[d]->plp);
-        for (auto& w : workloads_)
-          if (w->spec().bdev == tracks_[d]->bdev) w->on_power_loss();
+        // The host goes down with the power (its lvstores' memory with it): every track of
+        // the device learns what may have been lost.
+        for_each_track([&](DeviceTrack& t) {
+          if (t.index != d) return;
+          t.oracle->power_loss(t.plp);
+          for (auto& w : workloads_)
+            if (w->spec().bdev == t.bdev) w->on_power_loss();
+        });
+        lvols_->crash(d);
       }
       // Errors may follow for the rest of the run (bad blocks fail reads until rewritten).
       if (r.open_window && !s.window_ns) window = kOpenWindow - t;
@@ -375,8 +432,8 @@ void Engine::track_recovery(uint64_t t) {
   for (Fault& f : faults_) {
     FaultOutcome& o = f.out;
     if (!o.fired || o.recovered || f.window_open || f.insert_pending) continue;
-    if (tracks_[o.device]->last_success_submit_ns >= o.recovery_from_ns &&
-        tracks_[o.device]->last_success_submit_ns != 0) {
+    const uint64_t ok = last_success(o.device);
+    if (ok >= o.recovery_from_ns && ok != 0) {
       o.recovered = true;
       o.recovery_ns = t - o.recovery_from_ns;
     }
@@ -419,7 +476,7 @@ void Engine::settle() {
       if (std::find(names.begin(), names.end(), sc_.devices[i].name) == names.end()) return true;
       if (mgr_->find(tracks_[i]->bdev) == nullptr) return true;
     }
-    return false;
+    return !lvols_->all_loaded();
   };
   while (missing() && now() < until) target_->step();
 }
@@ -477,10 +534,9 @@ void Engine::sweep() {
     return;
   }
   event::CurrentThreadScope scope(&target_->thread());
-  for (auto& tp : tracks_) {
-    DeviceTrack& t = *tp;
+  for_each_track([&](DeviceTrack& t) {
     auto desc = mgr_->open(t.bdev, false);
-    if (!desc) continue;  // the device is gone for good: nothing to read it through
+    if (!desc) return;  // the device is gone for good: nothing to read it through
     event::IoChannel* ch = mgr_->get_io_channel(desc.value());
     const uint32_t max = std::min<uint32_t>(kSweepBlocks, 4096 * kSweepBlocks / t.block_size);
     uint64_t lba = 0;
@@ -517,7 +573,7 @@ void Engine::sweep() {
     }
     mgr_->put_io_channel(ch);
     mgr_->close(desc.value());
-  }
+  });
 }
 
 void Engine::teardown() {
@@ -528,6 +584,8 @@ void Engine::teardown() {
     event::CurrentThreadScope scope(&target_->thread());
     if (bdev_stats_) bdev_stats_->stop();
     for (auto& w : workloads_) w->stop();
+    // The lvstores go first: the bdevs they stand on are about to.
+    for (int g = 0; lvols_ && g < 1'000'000 && !lvols_->shut_down(); ++g) target_->step();
     if (mgr_) {
       if (hotplug_) bdev::nvme_hotplug_stop(*mgr_);
       for (const std::string& n : bdev::nvme_controller_names(*mgr_)) {
@@ -539,6 +597,7 @@ void Engine::teardown() {
     target_->step();
   }
   workloads_.clear();
+  lvols_.reset();
   mgr_.reset();
   bdev_stats_.reset();
   target_->set_after_advance(nullptr);
@@ -603,6 +662,12 @@ RunResult Engine::run() {
   settle();
   armed_ = false;
   r.simulated_ns = now();
+  if (!lvols_->empty()) {
+    // What the lvols hold is judged from what their metadata on the device says.
+    event::CurrentThreadScope scope(&target_->thread());
+    if (std::string e = lvols_->reload_all([this] { target_->step(); }, io_wait_ns()); !e.empty())
+      runtime_errors_.push_back(e);
+  }
   sweep();
   judge(r);
   r.trace_hash = target_->trace_hash();
@@ -639,6 +704,7 @@ void Engine::collect_metrics(metrics::Builder& b) const {
           static_cast<double>(faults_.size()));
   uint64_t violations = 0;
   for (const auto& t : tracks_) violations += t->violations;
+  for (const auto& t : volume_tracks_) violations += t->violations;
   b.counter("pollux_scenario_oracle_violations_total",
             "Reads the data-integrity oracle rejected (lost, stale, torn, misdirected)", sl,
             static_cast<double>(violations));
@@ -708,6 +774,7 @@ void Engine::judge(RunResult& r) {
   std::stable_sort(r.pollers.begin(), r.pollers.end(),
                    [](const PollerSeries& a, const PollerSeries& b) { return a.busy_runs > b.busy_runs; });
   for (const std::string& s : runtime_errors_) r.failures.push_back(s);
+  r.notes = lvols_->log();
   for (const std::string& s : target_->errors()) r.failures.push_back(s);
   r.devices_at_end = 0;
   for (uint32_t i = 0; i < target_->devices(); ++i) {
@@ -724,12 +791,15 @@ void Engine::judge(RunResult& r) {
       d.removed_failures = s.value().removed_failures;
     }
     target_->outcome(i, &d);
-    d.swept_blocks = tracks_[i]->swept_blocks;
-    d.sweep_read_errors = tracks_[i]->sweep_read_errors;
-    d.violations = tracks_[i]->violations;
-    r.violation_count += tracks_[i]->violations;
-    for (const std::string& v : tracks_[i]->violation_text)
-      if (r.violations.size() < 20) r.violations.push_back(v);
+    for_each_track([&](DeviceTrack& t) {  // the device's and its lvols'
+      if (t.index != i) return;
+      d.swept_blocks += t.swept_blocks;
+      d.sweep_read_errors += t.sweep_read_errors;
+      d.violations += t.violations;
+      r.violation_count += t.violations;
+      for (const std::string& v : t.violation_text)
+        if (r.violations.size() < 20) r.violations.push_back(v);
+    });
     r.devices.push_back(d);
   }
   uint64_t ok_ios = 0;
@@ -748,7 +818,7 @@ void Engine::judge(RunResult& r) {
   }
   for (const oracle::ViolationKind k : e.detects) {
     uint64_t seen = 0;
-    for (const auto& t : tracks_) seen += t->violations_by_kind[static_cast<size_t>(k)];
+    for_each_track([&](DeviceTrack& t) { seen += t.violations_by_kind[static_cast<size_t>(k)]; });
     if (seen == 0) {
       r.failures.push_back(std::string("the oracle was to detect ") + oracle::to_string(k) +
                            " data and found none: a corruption went unnoticed");

@@ -196,6 +196,29 @@ Status parse_host(const YAML::Node& n, HostSpec* h) {
   return s.unknown_keys();
 }
 
+// `lvol: true` or `lvol: {thin: false, cluster_size: 4MiB}`.
+Status parse_lvol(const YAML::Node& n, const std::string& workload, WorkloadSpec* w) {
+  const std::string prefix = workload + ".lvol";
+  LvolSpec l;
+  if (n.IsScalar()) {
+    if (n.Scalar() == "true") return w->lvol = l, Status{};
+    if (n.Scalar() == "false") return {};
+    return err(prefix + ": '" + n.Scalar() + "' (expected true, false or a mapping)" + where(n));
+  }
+  if (!n.IsMap()) return err(prefix + ": expected true, false or a mapping" + where(n));
+  Section s(n, prefix);
+  POLLUX_TRY(s.boolean("thin", &l.thin));
+  POLLUX_TRY(s.size("cluster_size", &l.cluster_bytes));
+  if (l.cluster_bytes < 4096 || l.cluster_bytes % 4096 || l.cluster_bytes > (1ull << 30)) {
+    return err(prefix + ".cluster_size: " + std::to_string(l.cluster_bytes) +
+               " (expected a multiple of 4 KiB up to 1 GiB)" + where(n["cluster_size"]));
+  }
+  POLLUX_TRY(s.uint("md_pages", 0, 1ull << 30, &l.md_pages));
+  POLLUX_TRY(s.unknown_keys());
+  w->lvol = l;
+  return {};
+}
+
 Status parse_workload(const YAML::Node& n, size_t i, WorkloadSpec* w) {
   const std::string prefix = "workloads[" + std::to_string(i) + "]";
   if (!n.IsMap()) return err(prefix + ": expected a mapping" + where(n));
@@ -223,6 +246,7 @@ Status parse_workload(const YAML::Node& n, size_t i, WorkloadSpec* w) {
   POLLUX_TRY(s.size("range", &w->range_bytes));
   POLLUX_TRY(s.boolean("verify", &w->verify));
   POLLUX_TRY(s.uint("flush_every", 0, 1u << 30, &w->flush_every));
+  if (const YAML::Node l = s.take("lvol"); l && !l.IsNull()) POLLUX_TRY(parse_lvol(l, prefix, w));
   if (w->bdev.empty()) return err(prefix + ".bdev: required" + where(n));
   if (w->duration_ns == 0) return err(prefix + ".duration: must be more than 0" + where(n));
   if (w->range_bytes / w->block_size < w->queue_depth) {

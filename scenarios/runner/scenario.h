@@ -85,6 +85,21 @@ struct FabricSpec {
 
 enum class Pattern { kRandom, kSequential };
 
+// A workload on a logical volume (driver/lvol) instead of the bdev itself: the runner puts an
+// lvstore "lvs_<device>" on the bdev (the first lvol workload on it sets the cluster size)
+// and one lvol per workload, named after it and sized to its range. The oracle checks the
+// lvol's blocks; power loss crashes the host's lvstore (it is loaded again, dirty, when the
+// device is back), a hot removal takes it down with the bdev, and at the end every lvstore
+// is crashed and loaded again before the final sweep reads the lvols back.
+struct LvolSpec {
+  bool thin = true;
+  uint64_t cluster_bytes = 1 << 20;
+  // The lvstore's metadata pages. 0: sized to its lvols (at least 256, one per lvol cluster).
+  // SPDK's default is one per cluster of the whole bdev, which on a large drive makes every
+  // dirty load read gigabytes: give the bdev's cluster count to see that.
+  uint64_t md_pages = 0;
+};
+
 struct WorkloadSpec {
   int line = 0;                   // in the scenario file (0: generated)
   std::string name;
@@ -98,6 +113,7 @@ struct WorkloadSpec {
   uint64_t range_bytes = 8 << 20; // the LBA span used, from LBA 0
   bool verify = true;             // the oracle checks every read and a final sweep
   uint32_t flush_every = 0;       // a Flush after every N writes (0: never)
+  std::optional<LvolSpec> lvol;   // on an lvol on `bdev` (see LvolSpec)
 };
 
 enum class FaultKind {

@@ -233,6 +233,35 @@ TEST(ScenarioInput, BadFabricInputIsRefusedWithTheFieldNamed) {
       "faults[0]: 'partition' is a fabric fault: it needs topology.fabric");
 }
 
+TEST(ScenarioInput, LvolWorkloadsParseAndBadOnesAreRefused) {
+  auto ok = parse_scenario(base("{name: nvme0, profile: p4800x}",
+                                "{name: v, bdev: nvme0n1, range: 1MiB, "
+                                "lvol: {thin: false, cluster_size: 64KiB, md_pages: 300}}"));
+  ASSERT_TRUE(ok) << ok.error();
+  ASSERT_TRUE(ok.value().workloads[0].lvol.has_value());
+  EXPECT_FALSE(ok.value().workloads[0].lvol->thin);
+  EXPECT_EQ(ok.value().workloads[0].lvol->cluster_bytes, 64u << 10);
+  EXPECT_EQ(ok.value().workloads[0].lvol->md_pages, 300u);
+  auto yes = parse_scenario(base("{name: nvme0}", "{name: v, bdev: nvme0n1, lvol: true}"));
+  ASSERT_TRUE(yes) << yes.error();
+  EXPECT_TRUE(yes.value().workloads[0].lvol->thin);  // thin by default
+  const auto refused = [](const std::string& workloads, const std::string& want) {
+    const std::string e = error_of("name: t\ntopology:\n  devices: [{name: nvme0}]\nworkloads:\n" +
+                                   workloads);
+    EXPECT_NE(e.find(want), std::string::npos) << e;
+  };
+  refused("  - {name: v, bdev: nvme0n1, lvol: maybe}\n", "workloads[0].lvol: 'maybe'");
+  refused("  - {name: v, bdev: nvme0n1, lvol: {cluster_size: 1000}}\n",
+          "workloads[0].lvol.cluster_size: 1000");
+  refused("  - {name: v, bdev: nvme0n1, lvol: {thinn: true}}\n", "thinn");
+  refused("  - {name: v, bdev: nvme0n1, lvol: true}\n  - {name: raw, bdev: nvme0n1}\n",
+          "cannot write it directly");
+  refused("  - {name: a, bdev: nvme0n1, lvol: {cluster_size: 64KiB}}\n"
+          "  - {name: b, bdev: nvme0n1, lvol: {cluster_size: 128KiB}}\n",
+          "one cluster size");
+  refused("  - {name: \"a/b\", bdev: nvme0n1, lvol: true}\n", "cannot name an lvol");
+}
+
 TEST(ScenarioInput, ReportsOfNamesThatAreNotUtf8AreWritten) {
   RunResult r;
   r.scenario = "t\xbd";

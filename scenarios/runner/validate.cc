@@ -49,6 +49,28 @@ Status names(const Scenario& s) {
                  line_of(w.line));
     }
   }
+  // An lvstore owns its bdev: nothing else writes it, and its lvols share one cluster size.
+  for (size_t i = 0; i < s.workloads.size(); ++i) {
+    const WorkloadSpec& w = s.workloads[i];
+    if (!w.lvol) continue;
+    const std::string at = "workloads[" + std::to_string(i) + "]";
+    if (w.name.size() > 63 || w.name.find('/') != std::string::npos) {
+      return err(at + ".name: '" + w.name + "' cannot name an lvol (at most 63 bytes, no '/')" +
+                 line_of(w.line));
+    }
+    for (const WorkloadSpec& o : s.workloads) {
+      if (o.bdev != w.bdev) continue;
+      if (!o.lvol) {
+        return err(at + ".lvol: " + w.bdev + " holds an lvstore, so workload '" + o.name +
+                   "' cannot write it directly (give it lvol: too)" + line_of(w.line));
+      }
+      if (o.lvol->cluster_bytes != w.lvol->cluster_bytes) {
+        return err(at + ".lvol.cluster_size: the lvols on " + w.bdev +
+                   " share one lvstore and one cluster size (workload '" + o.name +
+                   "' asks for another)" + line_of(w.line));
+      }
+    }
+  }
   for (size_t i = 0; i < s.faults.size(); ++i) {
     const FaultSpec& f = s.faults[i];
     if (!f.device.empty() && !devices.count(f.device)) {

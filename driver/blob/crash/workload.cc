@@ -150,6 +150,16 @@ Workload::Workload(Harness h) : h_(std::move(h)) {
   step([&](State& s) { add_region(s["A"], 0, upc, 9); });
   step([](State& s) { s["B"].flags |= kFlagReadOnly; });
   step([](State& s) { s["S"] = {}; });
+  // A snapshot with one clone, deleted: merged into the clone.
+  step([](State& s) {
+    s["S2"] = {true, s["A"].clusters, kFlagReadOnly | kFlagSnapshot | kFlagThin, {}, s["A"].regions};
+    s["A"].flags = kFlagThin | kFlagClone;
+  });
+  step([&](State& s) { add_region(s["A"], upc + 3, 8, 10); });
+  step([](State& s) {
+    s["S2"] = {};
+    s["A"].flags = kFlagThin;  // S2 had no parent: A is no clone any more
+  });
 }
 
 int Workload::steps() const { return static_cast<int>(states_.size()) - 1; }
@@ -267,6 +277,9 @@ int Workload::run(std::string* error) {
       [&] { with("A", [&](Blob* b) { c.write(b, 0, upc, 9), c.sync(b); }); },
       [&] { with("B", [&](Blob* b) { b->set_read_only(), c.sync(b); }); },
       [&] { simple("delete S", [&](Outcome* o) { bs->delete_blob(c.id("S"), Outcome::op, o); }); },
+      [&] { snapshot("A", "S2", {}); },
+      [&] { with("A", [&](Blob* b) { c.write(b, upc + 3, 8, 10), c.sync(b); }); },
+      [&] { simple("delete S2 (merge)", [&](Outcome* o) { bs->delete_blob(c.id("S2"), Outcome::op, o); }); },
   };
   for (const auto& s : script) {
     s();

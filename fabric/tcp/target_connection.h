@@ -7,8 +7,8 @@
 // Hot path: requests, their PDU headers and their in-capsule buffers are preallocated when the
 // queue connects; data buffers of larger commands come from the transport's DmaBufferPool
 // through the group's cache. Receiving is recv (or readv straight into a data buffer) per
-// socket readiness; sending is one send (sendmsg) per poll for everything queued. No lock, no
-// allocation, no exception.
+// socket readiness; sending is one send (sendmsg) per poll for everything queued, corked when
+// the batch is big (see flush()). No lock, no allocation, no exception.
 #pragma once
 
 #include <sys/uio.h>

@@ -17,6 +17,8 @@ PACKAGES=(
   prometheus
   # hardware-in-the-loop: a QEMU guest with an emulated IOMMU and QEMU's NVMe controller
   qemu-system-x86 busybox-static nvme-cli
+  # reports seen as a reader sees them: headless screenshots (tools/report_screenshot.sh)
+  chromium
 )
 
 missing=()

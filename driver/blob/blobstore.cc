@@ -12,17 +12,34 @@ namespace {
 
 constexpr uint32_t kScratchPages = 64;
 
-struct IoWait {
-  std::function<void(int)> done;
+}  // namespace
+
+// One metadata I/O; `submit` is tried again on the metadata thread's next turn while the base
+// has no bdev_io free (-ENOMEM: a busy or resetting base), as SPDK's io_wait does.
+struct Blobstore::MdIo {
+  Blobstore* bs;
+  MdSubmit submit;
+  Step done;
   static void cb(bdev::BdevIo&, bool success, void* arg) {
-    auto* w = static_cast<IoWait*>(arg);
+    auto* w = static_cast<MdIo*>(arg);
     auto done = std::move(w->done);
     delete w;
     done(success ? 0 : -EIO);
   }
+  static void attempt(void* arg) {
+    auto* w = static_cast<MdIo*>(arg);
+    const int rc = w->bs->halted() ? -ENXIO : w->submit(cb, w);
+    if (rc == 0) return;
+    if (rc == -ENOMEM) return w->bs->md_thread_->post_local(attempt, w);
+    auto done = std::move(w->done);
+    delete w;
+    done(rc);
+  }
 };
 
-}  // namespace
+void Blobstore::md_io(MdSubmit submit, Step done) {
+  MdIo::attempt(new MdIo{this, std::move(submit), std::move(done)});
+}
 
 // ------------------------------------------------------------------------------ Blob ----
 
@@ -315,28 +332,21 @@ void Blobstore::run_next() {
 // ------------------------------------------------------------------- metadata I/O ----
 
 void Blobstore::page_io(bool write, uint64_t page, uint32_t pages, void* buf, Step done) {
-  if (halted()) return done(-ENXIO);
-  auto* w = new IoWait{std::move(done)};
   const uint64_t lba = page * blocks_per_page_, n = uint64_t{pages} * blocks_per_page_;
-  const int rc = write ? mgr_.write(desc_, md_channel_, buf, lba, n, IoWait::cb, w)
-                       : mgr_.read(desc_, md_channel_, buf, lba, n, IoWait::cb, w);
-  if (rc != 0) {
-    auto d = std::move(w->done);
-    delete w;
-    d(rc);
-  }
+  md_io([this, write, buf, lba, n](bdev::IoCompletionFn cb, void* arg) {
+    return write ? mgr_.write(desc_, md_channel_, buf, lba, n, cb, arg)
+                 : mgr_.read(desc_, md_channel_, buf, lba, n, cb, arg);
+  }, std::move(done));
 }
 
 void Blobstore::zero_pages(uint64_t page, uint64_t pages, Step done) {
   if (pages == 0) return done(0);
   if (halted()) return done(-ENXIO);
   if (desc_->bdev().supports(bdev::IoType::kWriteZeroes)) {
-    auto* w = new IoWait{std::move(done)};
-    const int rc = mgr_.write_zeroes(desc_, md_channel_, page * blocks_per_page_,
-                                     pages * blocks_per_page_, IoWait::cb, w);
-    if (rc == 0) return;
-    done = std::move(w->done);
-    delete w;
+    return md_io([this, page, pages](bdev::IoCompletionFn cb, void* arg) {
+      return mgr_.write_zeroes(desc_, md_channel_, page * blocks_per_page_, pages * blocks_per_page_,
+                               cb, arg);
+    }, std::move(done));
   }
   // No write-zeroes: zero buffers, a scratch-full at a time.
   const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(pages, kScratchPages));
@@ -350,13 +360,9 @@ void Blobstore::zero_pages(uint64_t page, uint64_t pages, Step done) {
 void Blobstore::flush(Step done) {
   if (halted()) return done(-ENXIO);
   if (!desc_->bdev().supports(bdev::IoType::kFlush)) return done(0);
-  auto* w = new IoWait{std::move(done)};
-  const int rc = mgr_.flush(desc_, md_channel_, 0, desc_->bdev().num_blocks(), IoWait::cb, w);
-  if (rc != 0) {
-    auto d = std::move(w->done);
-    delete w;
-    d(rc);
-  }
+  md_io([this](bdev::IoCompletionFn cb, void* arg) {
+    return mgr_.flush(desc_, md_channel_, 0, desc_->bdev().num_blocks(), cb, arg);
+  }, std::move(done));
 }
 
 void Blobstore::write_super(bool clean, Step done) {

@@ -229,6 +229,9 @@ class Blobstore {
   static void resume_parked(event::ChannelIter& it);
 
   // Metadata-thread I/O in pages (md scratch buffer) and bytes.
+  using MdSubmit = std::function<int(bdev::IoCompletionFn cb, void* arg)>;
+  struct MdIo;
+  void md_io(MdSubmit submit, Step done);  // retried while the base is out of bdev_ios
   void page_io(bool write, uint64_t page, uint32_t pages, void* buf, Step done);
   void zero_pages(uint64_t page, uint64_t pages, Step done);
   void flush(Step done);

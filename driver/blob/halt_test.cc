@@ -125,5 +125,37 @@ TEST_F(Halt, RemovalOfTheBaseIsReportedOnce) {
   EXPECT_TRUE(gone);  // crash() closed it: the removal finished
 }
 
+// Metadata I/O that finds no bdev_io free (a busy base) waits for one instead of failing the
+// operation (as SPDK's io_wait).
+TEST_F(Halt, MetadataIoWaitsWhileTheBaseIsOutOfBdevIos) {
+  ASSERT_EQ(init(), 0);
+  Blob* b = open(create(2));
+  ASSERT_EQ(b->set_xattr("k", "v", 1), 0);
+  bdev::Desc* other = nullptr;
+  event::IoChannel* och = nullptr;
+  int held = 0;
+  on(t0, [&] {  // a reader of the store's bdev on its metadata thread: one channel, one cache
+    other = mgr->open("m0", false).value();
+    och = mgr->get_io_channel(other);
+    while (held < 100000 &&
+           mgr->read(
+               other, och, mem(0), 0, 1, [](bdev::BdevIo&, bool, void*) {}, nullptr) == 0)
+      ++held;
+  });
+  ASSERT_LT(held, 100000);  // the pool ran dry
+  Outcome synced;
+  on(t0, [&] { bs->sync_md(b, Outcome::op, &synced); });
+  for (int i = 0; i < 200000 && !synced.called; ++i) s.fw->step();
+  ASSERT_TRUE(synced.called);
+  EXPECT_EQ(synced.rc, 0);
+  EXPECT_FALSE(b->dirty());
+  s.settle();
+  on(t0, [&] {
+    mgr->put_io_channel(och);
+    mgr->close(other);
+  });
+  s.settle();
+}
+
 }  // namespace
 }  // namespace pollux::blob

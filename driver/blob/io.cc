@@ -319,7 +319,7 @@ struct Blobstore::Freeze {
 
 void Blobstore::freeze_io(BlobId id, std::function<void()> then) {
   Blob* b = find(id);
-  if (b == nullptr || !registered_) return then();
+  if (b == nullptr) return then();
   b->frozen_.fetch_add(1, std::memory_order_acq_rel);
   if (channels_.load() == 0) return then();  // no channel: no I/O to wait for or to park
   auto* f = new Freeze{this, id, std::move(then)};
@@ -344,8 +344,8 @@ void Blobstore::drain_channel(event::ChannelIter& it) {
 
 void Blobstore::thaw_io(BlobId id) {
   Blob* b = find(id);
-  if (b == nullptr || b->frozen_.fetch_sub(1, std::memory_order_acq_rel) != 1 || !registered_ ||
-      channels_.load() == 0)
+  // Also on a store being destroyed (crash): its channels may still hold parked requests.
+  if (b == nullptr || b->frozen_.fetch_sub(1, std::memory_order_acq_rel) != 1 || channels_.load() == 0)
     return;
   auto* f = new Freeze{this, id, nullptr};
   mgr_.framework().for_each_channel(this, resume_parked, f,

@@ -164,25 +164,12 @@ void Blobstore::clear_clusters(const std::vector<uint64_t>& clusters, ClearMetho
   for_each_step(
       runs.size(),
       [this, runs, zeroes](std::size_t i, Step next) {
-        struct Wait {
-          Step next;
-          static void cb(bdev::BdevIo&, bool ok, void* a) {
-            auto* w = static_cast<Wait*>(a);
-            Step n = std::move(w->next);
-            delete w;
-            n(ok ? 0 : -EIO);
-          }
-        };
-        if (halted()) return next(-ENXIO);
-        auto* w = new Wait{next};
         const uint64_t lba = runs[i].first * io_units_per_cluster_;
         const uint64_t n = runs[i].second * io_units_per_cluster_;
-        const int rc = zeroes ? mgr_.write_zeroes(desc_, md_channel_, lba, n, Wait::cb, w)
-                              : mgr_.unmap(desc_, md_channel_, lba, n, Wait::cb, w);
-        if (rc != 0) {
-          delete w;
-          next(rc);
-        }
+        md_io([this, zeroes, lba, n](bdev::IoCompletionFn cb, void* arg) {
+          return zeroes ? mgr_.write_zeroes(desc_, md_channel_, lba, n, cb, arg)
+                        : mgr_.unmap(desc_, md_channel_, lba, n, cb, arg);
+        }, next);
       },
       done);
 }

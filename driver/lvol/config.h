@@ -17,10 +17,24 @@
 // the configuration, and becomes the lvstore's metadata thread).
 #pragma once
 
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "driver/bdev/config.h"
 
 namespace pollux::lvol {
 
+// The methods as asynchronous operations: each checks its parameters (an error is returned
+// at once, and `done` is not called) and starts the operation; `done` gets its outcome on the
+// calling thread. For callers that must not block their thread (an RPC server).
+using AsyncDone = std::function<void(bdev::Status)>;
+using AsyncMethod =
+    std::function<bdev::Status(bdev::ConfigContext&, const bdev::ConfigParams&, AsyncDone)>;
+std::vector<std::pair<std::string, AsyncMethod>> lvol_async_methods();
+
+// The same as synchronous configuration methods (they poll the calling thread until done).
 void register_lvol_config_methods(bdev::ConfigMethods& methods);
 
 }  // namespace pollux::lvol

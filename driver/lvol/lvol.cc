@@ -213,6 +213,7 @@ void LvolStore::unregister_bdev(Lvol* l, std::function<void()> then) {
 }
 
 void LvolStore::add_lvol(blob::Blob* b, const std::string& name, std::function<void(Lvol*, int)> done) {
+  if (crashing_) return done(nullptr, -ENXIO);  // crash() unregisters only what it saw
   auto l = std::make_unique<Lvol>();
   l->lvs = this;
   l->name = name;
@@ -314,19 +315,33 @@ void LvolStore::load(bdev::Manager& mgr, const std::string& base, StoreDoneFn cb
       struct Ctx {
         std::shared_ptr<std::function<void(std::size_t)>> next;
         std::size_t i;
+        LvolStore* lvs;
         StoreDoneFn cb;
         void* arg;
+        int rc;
       };
       lvs->open_and_add((*ids)[i], n, [](void* a, Lvol*, int rc) {
         auto* c = static_cast<Ctx*>(a);
-        auto next = c->next;
-        const std::size_t i = c->i;
-        StoreDoneFn cb = c->cb;
-        void* arg = c->arg;
-        delete c;
-        if (rc != 0) return cb(arg, nullptr, rc);
-        (*next)(i + 1);
-      }, new Ctx{next, i, cb, arg});
+        if (rc == 0) {
+          auto next = c->next;
+          const std::size_t i = c->i;
+          delete c;
+          return (*next)(i + 1);
+        }
+        // Half loaded: the lvol bdevs registered so far go, and the store with them (writing
+        // nothing), before the caller hears of the failure.
+        *c->next = nullptr;
+        c->next.reset();
+        c->rc = rc;
+        c->lvs->crash([](void* a, int) {
+          auto* c = static_cast<Ctx*>(a);
+          const StoreDoneFn cb = c->cb;
+          void* arg = c->arg;
+          const int rc = c->rc;
+          delete c;
+          cb(arg, nullptr, rc);
+        }, c);
+      }, new Ctx{next, i, lvs, cb, arg, 0});
     };
     (*next)(0);
   }});

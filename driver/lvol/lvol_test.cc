@@ -267,6 +267,23 @@ TEST_F(Lvols, DeleteFreesTheSpace) {
   EXPECT_EQ(lvs->lvol(std::string("a")), nullptr);
 }
 
+// A snapshot of an lvol held open with a channel on another thread (an exported namespace):
+// the lvol's I/O freezes around it, and writes after it copy the snapshot's clusters.
+TEST_F(Lvols, SnapshotOfAnOpenLvolThenWritesCopyOnWrite) {
+  ASSERT_EQ(create_store(), 0);
+  create_lvol("v", 4 * kCluster, true);
+  open_bdev("lvs0/v");
+  const auto first = put(3, 8, 1);
+  int rc = 1;
+  snapshot(lvs->lvol(std::string("v")), "s", &rc);
+  ASSERT_EQ(rc, 0);
+  const auto second = put(kUnitsPerCluster / 2, 8, 2);  // in the snapshot's cluster 0: a copy
+  EXPECT_EQ(get(3, 8), first);
+  EXPECT_EQ(get(kUnitsPerCluster / 2, 8), second);
+  const auto third = put(2 * kUnitsPerCluster + 1, 8, 3);  // a hole in both: a fresh cluster
+  EXPECT_EQ(get(2 * kUnitsPerCluster + 1, 8), third);
+}
+
 // A host crash: the lvol bdevs go (an open user is told kRemove), nothing more is written, and
 // a load brings back every lvol with what its acknowledged writes left (dirty load).
 TEST_F(Lvols, CrashDropsTheBdevsAndALoadRecoversThem) {

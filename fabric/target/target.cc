@@ -527,26 +527,37 @@ Status Target::add_listener(const std::string& nqn, const ListenAddress& a) {
   Transport* t = transport(a.trtype);
   if (t == nullptr)
     return fail("no transport " + a.trtype + " (nvmf_create_transport first)", ENODEV);
-  if (std::find(s->listeners_.begin(), s->listeners_.end(), a) != s->listeners_.end())
-    return fail(nqn + " listens on " + a.to_string() + " already", EEXIST);
+  // Subsystems share the transport's listener on one address (as SPDK's do). A listener on
+  // port "0" (any) is known by the port it was bound to from then on: a subsystem naming that
+  // port, or "0" again, shares it, and the discovery log shows the port.
+  ListenAddress bound = a;
+  if (auto any = any_port_.find(a.to_string()); any != any_port_.end()) bound = any->second;
+  if (std::find(s->listeners_.begin(), s->listeners_.end(), bound) != s->listeners_.end())
+    return fail(nqn + " listens on " + bound.to_string() + " already", EEXIST);
   auto it =
-      std::find_if(listening_.begin(), listening_.end(), [&](auto& p) { return p.first == a; });
+      std::find_if(listening_.begin(), listening_.end(), [&](auto& p) { return p.first == bound; });
   if (it == listening_.end()) {
     if (auto st = t->listen(a); !st) return st;
-    listening_.emplace_back(a, 1);
-    if (!port_ids_.count(a.to_string()))
-      port_ids_[a.to_string()] = static_cast<uint16_t>(port_ids_.size() + 1);
+    if (const uint16_t port = t->bound_port(a); a.trsvcid == "0" && port != 0) {
+      bound.trsvcid = std::to_string(port);
+      any_port_[a.to_string()] = bound;
+    }
+    listening_.emplace_back(bound, 1);
+    if (!port_ids_.count(bound.to_string()))
+      port_ids_[bound.to_string()] = static_cast<uint16_t>(port_ids_.size() + 1);
   } else {
     ++it->second;
   }
-  s->listeners_.push_back(a);
+  s->listeners_.push_back(bound);
   bump_genctr();
   return ok_status();
 }
 
-Status Target::remove_listener(const std::string& nqn, const ListenAddress& a) {
+Status Target::remove_listener(const std::string& nqn, const ListenAddress& asked) {
   Subsystem* s = find(nqn);
   if (s == nullptr) return fail("no subsystem " + nqn, ENODEV);
+  ListenAddress a = asked;
+  if (auto any = any_port_.find(asked.to_string()); any != any_port_.end()) a = any->second;
   auto l = std::find(s->listeners_.begin(), s->listeners_.end(), a);
   if (l == s->listeners_.end()) return fail(nqn + " does not listen on " + a.to_string(), ENODEV);
   s->listeners_.erase(l);
@@ -555,6 +566,7 @@ Status Target::remove_listener(const std::string& nqn, const ListenAddress& a) {
   if (it != listening_.end() && --it->second == 0) {
     if (Transport* t = transport(a.trtype)) t->stop_listening(a);
     listening_.erase(it);
+    std::erase_if(any_port_, [&](const auto& p) { return p.second == a; });
   }
   bump_genctr();
   return ok_status();

@@ -176,6 +176,7 @@ class Target {
   std::atomic<std::size_t> published_transports_{0};
   std::vector<std::unique_ptr<Subsystem>> subsystems_;    // by slot; null: a free slot
   std::vector<std::pair<ListenAddress, int>> listening_;  // address, subsystems using it
+  std::map<std::string, ListenAddress> any_port_;  // an address with port "0" -> as bound
   std::map<std::string, uint16_t> port_ids_;              // discovery log PORTID by address
   std::vector<std::unique_ptr<NsEventCtx>> ns_ctx_;       // bdev event contexts
   uint64_t genctr_ = 0;

@@ -27,6 +27,8 @@ class Transport {
   // Target thread. Listening twice on one address is refused by the caller, not here.
   virtual Status listen(const ListenAddress& address) = 0;
   virtual void stop_listening(const ListenAddress& address) = 0;
+  // The port a listener asked for with trsvcid "0" (any) was bound to; 0: unknown.
+  virtual uint16_t bound_port(const ListenAddress&) const { return 0; }
 
   // The poll group's thread: the transport starts / ends its part of the group (its poller,
   // buffers). remove_group runs once the group has no queue pair left.

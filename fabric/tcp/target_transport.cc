@@ -42,7 +42,8 @@ std::string validate(const TcpTargetOptions& o) {
 // ---------------------------------------------------------------------- transport ---
 
 struct TcpTargetTransport::Listener {
-  target::ListenAddress address;
+  target::ListenAddress requested;  // as asked (trsvcid may be "0": any)
+  target::ListenAddress address;    // as bound
   std::unique_ptr<net::Listener> socket;
   uint16_t port = 0;
   event::Poller* poller = nullptr;
@@ -98,9 +99,11 @@ target::Status TcpTargetTransport::listen(const target::ListenAddress& a) {
     return make_error(sock.error().code,
                       fmt::format("listen {}: {}", a.to_string(), sock.error().message));
   auto l = std::make_unique<Listener>();
-  l->address = a;
+  l->requested = a;
   l->socket = std::move(sock).value();
   l->port = l->socket->port();
+  l->address = a;
+  l->address.trsvcid = std::to_string(l->port);
   l->transport = this;
   l->poller =
       tgt_.thread()->register_poller(accept_poll, l.get(), kAcceptPeriodUs, "nvmf_tcp_accept");
@@ -111,7 +114,7 @@ target::Status TcpTargetTransport::listen(const target::ListenAddress& a) {
 
 void TcpTargetTransport::stop_listening(const target::ListenAddress& a) {
   for (auto it = listeners_.begin(); it != listeners_.end(); ++it) {
-    if (!((*it)->address == a)) continue;
+    if (!((*it)->address == a) && !((*it)->requested == a)) continue;
     tgt_.thread()->unregister_poller((*it)->poller);
     listeners_.erase(it);
     return;
@@ -119,8 +122,8 @@ void TcpTargetTransport::stop_listening(const target::ListenAddress& a) {
 }
 
 uint16_t TcpTargetTransport::bound_port(const target::ListenAddress& a) const {
-  for (const auto& l : listeners_)
-    if (l->address == a) return l->port;
+  for (auto it = listeners_.rbegin(); it != listeners_.rend(); ++it)  // the latest "any"
+    if ((*it)->address == a || (*it)->requested == a) return (*it)->port;
   return 0;
 }
 

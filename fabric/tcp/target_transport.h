@@ -66,7 +66,7 @@ class TcpTargetTransport final : public target::Transport {
   env::MemoryRegistry& registry() const { return registry_; }
   TcpTargetGroup* group_of(target::PollGroup& g) const;
   // The port a listener is bound to (its trsvcid may have been "0": any).
-  uint16_t bound_port(const target::ListenAddress& a) const;
+  uint16_t bound_port(const target::ListenAddress& a) const override;
 
  private:
   TcpTargetTransport(target::Target& tgt, const TcpTargetOptions& o, net::Network& network,

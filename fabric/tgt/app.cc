@@ -7,6 +7,8 @@
 
 #include "driver/bdev/modules/config_methods.h"
 #include "driver/bdev/modules/nvme.h"
+#include "driver/lvol/config.h"
+#include "driver/lvol/lvol.h"
 #include "driver/metrics/bdev_source.h"
 
 namespace pollux::fabric::tgt {
@@ -46,6 +48,7 @@ Result<std::monostate> TargetApp::start(const AppOptions& o) {
   modules_ = std::make_unique<bdev::StandardModules>(*mgr_);
   bdev::register_nvme_config_methods(bdev::global_config_methods());
   bdev::register_uring_config_methods(bdev::global_config_methods());
+  lvol::register_lvol_config_methods(bdev::global_config_methods());
   record_bdev_methods();
   auto t = target::Target::create(fw_, *mgr_);
   if (!t) return make_error(-1, t.error().message);
@@ -132,6 +135,18 @@ nlohmann::json TargetApp::save_config() const {
   const auto names = mgr_->bdev_names();
   const std::set<std::string> live(names.begin(), names.end());
   for (const Record& r : records_) {
+    // An lvstore and its lvols live on their base bdev: a restart loads the store (as SPDK's
+    // examine does) and never formats it again; creating lvols again would fail or duplicate.
+    if (r.method.rfind("bdev_lvol_", 0) == 0) {
+      const bool made = r.method == "bdev_lvol_create_lvstore" && r.params.contains("lvs_name") &&
+                        r.params["lvs_name"].is_string() &&
+                        lvol::LvolStore::find(r.params["lvs_name"].get<std::string>()) != nullptr;
+      if (made || r.method == "bdev_lvol_load_lvstore") {
+        bdev_cfg.push_back({{"method", "bdev_lvol_load_lvstore"},
+                            {"params", {{"bdev_name", r.params.value("bdev_name", "")}}}});
+      }
+      continue;
+    }
     bool keep = r.created.empty();
     for (const std::string& b : r.created) keep = keep || live.count(b) != 0;
     if (r.method == "bdev_set_qos_limit" && r.params.contains("name") &&

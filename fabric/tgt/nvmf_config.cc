@@ -1,6 +1,9 @@
 #include "fabric/tgt/nvmf_config.h"
 
 #include <fmt/format.h>
+#include <strings.h>
+
+#include <cctype>
 
 #include "fabric/tcp/target_transport.h"
 
@@ -47,8 +50,12 @@ Result<target::ListenAddress> listen_address(const ConfigParams& p) {
   TRY(adrfam, a.string_or("adrfam", "IPv4"));
   TRY(traddr, a.string("traddr"));
   TRY(trsvcid, a.string_or("trsvcid", "4420"));
+  // Spelled as SPDK accepts them ("tcp", "ipv4"), kept in one form: one address, one listener.
   l.trtype = trtype.value();
+  for (char& c : l.trtype) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   l.adrfam = adrfam.value();
+  for (const char* f : {"IPv4", "IPv6"})
+    if (strcasecmp(l.adrfam.c_str(), f) == 0) l.adrfam = f;
   l.traddr = traddr.value();
   l.trsvcid = trsvcid.value();
   for (char c : l.trsvcid)

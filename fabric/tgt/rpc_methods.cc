@@ -7,6 +7,7 @@
 
 #include "driver/event/reactor.h"
 #include "driver/event/thread.h"
+#include "driver/lvol/config.h"
 #include "driver/metrics/bdev_source.h"
 #include "fabric/target/poll_group.h"
 #include "fabric/tgt/app.h"
@@ -101,6 +102,21 @@ void TargetApp::config_method_rpc(const std::string& method, const bdev::ConfigM
 void TargetApp::register_rpc_methods() {
   for (const std::string& m : bdev_methods_.methods()) config_method_rpc(m, bdev_methods_);
   for (const std::string& m : nvmf_methods_.methods()) config_method_rpc(m, nvmf_methods_);
+  // Lvol operations answer when they end, without blocking the RPC thread: a snapshot of an
+  // lvol that a namespace exports freezes I/O on the poll groups' threads, which may share
+  // this reactor.
+  for (auto& [name, method] : lvol::lvol_async_methods()) {
+    rpc_->add(name, [this, name, method](const json& params, Reply reply) {
+      auto ctx = modules_->context();
+      auto done = [this, name, params, reply](bdev::Status st) {
+        if (!st) return reply(st.error());
+        records_.push_back(Record{name, params, {}});  // save_config: see there
+        tgt_->when_settled([reply] { reply(json(true)); });
+      };
+      if (bdev::Status st = method(ctx, bdev::ConfigParams(params, name), done); !st)
+        reply(st.error());
+    });
+  }
 
   // Deleting bdevs (a namespace on one goes with it: hot removal).
   for (const char* m : {"bdev_malloc_delete", "bdev_null_delete"}) {

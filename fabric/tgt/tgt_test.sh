@@ -158,6 +158,25 @@ perf_verify $nqn1 -q 8 -o 8192 -t 0.5
 stop
 echo "ok: save_config round trip"
 
+# An lvol as a namespace, made by RPC on a malloc bdev: verified I/O through it (a thin lvol:
+# first writes allocate), a snapshot under the host's I/O; save_config names the store by
+# bdev_lvol_load_lvstore (a restart loads it from its bdev) and none of the lvols.
+start "$dir/tgt.json"
+r bdev_malloc_create -b Lv0 128 512 >/dev/null || fail "bdev_malloc_create Lv0"  # room for a copy of each cluster
+r bdev_lvol_create_lvstore Lv0 lvs0 -c 1048576 >/dev/null || fail "bdev_lvol_create_lvstore"
+r bdev_lvol_create vol 32 -l lvs0 -t >/dev/null || fail "bdev_lvol_create"
+nqn3=nqn.2026-11.io.pollux:lvol
+r nvmf_create_subsystem $nqn3 -a >/dev/null || fail "nvmf_create_subsystem (lvol)"
+[ "$(r nvmf_subsystem_add_ns $nqn3 lvs0/vol)" = "1" ] || fail "nvmf_subsystem_add_ns lvs0/vol"
+r nvmf_subsystem_add_listener $nqn3 -t tcp -a 127.0.0.1 -s "$port" >/dev/null || fail "listener (lvol)"
+perf_verify $nqn3 -q 16 -o 4096 -t 0.5
+r bdev_lvol_snapshot lvs0/vol snap >/dev/null || fail "bdev_lvol_snapshot"
+perf_verify $nqn3 -q 16 -o 4096 -t 0.5
+r save_config >"$dir/lvol.json"
+json_check "$dir/lvol.json" "[c for c in j['subsystems'][0]['config'] if c['method'].startswith('bdev_lvol')] == [{'method': 'bdev_lvol_load_lvstore', 'params': {'bdev_name': 'Lv0'}}]"
+stop
+echo "ok: an lvol namespace: verified I/O, a snapshot under it, save_config loads the store"
+
 # NVMe namespaces under the target: bdev_nvme over vfio-user to pollux-emu (two namespaces,
 # 512-byte and 4 KiB blocks). The in-capsule buffers and the pool's data buffers go to the
 # device by DMA: they must be registered DMA memory, or the device's commands fail.

@@ -47,6 +47,13 @@ LvolHost::LvolHost(const Scenario& sc, bdev::Manager& mgr, const env::Clock& clo
     s->md_pages = std::max(s->md_pages, w.lvol->md_pages);
   }
   for (auto& s : stores_) {
+    for (const WorkloadSpec* w : s->volumes) {
+      if (w->lvol->snapshot_every_ns == 0) continue;
+      Volume v;
+      v.store = s.get();
+      v.w = w;
+      s->snapshotting.push_back(v);
+    }
     if (s->md_pages != 0) continue;
     uint64_t clusters = 0;
     for (const WorkloadSpec* w : s->volumes)
@@ -101,6 +108,9 @@ std::string LvolHost::create(event::Thread& thread, const std::function<void()>&
   }
   thread_ = &thread;
   t0_ = clock_.now();  // the run starts now: the log's times count from here
+  for (auto& sp : stores_)
+    for (Volume& v : sp->snapshotting)
+      v.next_at = t0_ + v.w->start_ns + v.w->lvol->snapshot_every_ns;
   poller_ = thread.register_poller(keep, this, 0, "lvol_keeper");
   return "";
 }
@@ -167,6 +177,8 @@ void LvolHost::loaded(void* arg, lvol::LvolStore* lvs, int rc) {
   s->lvs = lvs;
   s->state = State::kUp;
   s->failed_loads = 0;
+  s->op_busy = false;  // what ran on the crashed store ended with it
+  for (Volume& v : s->snapshotting) v.recheck = true;
   const blob::LoadReport& r = lvs->blobstore().report();
   std::string line = h->at() + ": " + s->name + " loaded (" + (r.was_clean ? "clean" : "dirty") +
                      "): " + std::to_string(r.blobs) + " blobs, " +
@@ -192,6 +204,7 @@ event::PollStatus LvolHost::keep(void* arg) {
       s.lvs = nullptr;
       s.state = State::kDown;
     }
+    if (s.state == State::kUp && !s.op_busy && h->snapshot_step(s)) ++work;
     if (s.state == State::kDown && h->clock_.now() >= s.retry_at &&
         h->mgr_.find(s.base) != nullptr && lvol::LvolStore::find(s.name) == nullptr) {
       h->load(s);
@@ -199,6 +212,72 @@ event::PollStatus LvolHost::keep(void* arg) {
     }
   }
   return work ? event::PollStatus::kBusy : event::PollStatus::kIdle;
+}
+
+std::vector<std::string> LvolHost::Volume::snapshots() const {
+  std::vector<std::pair<uint32_t, std::string>> found;
+  const std::string prefix = w->name + ".s";
+  for (const std::string& n : store->lvs->lvol_names())
+    if (n.compare(0, prefix.size(), prefix) == 0)
+      found.push_back({static_cast<uint32_t>(std::stoul(n.substr(prefix.size()))), n});
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& [k, n] : found) out.push_back(n);
+  return out;
+}
+
+// One metadata operation at a time per store: the oldest snapshot beyond keep_snapshots is
+// deleted (merged into the next one), else a due snapshot is taken.
+bool LvolHost::snapshot_step(Store& s) {
+  const uint64_t now = clock_.now();
+  for (Volume& v : s.snapshotting) {
+    const uint64_t end = t0_ + v.w->start_ns + v.w->duration_ns;
+    lvol::Lvol* l = s.lvs->lvol(v.w->name);
+    if (l == nullptr || now >= end || (!v.recheck && now < v.next_at)) continue;
+    v.recheck = false;  // the names are listed again after the next snapshot, merge or load
+    const auto snaps = v.snapshots();
+    if (snaps.size() > v.w->lvol->keep_snapshots) {  // before the next one: keep the count
+      s.op_busy = true;
+      s.lvs->destroy(s.lvs->lvol(snaps.front()), merged, &v);
+      return true;
+    }
+    if (now >= v.next_at) {
+      v.next_at = now + v.w->lvol->snapshot_every_ns;
+      // A name not taken yet (a reload may bring back snapshots of before the crash).
+      std::string name;
+      do name = v.w->name + ".s" + std::to_string(++v.seq);
+      while (std::find(snaps.begin(), snaps.end(), name) != snaps.end());
+      s.op_busy = true;
+      s.lvs->snapshot(l, name, snapshotted, &v);
+      return true;
+    }
+  }
+  return false;
+}
+
+void LvolHost::snapshotted(void* arg, lvol::Lvol*, int rc) {
+  auto* v = static_cast<Volume*>(arg);
+  v->store->op_busy = false;
+  v->recheck = true;
+  ++(rc == 0 ? v->taken : v->failed);
+}
+
+void LvolHost::merged(void* arg, int rc) {
+  auto* v = static_cast<Volume*>(arg);
+  v->store->op_busy = false;
+  v->recheck = true;
+  ++(rc == 0 ? v->merged : v->merge_failed);
+}
+
+std::vector<std::string> LvolHost::log() const {
+  std::vector<std::string> out = log_;
+  for (const auto& s : stores_)
+    for (const Volume& v : s->snapshotting) {
+      out.push_back(v.w->name + ": " + std::to_string(v.taken) + " snapshots taken (" +
+                    std::to_string(v.failed) + " failed), " + std::to_string(v.merged) +
+                    " merged away (" + std::to_string(v.merge_failed) + " failed)");
+    }
+  return out;
 }
 
 bool LvolHost::all_loaded() const {

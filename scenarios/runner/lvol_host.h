@@ -19,6 +19,7 @@
 
 namespace pollux::lvol {
 class LvolStore;
+struct Lvol;
 }
 
 namespace pollux::scenarios {
@@ -48,10 +49,22 @@ class LvolHost {
   // oracle's expectations stand), so the final sweep reads what the metadata on the device
   // says. "" or what went wrong.
   std::string reload_all(const std::function<void()>& step, uint64_t wait_ns);
-  const std::vector<std::string>& log() const { return log_; }
+  // The log, and a line per snapshotting volume (taken, merged away, failed).
+  std::vector<std::string> log() const;
 
  private:
   enum class State { kUp, kCrashing, kDown, kLoading };
+  struct Store;
+  // An lvol workload's snapshots (LvolSpec::snapshot_every).
+  struct Volume {
+    Store* store = nullptr;
+    const WorkloadSpec* w = nullptr;
+    uint64_t next_at = 0;
+    uint32_t seq = 0;
+    bool recheck = true;  // list the snapshots again (one may be due for deletion)
+    uint64_t taken = 0, failed = 0, merged = 0, merge_failed = 0;
+    std::vector<std::string> snapshots() const;  // "<name>.s<N>" in the store, oldest first
+  };
   struct Store {
     LvolHost* host = nullptr;
     std::string name, base;
@@ -59,6 +72,8 @@ class LvolHost {
     uint64_t cluster_bytes = 0;
     uint64_t md_pages = 0;
     std::vector<const WorkloadSpec*> volumes;
+    std::vector<Volume> snapshotting;  // volumes with snapshot_every
+    bool op_busy = false;              // a snapshot or delete is running
     State state = State::kDown;
     lvol::LvolStore* lvs = nullptr;
     bool crash_after_load = false;  // the host crashed while the load ran
@@ -66,6 +81,9 @@ class LvolHost {
     uint32_t failed_loads = 0;  // in a row
   };
   static event::PollStatus keep(void* arg);
+  bool snapshot_step(Store& s);  // starts a due snapshot or delete; true if it did
+  static void snapshotted(void* arg, lvol::Lvol* l, int rc);
+  static void merged(void* arg, int rc);
   void crash(Store& s);
   void load(Store& s);
   static void loaded(void* arg, lvol::LvolStore* lvs, int rc);

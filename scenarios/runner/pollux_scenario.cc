@@ -11,6 +11,8 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,7 +46,22 @@ int finish(const ps::RunResult& r, const std::string& report_dir) {
 int main(int argc, char** argv) {
   CLI::App app{"Pollux scenario runner: faults in virtual time, nothing acknowledged lost"};
   app.require_subcommand(1);
-  const std::string self = argv[0];
+  // The replay command must paste on another machine: under `bazel run` argv[0] is a path in
+  // this machine's Bazel cache, so the command says `bazel run` again, and a scenario file
+  // inside the workspace is named from its root ($PWD: the shell's, at the root).
+  const char* workspace = std::getenv("BUILD_WORKSPACE_DIRECTORY");
+  const std::string self = workspace != nullptr && *workspace
+                               ? "bazel run //scenarios/runner:pollux-scenario --"
+                               : std::string(argv[0]);
+  auto replay_path = [workspace](const std::string& f) {
+    if (workspace == nullptr || !*workspace) return f;
+    std::error_code ec;
+    const auto abs = std::filesystem::weakly_canonical(f, ec);
+    const auto root = std::filesystem::weakly_canonical(workspace, ec);
+    const auto rel = abs.lexically_relative(root);
+    if (ec || rel.empty() || rel.native().rfind("..", 0) == 0) return abs.string();
+    return "$PWD/" + rel.string();
+  };
 
   std::string file, time, report = "pollux-report";
   uint64_t seed = 0;
@@ -139,7 +156,7 @@ int main(int argc, char** argv) {
     o.seed = seed;
     o.time = time;
     const uint64_t used = seed ? seed : s.value().seed;
-    o.replay = self + " run " + file + " --seed " + std::to_string(used) +
+    o.replay = self + " run " + replay_path(file) + " --seed " + std::to_string(used) +
                (time.empty() ? "" : " --time " + time);
     std::printf("scenario %s (%s), seed %lu\n", s.value().name.c_str(), file.c_str(),
                 static_cast<unsigned long>(used));

@@ -55,4 +55,16 @@ grep -q "FAILED: sweep of nvme0n1: a read of LBA .* did not complete within 1s" 
   fail "no sweep line: $(cat "$dir/hang.out")"
 failed=$(grep -c "^FAILED" "$dir/hang.out")
 [ "$failed" -le 3 ] || fail "$failed FAILED lines: $(cat "$dir/hang.out")"
+# Under `bazel run` (BUILD_WORKSPACE_DIRECTORY set) the replay command names `bazel run` and
+# the scenario from the workspace root, never this machine's Bazel cache.
+mkdir -p "$dir/ws/sc"
+printf 'name: r\ntopology:\n  devices: [{name: nvme0}]\n%s\n%s\n' \
+  "workloads: [{bdev: nvme0n1, duration: 1ms, range: 1MiB}]" "expect: {min_ios: 1000000000}" \
+  >"$dir/ws/sc/r.yaml"
+rc=0
+BUILD_WORKSPACE_DIRECTORY="$dir/ws" timeout 120 "$runner" run "$dir/ws/sc/r.yaml" --report '' \
+  --quiet >"$dir/replay.out" 2>&1 || rc=$?
+[ $rc -eq 1 ] || fail "replay: exit $rc: $(cat "$dir/replay.out")"
+grep -qF 'replay: bazel run //scenarios/runner:pollux-scenario -- run $PWD/sc/r.yaml --seed 1' \
+  "$dir/replay.out" || fail "replay line: $(cat "$dir/replay.out")"
 echo PASS

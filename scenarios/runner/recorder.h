@@ -32,6 +32,7 @@ class Recorder {
   // Returns the window's index (its end can be set later).
   size_t open_window(uint32_t device, uint64_t from_ns, uint64_t to_ns);
   void close_window(size_t index, uint64_t to_ns) { windows_[index].to_ns = to_ns; }
+  const Window& window(size_t index) const { return windows_[index]; }
   // An I/O submitted at `from` and completed at `to` overlaps a window of its device.
   bool overlaps_window(uint32_t device, uint64_t from, uint64_t to) const;
 

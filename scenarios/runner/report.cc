@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -15,6 +16,24 @@ namespace {
 using nlohmann::json;
 
 std::string us(uint64_t ns) { return fmt::format("{:.1f}", ns / 1e3); }
+
+// 583300 -> "583K", 0.25 -> "0.25": axis labels a reader takes in at a glance.
+std::string si(double v) {
+  const double a = std::abs(v);
+  if (a >= 1e9) return fmt::format("{:.3g}G", v / 1e9);
+  if (a >= 1e6) return fmt::format("{:.3g}M", v / 1e6);
+  if (a >= 1e3) return fmt::format("{:.3g}K", v / 1e3);
+  return fmt::format("{:.3g}", v);
+}
+
+// A round step for about `n` ticks up to `top` (1, 2 or 5 times a power of ten).
+double tick_step(double top, int n) {
+  const double raw = top / n;
+  const double p = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (m * p >= raw) return m * p;
+  return 10 * p;
+}
 
 std::string html_escape(const std::string& s) {
   std::string o;
@@ -54,23 +73,49 @@ std::string svg_chart(const RunResult& r, const std::string& title, const std::s
   if (top <= 0) top = 1;
   auto x = [&](double t_ns) { return kL + (kW - kL - kR) * t_ns / span; };
   auto y = [&](double v) { return kT + kPlot * (1 - v / top); };
+  // Round ticks: the top of the y axis goes up to the next one.
+  const double ystep = tick_step(top, 4);
+  top = std::ceil(top / ystep) * ystep;
   std::string s = fmt::format(
       "<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' class='chart'>"
-      "<text x='{}' y='16' class='title'>{} ({})</text>"
-      "<line x1='{}' y1='{}' x2='{}' y2='{}' class='axis'/>"
-      "<line x1='{}' y1='{}' x2='{}' y2='{}' class='axis'/>"
-      "<text x='{}' y='{}' class='tick' text-anchor='end'>{:.4g}</text>"
-      "<text x='{}' y='{}' class='tick' text-anchor='end'>0</text>"
-      "<text x='{}' y='{}' class='tick' text-anchor='end'>{}</text>",
-      kW, kH, kL, html_escape(title), unit, kL, kT, kL, axis_y, kL, axis_y, kW - kR, axis_y,
-      kL - 4, kT + 4, top, kL - 4, axis_y, kW - kR, axis_y + 22, format_ns(uint64_t(span)));
+      "<text x='{}' y='16' class='title'>{} ({})</text>",
+      kW, kH, kL, html_escape(title), unit);
+  // Fault windows first (under the lines): a band from the fault to the end of its window,
+  // a mark where it fired and, after a hot removal, where the device came back.
   for (const FaultOutcome& f : r.faults) {
     if (!f.fired) continue;
     const double fx = x(double(f.fired_ns));
+    const double to = f.window_to_ns == kOpenWindow ? span : std::min(span, double(f.window_to_ns));
+    s += fmt::format("<rect x='{:.1f}' y='{}' width='{:.1f}' height='{}' class='window'/>", fx,
+                     kT, std::max(1.0, x(to) - fx), kPlot);
     s += fmt::format(
         "<line x1='{0:.1f}' y1='{1}' x2='{0:.1f}' y2='{2}' class='fault'/>"
         "<text x='{3:.1f}' y='{4}' class='flabel'>{5}</text>",
         fx, kT, axis_y, fx + 2, kT + 10, html_escape(f.spec.label));
+    if (f.recovery_from_ns > f.fired_ns && f.recovery_from_ns < span) {
+      const double bx = x(double(f.recovery_from_ns));
+      s += fmt::format(
+          "<line x1='{0:.1f}' y1='{1}' x2='{0:.1f}' y2='{2}' class='back'/>"
+          "<text x='{3:.1f}' y='{4}' class='blabel'>back</text>",
+          bx, kT, axis_y, bx + 2, kT + 22);
+    }
+  }
+  s += fmt::format(
+      "<line x1='{}' y1='{}' x2='{}' y2='{}' class='axis'/>"
+      "<line x1='{}' y1='{}' x2='{}' y2='{}' class='axis'/>",
+      kL, kT, kL, axis_y, kL, axis_y, kW - kR, axis_y);
+  for (double v = 0; v <= top + ystep / 2; v += ystep) {
+    s += fmt::format(
+        "<line x1='{}' y1='{:.1f}' x2='{}' y2='{:.1f}' class='grid'/>"
+        "<text x='{}' y='{:.1f}' class='tick' text-anchor='end'>{}</text>",
+        kL, y(v), kW - kR, y(v), kL - 4, y(v) + 3, si(v));
+  }
+  const double xstep = tick_step(span, 6);
+  for (double t = 0; t <= span + 1; t += xstep) {
+    s += fmt::format(
+        "<line x1='{0:.1f}' y1='{1}' x2='{0:.1f}' y2='{2}' class='axis'/>"
+        "<text x='{0:.1f}' y='{3}' class='tick' text-anchor='middle'>{4}</text>",
+        x(t), axis_y, axis_y + 4, axis_y + 16, t == 0 ? std::string("0") : format_ns(uint64_t(t)));
   }
   int legend_y = axis_y + kB + kLegend - 4;
   for (const Line& l : lines) {
@@ -163,6 +208,11 @@ std::string result_table(const RunResult& r) {
   }
   if (!r.notes.empty()) s += "\n";
   for (const std::string& n : r.notes) s += "lvol: " + n + "\n";
+  if (!r.expectations.empty()) s += "\n";
+  for (const ExpectationOutcome& x : r.expectations) {
+    s += fmt::format("expect {:<4} {}: {} ({})\n", x.passed ? "ok" : "NOT", x.name, x.measured,
+                     x.limit);
+  }
   for (const std::string& v : r.violations) s += "violation: " + v + "\n";
   for (const std::string& f : r.failures) s += "FAILED: " + f + "\n";
   if (!r.passed && !r.replay.empty()) s += "replay: " + r.replay + "\n";
@@ -198,6 +248,11 @@ std::string report_json(const RunResult& r) {
   j["violation_count"] = r.violation_count;
   j["violations"] = r.violations;
   j["notes"] = r.notes;
+  j["expectations"] = json::array();
+  for (const ExpectationOutcome& x : r.expectations) {
+    j["expectations"].push_back({{"name", x.name}, {"measured", x.measured}, {"limit", x.limit},
+                                 {"passed", x.passed}});
+  }
   j["devices_at_end"] = r.devices_at_end;
   j["bucket_ns"] = r.bucket_ns;
   json series = json::array();
@@ -217,10 +272,15 @@ std::string report_json(const RunResult& r) {
                            {"kind", to_string(f.spec.kind)}, {"device", f.device},
                            {"fired", f.fired}, {"fired_ns", f.fired_ns},
                            {"recovered", f.recovered}, {"recovery_ns", f.recovery_ns},
+                           {"window_from_ns", f.window_from_ns},
+                           {"window_to_ns", f.window_to_ns == kOpenWindow
+                                                ? json(nullptr)
+                                                : json(f.window_to_ns)},
                            {"detail", f.detail}});
   }
   for (const WorkloadOutcome& w : r.workloads) {
-    j["workloads"].push_back({{"name", w.name}, {"bdev", w.bdev}, {"reads", w.reads},
+    j["workloads"].push_back({{"name", w.name}, {"bdev", w.bdev}, {"what", w.what},
+                              {"reads", w.reads},
                               {"writes", w.writes}, {"flushes", w.flushes}, {"errors", w.errors},
                               {"verified_reads", w.verified_reads}, {"reopens", w.reopens},
                               {"writes_across_power_loss", w.crossed_power_loss}});
@@ -255,9 +315,12 @@ std::string report_html(const RunResult& r) {
   std::string h =
       "<!DOCTYPE html><html><head><meta charset='utf-8'><title>Pollux scenario " +
       html_escape(r.scenario) +
-      "</title><style>body{font-family:sans-serif;margin:2em;max-width:960px}"
-      "pre{background:#f4f4f4;padding:1em;overflow:auto}.pass{color:#080}.fail{color:#c00}"
-      ".axis{stroke:#444}.fault{stroke:#c00;stroke-dasharray:4 3}.flabel{fill:#c00;font-size:10px}"
+      "</title><style>body{font-family:sans-serif;margin:2em;max-width:1200px}"
+      "pre{background:#f4f4f4;padding:1em;overflow:auto;white-space:pre-wrap}.pass{color:#080}.fail{color:#c00}"
+      ".axis{stroke:#444}.grid{stroke:#e4e4e4}.fault{stroke:#c00;stroke-dasharray:4 3}"
+      ".flabel{fill:#c00;font-size:10px}.window{fill:#c00;fill-opacity:0.07}"
+      ".back{stroke:#080;stroke-dasharray:2 2}.blabel{fill:#080;font-size:10px}"
+      "td.ok{color:#080}td.no{color:#c00;font-weight:bold}"
       ".title{font-size:13px;font-weight:bold}.tick{font-size:10px;fill:#444}"
       "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px}</style></head><body>";
   h += "<h1>" + html_escape(r.scenario) + " <span class='" + (r.passed ? "pass'>PASSED" : "fail'>FAILED") +
@@ -270,11 +333,42 @@ std::string report_html(const RunResult& r) {
     h += "</ul>";
   }
   if (!r.replay.empty()) h += "<p>Replay: <code>" + html_escape(r.replay) + "</code></p>";
+  // What ran: the devices and the workloads.
+  h += "<h2>Set-up</h2><ul>";
+  for (const DeviceOutcome& d : r.devices)
+    h += "<li>device <b>" + html_escape(d.name) + "</b>: profile " + html_escape(d.profile) +
+         ", bdev " + html_escape(d.bdev) + "</li>";
+  for (const WorkloadOutcome& w : r.workloads)
+    h += "<li>workload <b>" + html_escape(w.name) + "</b> on " + html_escape(w.bdev) + ": " +
+         html_escape(w.what) + "</li>";
+  h += "</ul>";
+  // The verdict, expectation by expectation.
+  if (!r.expectations.empty()) {
+    h += "<h2>Expectations</h2><table><tr><th>expectation</th><th>measured</th><th>limit</th>"
+         "<th>verdict</th></tr>";
+    for (const ExpectationOutcome& x : r.expectations) {
+      h += "<tr><td>" + html_escape(x.name) + "</td><td>" + html_escape(x.measured) + "</td><td>" +
+           html_escape(x.limit) + "</td><td class='" + (x.passed ? "ok'>met" : "no'>NOT MET") +
+           "</td></tr>";
+    }
+    h += "</table>";
+  }
   h += svg_chart(r, "Completions per second", "IOPS", iops, "#06c");
   h += svg_chart(r, "Failed I/Os per bucket", "count", errors, "#c00");
   h += svg_chart(r, "Mean latency", "us", lat_mean, "#080");
   h += svg_chart(r, "Max latency", "us", lat_max, "#a60");
   h += poller_chart(r);
+  // The latency distribution of the whole run and outside the fault windows.
+  h += "<h2>Latency</h2><table><tr><th></th><th>count</th><th>p50</th><th>p90</th><th>p99</th>"
+       "<th>p99.9</th><th>p99.99</th><th>max</th></tr>";
+  for (const auto& [name, hist] : {std::pair<const char*, const env::LatencyHistogram*>{
+                                       "all I/O", &r.latency},
+                                   {"outside fault windows", &r.latency_outside}}) {
+    h += fmt::format("<tr><td>{}</td><td>{}</td>", name, hist->count());
+    for (double q : {0.5, 0.9, 0.99, 0.999, 0.9999}) h += "<td>" + us(hist->quantile(q)) + " us</td>";
+    h += "<td>" + us(hist->max()) + " us</td></tr>";
+  }
+  h += "</table>";
   if (!r.notes.empty()) {
     h += "<h2>Logical volumes</h2><ul>";
     for (const std::string& n : r.notes) h += "<li>" + html_escape(n) + "</li>";

@@ -1,5 +1,6 @@
 #include "scenarios/runner/runner.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -116,6 +117,30 @@ class Engine {
   bool expectations_judged_ = false, passed_ = false;
   uint64_t expectation_failures_ = 0;
 };
+
+// "random, 50% reads, 4 KiB, QD 16, 12ms from 0 over 8 MiB, flush every 32, on a thin lvol"
+std::string describe(const WorkloadSpec& w) {
+  auto size = [](uint64_t b) {
+    return b % (1 << 20) == 0 ? fmt::format("{} MiB", b >> 20)
+                              : b % 1024 == 0 ? fmt::format("{} KiB", b >> 10) : fmt::format("{} B", b);
+  };
+  std::string s = fmt::format("{}, {}% reads, {}, QD {}, {}{} over {}",
+                              w.pattern == Pattern::kRandom ? "random" : "sequential",
+                              w.read_percent, size(w.block_size), w.queue_depth,
+                              format_ns(w.duration_ns),
+                              w.start_ns ? " from " + format_ns(w.start_ns) : "",
+                              size(w.range_bytes));
+  if (w.flush_every) s += fmt::format(", flush every {}", w.flush_every);
+  if (!w.verify) s += ", not verified";
+  if (w.lvol) {
+    s += fmt::format(", on a {} lvol ({} clusters", w.lvol->thin ? "thin" : "thick",
+                     size(w.lvol->cluster_bytes));
+    if (w.lvol->snapshot_every_ns)
+      s += fmt::format(", a snapshot every {}", format_ns(w.lvol->snapshot_every_ns));
+    s += ")";
+  }
+  return s;
+}
 
 uint32_t Engine::device_index(const std::string& name) const {
   for (uint32_t i = 0; i < sc_.devices.size(); ++i)
@@ -805,76 +830,99 @@ void Engine::judge(RunResult& r) {
   uint64_t ok_ios = 0;
   for (auto& w : workloads_) {
     const WorkloadStats& s = w->stats();
-    r.workloads.push_back(WorkloadOutcome{w->spec().name, w->spec().bdev, s.reads, s.writes,
-                                          s.flushes, s.errors, s.verified_reads, s.reopens,
-                                          s.crossed_power_loss});
+    r.workloads.push_back(WorkloadOutcome{w->spec().name, w->spec().bdev, describe(w->spec()),
+                                          s.reads, s.writes, s.flushes, s.errors,
+                                          s.verified_reads, s.reopens, s.crossed_power_loss});
     ok_ios += s.reads + s.writes + s.flushes - s.errors;
   }
-  for (const Fault& f : faults_) r.faults.push_back(f.out);
+  for (const Fault& f : faults_) {
+    r.faults.push_back(f.out);
+    if (f.out.fired) {
+      const Window& w = rec_->window(f.window);
+      r.faults.back().window_from_ns = w.from_ns;
+      r.faults.back().window_to_ns = w.to_ns;
+    }
+  }
 
-  if (e.no_lost_writes && r.violation_count > 0) {
-    r.failures.push_back("data integrity: " + std::to_string(r.violation_count) +
-                         " violations (first: " + r.violations.front() + ")");
+  // Every expectation is recorded with what was measured (report.json, report.html); a
+  // failed one is also a failure in words.
+  auto expect = [&r](std::string name, std::string measured, std::string limit, bool ok,
+                     std::string failure) {
+    r.expectations.push_back({std::move(name), std::move(measured), std::move(limit), ok});
+    if (!ok) r.failures.push_back(std::move(failure));
+  };
+  const auto n = [](uint64_t v) { return std::to_string(v); };
+  if (e.no_lost_writes) {
+    expect("data integrity: oracle violations", n(r.violation_count), "= 0", r.violation_count == 0,
+           r.violation_count ? "data integrity: " + n(r.violation_count) + " violations (first: " +
+                                   r.violations.front() + ")"
+                             : "");
   }
   for (const oracle::ViolationKind k : e.detects) {
     uint64_t seen = 0;
     for_each_track([&](DeviceTrack& t) { seen += t.violations_by_kind[static_cast<size_t>(k)]; });
-    if (seen == 0) {
-      r.failures.push_back(std::string("the oracle was to detect ") + oracle::to_string(k) +
-                           " data and found none: a corruption went unnoticed");
-    }
+    expect(std::string("the oracle detects ") + oracle::to_string(k) + " data", n(seen), ">= 1",
+           seen > 0,
+           std::string("the oracle was to detect ") + oracle::to_string(k) +
+               " data and found none: a corruption went unnoticed");
   }
-  if (e.errors_only_in_windows && r.errors_outside_windows > 0) {
-    r.failures.push_back(std::to_string(r.errors_outside_windows) +
-                         " I/O errors outside every fault window (first at " +
-                         format_ns(rec_->first_error_outside_ns()) + ")");
+  if (e.errors_only_in_windows) {
+    expect("I/O errors outside fault windows", n(r.errors_outside_windows), "= 0",
+           r.errors_outside_windows == 0,
+           n(r.errors_outside_windows) + " I/O errors outside every fault window (first at " +
+               format_ns(rec_->first_error_outside_ns()) + ")");
   }
-  if (r.errors > e.max_errors) {
-    r.failures.push_back(std::to_string(r.errors) + " I/O errors (at most " +
-                         std::to_string(e.max_errors) + " expected)");
+  if (e.max_errors != ~0ull) {
+    expect("I/O errors", n(r.errors), "<= " + n(e.max_errors), r.errors <= e.max_errors,
+           n(r.errors) + " I/O errors (at most " + n(e.max_errors) + " expected)");
   }
-  if (r.errors < e.min_errors) {
-    r.failures.push_back(std::to_string(r.errors) + " I/O errors (at least " +
-                         std::to_string(e.min_errors) + " expected)");
+  if (e.min_errors > 0) {
+    expect("I/O errors", n(r.errors), ">= " + n(e.min_errors), r.errors >= e.min_errors,
+           n(r.errors) + " I/O errors (at least " + n(e.min_errors) + " expected)");
   }
-  if (e.errors_within_ns != 0 && r.errors > 0 &&
-      rec_->max_error_latency_ns() > e.errors_within_ns) {
-    r.failures.push_back("an I/O took " + format_ns(rec_->max_error_latency_ns()) +
-                         " to fail (at most " + format_ns(e.errors_within_ns) + " expected)");
+  if (e.errors_within_ns != 0 && r.errors > 0) {
+    const uint64_t slowest = rec_->max_error_latency_ns();
+    expect("slowest failed I/O", format_ns(slowest), "<= " + format_ns(e.errors_within_ns),
+           slowest <= e.errors_within_ns,
+           "an I/O took " + format_ns(slowest) + " to fail (at most " +
+               format_ns(e.errors_within_ns) + " expected)");
   }
-  if (ok_ios < e.min_ios) {
-    r.failures.push_back(std::to_string(ok_ios) + " successful I/Os (at least " +
-                         std::to_string(e.min_ios) + " expected)");
-  }
+  expect("successful I/Os", n(ok_ios), ">= " + n(e.min_ios), ok_ios >= e.min_ios,
+         n(ok_ios) + " successful I/Os (at least " + n(e.min_ios) + " expected)");
   for (const Fault& f : faults_) {
     const FaultOutcome& o = f.out;
     const std::string what = "fault '" + o.spec.label + "'" +
                              (o.spec.line ? " (line " + std::to_string(o.spec.line) + ")" : "");
     if (!o.fired) {
-      r.failures.push_back(what + " never fired");
+      expect(what + " fires", "never", "fires", false, what + " never fired");
       continue;
     }
     if (e.recovery_within_ns == 0 || f.window_open || o.recovery_from_ns > sc_.end_ns()) continue;
+    const std::string bound = format_ns(e.recovery_within_ns);
     if (!o.recovered) {
-      r.failures.push_back(what + ": no successful I/O on " + sc_.devices[o.device].name +
-                           " after it (recovery bound " + format_ns(e.recovery_within_ns) + ")");
-    } else if (o.recovery_ns > e.recovery_within_ns) {
-      r.failures.push_back(what + ": recovered in " + format_ns(o.recovery_ns) + " (bound " +
-                           format_ns(e.recovery_within_ns) + ")");
+      expect("recovery after " + what, "none", "<= " + bound, false,
+             what + ": no successful I/O on " + sc_.devices[o.device].name +
+                 " after it (recovery bound " + bound + ")");
+    } else {
+      expect("recovery after " + what, format_ns(o.recovery_ns), "<= " + bound,
+             o.recovery_ns <= e.recovery_within_ns,
+             what + ": recovered in " + format_ns(o.recovery_ns) + " (bound " + bound + ")");
     }
   }
   for (const LatencyExpectation& l : e.latency_outside_faults) {
     const uint64_t v = r.latency_outside.quantile(l.percentile / 100.0);
-    if (v > l.max_us * 1000) {
-      char b[160];
-      std::snprintf(b, sizeof b, "p%g latency outside fault windows is %.1f us (at most %lu us)",
-                    l.percentile, v / 1e3, static_cast<unsigned long>(l.max_us));
-      r.failures.push_back(b);
-    }
+    char b[160];
+    std::snprintf(b, sizeof b, "p%g latency outside fault windows is %.1f us (at most %lu us)",
+                  l.percentile, v / 1e3, static_cast<unsigned long>(l.max_us));
+    expect(fmt::format("p{:g} latency outside fault windows", l.percentile),
+           fmt::format("{:.1f} us", v / 1e3), fmt::format("<= {} us", l.max_us),
+           v <= l.max_us * 1000, b);
   }
-  if (e.devices_at_end >= 0 && r.devices_at_end != static_cast<uint32_t>(e.devices_at_end)) {
-    r.failures.push_back(std::to_string(r.devices_at_end) + " devices attached at the end (" +
-                         std::to_string(e.devices_at_end) + " expected)");
+  if (e.devices_at_end >= 0) {
+    expect("devices attached at the end", n(r.devices_at_end), "= " + n(e.devices_at_end),
+           r.devices_at_end == static_cast<uint32_t>(e.devices_at_end),
+           n(r.devices_at_end) + " devices attached at the end (" + n(e.devices_at_end) +
+               " expected)");
   }
   r.passed = r.failures.empty();
 }

@@ -38,10 +38,22 @@ struct FaultOutcome {
   bool recovered = false;
   uint64_t recovery_ns = 0;       // to the first I/O submitted after it that succeeded
   std::string detail;             // what happened ("12 writes lost in the cache", ...)
+  // Its error window (errors of I/O in flight in it are allowed); to_ns = kOpenWindow: to the
+  // end of the run.
+  uint64_t window_from_ns = 0, window_to_ns = 0;
+};
+
+// One expectation as judged: what was measured against what was allowed.
+struct ExpectationOutcome {
+  std::string name;      // "recovery after 'pull the drive'"
+  std::string measured;  // "1.2ms"
+  std::string limit;     // "<= 3ms"
+  bool passed = false;
 };
 
 struct WorkloadOutcome {
   std::string name, bdev;
+  std::string what;  // random, 50% reads, 4 KiB, QD 16, 12ms over 8 MiB
   uint64_t reads = 0, writes = 0, flushes = 0, errors = 0, verified_reads = 0, reopens = 0;
   uint64_t crossed_power_loss = 0;
 };
@@ -69,6 +81,7 @@ struct RunResult {
   std::string error;                 // set-up failed: nothing ran
   bool passed = false;
   std::vector<std::string> failures; // each failed expectation, in words
+  std::vector<ExpectationOutcome> expectations;  // every expectation judged, passed or not
   std::string scenario, file;
   uint64_t seed = 0;
   std::string time = "virtual";  // realtime: the trace is not reproducible

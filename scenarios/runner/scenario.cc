@@ -214,6 +214,8 @@ Status parse_lvol(const YAML::Node& n, const std::string& workload, WorkloadSpec
                " (expected a multiple of 4 KiB up to 1 GiB)" + where(n["cluster_size"]));
   }
   POLLUX_TRY(s.uint("md_pages", 0, 1ull << 30, &l.md_pages));
+  POLLUX_TRY(duration_ns(s, "snapshot_every", &l.snapshot_every_ns));
+  POLLUX_TRY(s.uint("keep_snapshots", 1, 1000, &l.keep_snapshots));
   POLLUX_TRY(s.unknown_keys());
   w->lvol = l;
   return {};

@@ -98,6 +98,11 @@ struct LvolSpec {
   // SPDK's default is one per cluster of the whole bdev, which on a large drive makes every
   // dirty load read gigabytes: give the bdev's cluster count to see that.
   uint64_t md_pages = 0;
+  // Snapshots of the lvol while the workload runs (0: none): one every this long, each named
+  // "<workload>.s<N>"; beyond `keep_snapshots` the oldest is deleted, which merges it into
+  // the next one (its only clone). Each snapshot freezes the lvol's I/O for its three writes.
+  uint64_t snapshot_every_ns = 0;
+  uint32_t keep_snapshots = 2;
 };
 
 struct WorkloadSpec {

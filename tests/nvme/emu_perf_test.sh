@@ -59,6 +59,20 @@ for dev in d["devices"]:
 PY
 grep -q "^  reads [0-9]* IOPS (avg .*), writes [0-9]* IOPS" "$dir/table.log" ||
   { echo "no read/write split in the table"; cat "$dir/table.log"; exit 1; }
+# -S: a line per core per interval while it runs, and the series in the JSON summary (2 s at
+# 0.5 s: 3 whole intervals at least; the last may fall on the deadline).
+"$perf" -r "trtype:vfio-user traddr:$sock" -q 4 -o 4096 -w randread -t 2 -S 0.5 \
+  --json "$dir/series.json" >"$dir/series.log" 2>&1 || { cat "$dir/series.log"; exit 1; }
+[ "$(grep -cE '^\[ *[0-9.]+ s\] core +0: +[1-9][0-9]* IOPS .* p99 ' "$dir/series.log")" -ge 3 ] ||
+  { echo "-S lines"; cat "$dir/series.log"; exit 1; }
+python3 - "$dir/series.json" <<'PY' || { cat "$dir/series.json"; exit 1; }
+import json, sys
+d = json.load(open(sys.argv[1]))
+s = d["intervals"][0]["series"]
+assert d["interval_s"] == 0.5 and len(s) >= 3, d.get("intervals")
+assert all(x["iops"] > 0 and x["latency_us"]["max"] >= x["latency_us"]["p99"] > 0 for x in s), s
+assert [round(x["end_s"] * 2) for x in s] == list(range(1, len(s) + 1)), s  # every 0.5 s
+PY
 # One client at a time: the same controller twice is refused up front; reached through a
 # second spelling of its path, the second connection times out with the reason (it hung).
 rc=0

@@ -50,6 +50,7 @@ struct Config {
   std::string json_path;
   bool random = true;
   int latency_detail = 0;  // -L: percentile summary; -LL: the histogram too (spdk_nvme_perf's)
+  double interval = 0;     // -S: a line per core every this many seconds (0: none)
 };
 
 struct Job;
@@ -92,6 +93,14 @@ struct Job {
   uint64_t verified = 0;  // reads whose data was checked
   uint64_t submit_ticks = 0, callback_ticks = 0;
   std::string first_error;
+  env::LatencyHistogram interval_latency;  // -S: since the last interval's end
+};
+
+// One interval of one core (-S): what its jobs completed in it.
+struct IntervalSample {
+  double end_s = 0;  // since the core started
+  uint64_t ios = 0, errors = 0, bytes = 0;
+  double mean_us = 0, p99_us = 0, max_us = 0;
 };
 
 struct Core {
@@ -103,6 +112,9 @@ struct Core {
   uint64_t deadline = 0;
   uint64_t started = 0, ended = 0;  // ticks: the run's real length (an --io-count run ends early)
   bool finished = false;
+  int id = 0;
+  uint64_t next_interval = 0, last_ios = 0, last_errors = 0, last_bytes = 0;
+  std::vector<IntervalSample> intervals;
 };
 
 struct Run {
@@ -114,6 +126,7 @@ struct Run {
   std::atomic<int> cores_left{0};
   std::atomic<int> failed{0};
   metrics::QpairRegistry* qpair_metrics = nullptr;  // --metrics
+  FILE* out = stdout;                               // human lines (stderr with --json -)
 };
 Run* g_run = nullptr;
 
@@ -169,6 +182,7 @@ void on_complete(void* ctx, const sn::CompletionEntry& cpl) {
   const uint64_t enter = j.clock->now();
   j.latency.record(enter - t.start);
   (t.is_read ? j.read_latency : j.write_latency).record(enter - t.start);
+  if (j.cfg->interval > 0) j.interval_latency.record(enter - t.start);
   if (nvme::cpl_is_error(cpl)) {
     ++j.errors;
     if (j.first_error.empty()) j.first_error = nvme::describe(nvme::Status::from_cqe(cpl.status));
@@ -225,10 +239,46 @@ void finish_core(Core& core) {
   if (g_run->cores_left.fetch_sub(1) == 1) g_run->fw->stop(g_run->failed.load() ? 1 : 0);
 }
 
+// -S: the interval that just ended on this core, printed as it ends and kept for the JSON.
+void sample_interval(Core& core, uint64_t now) {
+  const env::Clock& clock = g_run->fw->clock();
+  IntervalSample x;
+  env::LatencyHistogram h;
+  uint64_t ios = 0, errors = 0, bytes = 0;
+  for (auto& j : core.jobs) {
+    ios += j->ios;
+    errors += j->errors;
+    bytes += j->bytes;
+    h.merge(j->interval_latency);
+    j->interval_latency.reset();
+  }
+  const double secs = g_run->cfg.interval;
+  x.end_s = clock.ticks_to_seconds(now - core.started);
+  x.ios = ios - core.last_ios;
+  x.errors = errors - core.last_errors;
+  x.bytes = bytes - core.last_bytes;
+  core.last_ios = ios, core.last_errors = errors, core.last_bytes = bytes;
+  x.mean_us = clock.ticks_to_seconds(static_cast<uint64_t>(h.mean())) * 1e6;
+  x.p99_us = clock.ticks_to_seconds(h.quantile(0.99)) * 1e6;
+  x.max_us = clock.ticks_to_seconds(h.max()) * 1e6;
+  fmt::print(g_run->out, "[{:7.2f} s] core {:>2}: {:>10.0f} IOPS {:>9.2f} MiB/s  mean {:>9.2f} us  "
+             "p99 {:>9.2f} us  max {:>9.2f} us{}\n",
+             x.end_s, core.id, double(x.ios) / secs, double(x.bytes) / secs / (1 << 20), x.mean_us,
+             x.p99_us, x.max_us, x.errors ? fmt::format("  {} errors", x.errors) : "");
+  std::fflush(g_run->out);
+  core.intervals.push_back(x);
+}
+
 PollStatus watch_core(void* arg) {
   auto& core = *static_cast<Core*>(arg);
   if (core.finished) return PollStatus::kIdle;
-  const bool timeup = g_run->fw->clock().now() >= core.deadline;
+  const uint64_t now = g_run->fw->clock().now();
+  if (core.next_interval != 0 && now >= core.next_interval && now < core.deadline) {
+    sample_interval(core, now);
+    core.next_interval += static_cast<uint64_t>(g_run->cfg.interval *
+                                                g_run->fw->clock().ticks_per_second());
+  }
+  const bool timeup = now >= core.deadline;
   uint32_t busy = 0;
   for (auto& j : core.jobs) {
     if (timeup) j->draining = true;
@@ -315,6 +365,10 @@ void start_core(void* arg) {
   core.started = g_run->fw->clock().now();
   core.deadline =
       core.started + static_cast<uint64_t>(c.seconds * g_run->fw->clock().ticks_per_second());
+  core.id = core_id;
+  if (c.interval > 0)
+    core.next_interval =
+        core.started + static_cast<uint64_t>(c.interval * g_run->fw->clock().ticks_per_second());
   for (auto& job : core.jobs)
     for (Task& t : job->tasks)
       if (t.buf && !job->draining) submit_task(t);
@@ -360,6 +414,10 @@ int main(int argc, char** argv) {
   app.add_flag("--sgl", c.sgl, "describe data with SGLs when the controller supports them");
   app.add_flag("-L,--latency", c.latency_detail,
                "latency percentile summary; twice (-LL): the latency histogram too");
+  app.add_option("-S,--interval", c.interval,
+                 "print each core's IOPS, bandwidth and latency every this many seconds (and "
+                 "keep them in the JSON summary as 'intervals')")
+      ->check(pollux::cli::kPositive);
   app.add_option("--json", c.json_path, "write a JSON summary to this file ('-' for stdout)");
   std::string metrics_addr;
   app.add_option("--metrics", metrics_addr,
@@ -384,6 +442,7 @@ int main(int argc, char** argv) {
   }
   Run run;
   run.cfg = c;
+  run.out = out;
   g_run = &run;
   std::vector<nvme::TransportId> trids;
   for (const auto& text : c.trids) {
@@ -611,6 +670,21 @@ int main(int argc, char** argv) {
       buckets.push_back({{"lo_us", lo}, {"hi_us", hi}, {"ios", n}});
     }
     js["total"]["latency_histogram"] = buckets;
+  }
+  if (c.interval > 0) {  // -S: the series, per core
+    js["interval_s"] = c.interval;
+    js["intervals"] = nlohmann::json::array();
+    for (const Core& core : run.cores) {
+      nlohmann::json series = nlohmann::json::array();
+      for (const IntervalSample& x : core.intervals) {
+        series.push_back({{"end_s", x.end_s},
+                          {"iops", double(x.ios) / c.interval},
+                          {"mib_per_s", double(x.bytes) / c.interval / (1 << 20)},
+                          {"errors", x.errors},
+                          {"latency_us", {{"avg", x.mean_us}, {"p99", x.p99_us}, {"max", x.max_us}}}});
+      }
+      js["intervals"].push_back({{"core", core.id}, {"series", series}});
+    }
   }
   if (c.json_path == "-") {
     fmt::print("{}\n", json_text(js, 2));

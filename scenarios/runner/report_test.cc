@@ -1,0 +1,88 @@
+// What a report says about a run: every expectation with its measured value, limit and verdict
+// (report.json, report.html, the terminal table), fault windows and the re-insertion drawn on
+// the charts, axes with round ticks and readable numbers, and what ran (devices, workloads).
+#include "scenarios/runner/report.h"
+
+#include <gtest/gtest.h>
+
+#include "scenarios/runner/runner.h"
+#include "scenarios/runner/scenario.h"
+
+namespace pollux::scenarios {
+namespace {
+
+RunResult run(const std::string& yaml) {
+  auto s = parse_scenario(yaml);
+  EXPECT_TRUE(s) << s.error();
+  return run_scenario(s.value(), RunOptions{});
+}
+
+const char* kPull = R"(name: pull
+seed: 5
+topology:
+  devices: [{name: nvme0, profile: p4800x}]
+host: {io_timeout_us: 2000}
+workloads:
+  - {name: w, bdev: nvme0n1, queue_depth: 8, duration: 6ms, range: 2MiB}
+faults:
+  - {at: 2ms, action: hot_remove, reinsert_after: 1ms, window: 2ms, label: pull}
+expect:
+  recovery_within: 3ms
+  max_errors: 0
+  devices_at_end: 1
+)";
+
+TEST(Report, EveryExpectationIsListedWithWhatWasMeasured) {
+  const RunResult r = run(kPull);
+  auto find = [&](const std::string& name) -> const ExpectationOutcome* {
+    for (const ExpectationOutcome& x : r.expectations)
+      if (x.name == name) return &x;
+    return nullptr;
+  };
+  const ExpectationOutcome* rec = find("recovery after fault 'pull' (line 9)");
+  ASSERT_NE(rec, nullptr);
+  EXPECT_TRUE(rec->passed);
+  EXPECT_EQ(rec->limit, "<= 3ms");
+  const ExpectationOutcome* errs = find("I/O errors");
+  ASSERT_NE(errs, nullptr);  // max_errors 0 against a pulled drive: not met
+  EXPECT_FALSE(errs->passed);
+  EXPECT_EQ(errs->limit, "<= 0");
+  EXPECT_NE(errs->measured, "0");
+  ASSERT_NE(find("data integrity: oracle violations"), nullptr);
+  ASSERT_NE(find("devices attached at the end"), nullptr);
+  EXPECT_FALSE(r.passed);
+
+  const std::string json = report_json(r);
+  EXPECT_NE(json.find("\"expectations\""), std::string::npos);
+  EXPECT_NE(json.find("\"window_from_ns\""), std::string::npos);
+  EXPECT_NE(json.find("random, 50% reads, 4 KiB, QD 8"), std::string::npos);
+  const std::string text = result_table(r);
+  EXPECT_NE(text.find("expect NOT  I/O errors"), std::string::npos) << text;
+}
+
+TEST(Report, ChartsShowFaultWindowsTheReinsertionAndRoundTicks) {
+  const RunResult r = run(kPull);
+  ASSERT_EQ(r.faults.size(), 1u);
+  EXPECT_EQ(r.faults[0].window_from_ns, r.faults[0].fired_ns);
+  EXPECT_GT(r.faults[0].window_to_ns, r.faults[0].recovery_from_ns);  // to after the re-insertion
+  const std::string html = report_html(r);
+  EXPECT_NE(html.find("class='window'"), std::string::npos);
+  EXPECT_NE(html.find("class='back'"), std::string::npos);  // where the drive came back
+  EXPECT_NE(html.find("<h2>Expectations</h2>"), std::string::npos);
+  EXPECT_NE(html.find("NOT MET"), std::string::npos);
+  EXPECT_NE(html.find("<h2>Set-up</h2>"), std::string::npos);
+  EXPECT_NE(html.find("profile p4800x"), std::string::npos);
+  EXPECT_NE(html.find("<h2>Latency</h2>"), std::string::npos);
+  EXPECT_EQ(html.find("e+0"), std::string::npos);          // no 5.833e+05 on an axis
+  EXPECT_NE(html.find("K</text>"), std::string::npos);     // IOPS in thousands
+  EXPECT_NE(html.find(">2ms</text>"), std::string::npos);  // a time tick
+}
+
+}  // namespace
+}  // namespace pollux::scenarios
+
+// Its own main: SystemC's library (linked through the emulated target) has one too.
+int main(int argc, char** argv) {
+  testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

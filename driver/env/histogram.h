@@ -43,6 +43,21 @@ class LatencyHistogram {
     max_ = std::max(max_, o.max_);
   }
   void reset() { *this = LatencyHistogram{}; }
+  // What was recorded since `earlier`, a copy of this histogram taken before (interval
+  // reports of a histogram that keeps growing). Min and max become the bounds of the lowest
+  // and highest buckets that grew.
+  LatencyHistogram since(const LatencyHistogram& earlier) const {
+    LatencyHistogram d;
+    for (int i = 0; i < kBuckets; ++i) {
+      d.counts_[i] = counts_[i] - std::min(counts_[i], earlier.counts_[i]);
+      if (d.counts_[i] == 0) continue;
+      d.min_ = std::min(d.min_, std::max(min_, bucket_floor(i)));
+      d.max_ = std::min(max_, i + 1 < kBuckets ? bucket_floor(i + 1) - 1 : max_);
+    }
+    d.count_ = count_ - std::min(count_, earlier.count_);
+    d.sum_ = sum_ - std::min(sum_, earlier.sum_);
+    return d;
+  }
 
   uint64_t count() const { return count_; }
   uint64_t min() const { return count_ ? min_ : 0; }

@@ -63,3 +63,25 @@ TEST(LatencyHistogram, MergeAddsCounts) {
 
 }  // namespace
 }  // namespace pollux::env
+
+namespace pollux::env {
+namespace {
+
+TEST(LatencyHistogram, SinceAnEarlierCopyIsWhatCameAfter) {
+  LatencyHistogram h;
+  for (uint64_t v = 1; v <= 1000; ++v) h.record(10);  // the first interval: all 10
+  const LatencyHistogram earlier = h;
+  for (uint64_t v = 0; v < 99; ++v) h.record(5000);  // the second: 99 x 5000, 1 x 100000
+  h.record(100000);
+  const LatencyHistogram d = h.since(earlier);
+  EXPECT_EQ(d.count(), 100u);
+  EXPECT_DOUBLE_EQ(d.mean(), (99.0 * 5000 + 100000) / 100);
+  EXPECT_NEAR(static_cast<double>(d.quantile(0.5)), 5000, 5000 * 0.04);
+  EXPECT_GE(d.min(), 4800u);  // nothing of the first interval
+  EXPECT_LE(d.max(), 100000u);
+  EXPECT_GE(d.max(), 96000u);
+  EXPECT_EQ(h.since(h).count(), 0u);
+}
+
+}  // namespace
+}  // namespace pollux::env

@@ -86,9 +86,19 @@ void PerfJob::on_complete(void* ctx, const spec::nvme::CompletionEntry& cpl) {
   const uint64_t now = j.clock_.now();
   if (spec::nvme::status::sc(cpl.status) || spec::nvme::status::sct(cpl.status)) ++j.result_.errors;
   if (j.o_.series_window_ns) {
+    JobResult& r = j.result_;
     const uint64_t w = (now - j.start_ns_) / j.o_.series_window_ns;
-    if (w >= j.result_.series.size()) j.result_.series.resize(w + 1, 0);  // off the hot path: once a window
-    ++j.result_.series[w];
+    if (w >= r.series.size()) {  // off the hot path: once a window
+      r.series.resize(w + 1, 0);
+      r.series_latency_sum_ns.resize(w + 1, 0);
+      r.series_latency_max_ns.resize(w + 1, 0);
+      r.series_errors.resize(w + 1, 0);
+    }
+    const uint64_t lat = now - io.submitted_ns;
+    ++r.series[w];
+    r.series_latency_sum_ns[w] += lat;
+    r.series_latency_max_ns[w] = std::max(r.series_latency_max_ns[w], lat);
+    if (spec::nvme::status::sc(cpl.status) || spec::nvme::status::sct(cpl.status)) ++r.series_errors[w];
   }
   // Latency of I/Os issued after warm-up; IOPS from completions inside the window.
   if (io.submitted_ns >= j.measure_from_ns_) j.result_.latency_ns.record(now - io.submitted_ns);

@@ -40,6 +40,8 @@ struct JobResult {
   double iops() const { return window_ns ? double(ios) * 1e9 / double(window_ns) : 0.0; }
   env::LatencyHistogram latency_ns;
   std::vector<uint64_t> series;  // completions per series window, from the start (warm-up too)
+  std::vector<uint64_t> series_latency_sum_ns, series_latency_max_ns;  // of those completions
+  std::vector<uint64_t> series_errors;
 };
 
 class PerfJob {

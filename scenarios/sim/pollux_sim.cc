@@ -6,6 +6,7 @@
 // Prints IOPS and latency per device, the simulation's speed, and the trace hash: the same
 // seed and options give the same hash.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 
@@ -45,6 +46,11 @@ int main(int argc, char** argv) {
   app.add_option("--ios", ios, "stop after this many I/Os per device instead of a time");
   app.add_option("-s,--seed", seed, "seed of every random choice");
   app.add_flag("--json", json, "one JSON object on stdout");
+  double interval_ms = 0;
+  app.add_option("-S,--interval-ms", interval_ms,
+                 "results per window of this much simulated time (IOPS, mean and max latency, "
+                 "errors; warm-up included): a write cliff or a GC stall shows in time")
+      ->check(pollux::cli::kPositive);
   app.add_option("--scale-blocks", scale_blocks,
                  "NAND: shrink the drive to this many blocks per plane (same spare ratio)")
       ->check(CLI::Range(2u, 1u << 20));
@@ -117,6 +123,7 @@ int main(int argc, char** argv) {
   spec.job.warmup_ns = static_cast<uint64_t>(warmup_ms * 1e6);
   spec.job.duration_ns = ios ? 0 : static_cast<uint64_t>(time_ms * 1e6);
   spec.job.max_ios = ios;
+  spec.job.series_window_ns = static_cast<uint64_t>(interval_ms * 1e6);
   if (!json) {
     std::printf("pollux-sim: profile %s (%s), fidelity %s, %u device(s), seed %" PRIu64 "\n",
                 spec.profile.name.c_str(), spec.profile.description.c_str(),
@@ -154,6 +161,20 @@ int main(int argc, char** argv) {
   }
   const double sim_ios_per_s = r.wall_seconds > 0 ? double(r.total_ios) / r.wall_seconds : 0;
   const double slowdown = r.simulated_ns ? r.wall_seconds * 1e9 / double(r.simulated_ns) : 0;
+  // -S: one device's window w as IOPS, mean and max latency.
+  struct Window {
+    double end_ms, iops, mean_us, max_us;
+    uint64_t errors;
+  };
+  // Whole windows only (as perf and bdevperf print whole intervals): the last, cut short by
+  // the end of the run, would show the drain as a rate.
+  const size_t windows = spec.job.series_window_ns ? r.simulated_ns / spec.job.series_window_ns : 0;
+  auto window = [&](const sim::JobResult& j, size_t w) {
+    const double secs = double(spec.job.series_window_ns) * 1e-9;
+    return Window{double(w + 1) * interval_ms, double(j.series[w]) / secs,
+                  j.series[w] ? double(j.series_latency_sum_ns[w]) / double(j.series[w]) / 1e3 : 0,
+                  double(j.series_latency_max_ns[w]) / 1e3, j.series_errors[w]};
+  };
   if (json) {
     std::printf(
         "{\"profile\":\"%s\",\"fidelity\":\"%s\",\"devices\":%u,\"qd\":%u,\"bs\":%u,"
@@ -164,10 +185,22 @@ int main(int argc, char** argv) {
       const auto& d = r.devices[i];
       std::printf(
           "%s{\"iops\":%.1f,\"mean_us\":%.3f,\"p50_us\":%.3f,\"p99_us\":%.3f,"
-          "\"errors\":%" PRIu64 ",\"write_amplification\":%.3f,\"engine_mismatches\":%" PRIu64 "}",
+          "\"errors\":%" PRIu64 ",\"write_amplification\":%.3f,\"engine_mismatches\":%" PRIu64,
           i ? "," : "", d.job.iops(), d.job.latency_ns.mean() / 1e3,
           d.job.latency_ns.quantile(0.5) / 1e3, d.job.latency_ns.quantile(0.99) / 1e3, d.job.errors,
           d.device.ftl.write_amplification(), d.device.engine_mismatches);
+      if (spec.job.series_window_ns) {
+        std::printf(",\"interval_ms\":%g,\"intervals\":[", interval_ms);
+        for (size_t w = 0; w < std::min(windows, d.job.series.size()); ++w) {
+          const Window x = window(d.job, w);
+          std::printf(
+              "%s{\"end_ms\":%g,\"iops\":%.1f,\"mean_us\":%.3f,\"max_us\":%.3f,"
+              "\"errors\":%" PRIu64 "}",
+              w ? "," : "", x.end_ms, x.iops, x.mean_us, x.max_us, x.errors);
+        }
+        std::printf("]");
+      }
+      std::printf("}");
     }
     std::printf(
         "],\"simulated_ms\":%.3f,\"wall_s\":%.3f,\"simulated_ios_per_host_s\":%.0f,"
@@ -195,6 +228,18 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("  total:    %10.0f IOPS\n", r.total_iops);
+  if (spec.job.series_window_ns) {
+    std::printf("  every %g ms of simulated time (warm-up included):\n", interval_ms);
+    for (size_t i = 0; i < r.devices.size(); ++i) {
+      const auto& j = r.devices[i].job;
+      for (size_t w = 0; w < std::min(windows, j.series.size()); ++w) {
+        const Window x = window(j, w);
+        std::printf("  [%9.3f ms] device %zu: %10.0f IOPS  mean %8.2f us  max %9.2f us%s\n",
+                    x.end_ms, i, x.iops, x.mean_us, x.max_us,
+                    x.errors ? ("  " + std::to_string(x.errors) + " errors").c_str() : "");
+      }
+    }
+  }
   std::printf(
       "  simulated %.3f ms in %.3f s wall: %.0f simulated I/O per host second, "
       "wall/simulated %.2f, host core busy %.1f%%\n",

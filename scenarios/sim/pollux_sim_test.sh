@@ -33,4 +33,15 @@ timeout 60 "$sim" -p null -q 1 --time-ms 0.5 --json >"$err.out" || fail "null QD
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["per_device"][0]; sys.exit(0 if d["mean_us"] < 1 else 1)' \
   "$err.out" || fail "null profile QD1 is not near zero latency: $(cat "$err.out")"
 "$sim" --help | grep -q -- "-p,--profile TEXT=p4800x .*gen4-tlc.*p3700" || fail "--help names no profiles or defaults"
+refused "--interval-ms" -S 0
+# -S: the write cliff of a full TLC drive in time: fast while the cache absorbs writes, then
+# GC stalls them (a whole-run average hides both).
+timeout 120 "$sim" -p gen4-tlc --scale-blocks 64 --scale-pages 16 --precondition steady -w randwrite \
+  -q 16 -t 20 -S 2 --json >"$err.out" || fail "-S run"
+python3 - "$err.out" <<'PY' || fail "-S series: $(cat "$err.out")"
+import json, sys
+s = json.load(open(sys.argv[1]))["per_device"][0]["intervals"]
+assert len(s) >= 9 and [round(x["end_ms"]) for x in s] == [2 * (i + 1) for i in range(len(s))], s
+assert s[0]["iops"] > 10 * s[-1]["iops"] and s[-1]["mean_us"] > 10 * s[0]["mean_us"], s
+PY
 echo PASS

@@ -56,6 +56,14 @@ struct Config {
   uint64_t seed = 1;
   std::string summary;
   std::string metrics;  // host:port, empty: off
+  double interval = 0;  // -S: a line per job every this many seconds (0: none)
+};
+
+// One interval of one job (-S).
+struct IntervalSample {
+  double end_s = 0;  // since the job started
+  uint64_t ios = 0, errors = 0, bytes = 0;
+  double mean_us = 0, p99_us = 0, max_us = 0;
 };
 
 struct Job;
@@ -99,6 +107,10 @@ struct Job {
   uint64_t reopens = 0, ios_at_reopen = 0;
   std::string first_error;
   Thread* thread = nullptr;
+  // -S: the counters at the last interval's end, and the series.
+  uint64_t next_interval = 0, last_ios = 0, last_bytes = 0, last_errors = 0;
+  env::LatencyHistogram last_latency;
+  std::vector<IntervalSample> intervals;
 };
 
 struct Run {
@@ -119,6 +131,7 @@ struct Run {
 Run* g_run;
 constexpr uint64_t kBdevStatsPeriodUs = 500'000;
 constexpr double kMaxSeconds = 1e6;  // times become clock ticks: far below 2^64 of them
+double us(const env::Clock& c, double ticks);
 
 void on_done(bdev::BdevIo& io, bool ok, void* arg);
 
@@ -240,6 +253,7 @@ void follow_removal(Job& j) {
   j.desc = *d;
   j.ch = j.mgr->get_io_channel(j.desc);
   j.removed = false;
+  j.last_latency.reset();  // a new channel counts from zero
   ++j.reopens;
   j.ios_at_reopen = j.ios;
   for (Task& t : j.tasks) {
@@ -285,10 +299,43 @@ void finish_job(Job& j) {
   }
 }
 
+// -S: the job's interval that just ended, from its counters and its channel's latencies.
+void sample_interval(Job& j, uint64_t now) {
+  const double secs = j.cfg->interval;
+  env::LatencyHistogram lat;
+  if (j.ch != nullptr) {
+    const bdev::IoStats& st = j.mgr->channel_stats(j.ch);
+    lat.merge(st.read_latency);
+    lat.merge(st.write_latency);
+    if (j.cfg->kind != Workload::kReset) lat.merge(st.other_latency);
+  }
+  const env::LatencyHistogram d = lat.since(j.last_latency);
+  j.last_latency = lat;
+  IntervalSample x;
+  x.end_s = j.clock->ticks_to_seconds(now - j.started);
+  x.ios = j.ios - j.last_ios;
+  x.errors = j.errors - j.last_errors;
+  x.bytes = j.bytes - j.last_bytes;
+  j.last_ios = j.ios, j.last_errors = j.errors, j.last_bytes = j.bytes;
+  x.mean_us = us(*j.clock, d.mean());
+  x.p99_us = us(*j.clock, d.quantile(0.99));
+  x.max_us = us(*j.clock, d.max());
+  fmt::print("[{:7.2f} s] {} (core {}): {:>10.0f} IOPS {:>9.2f} MiB/s  mean {:>9.2f} us  p99 "
+             "{:>9.2f} us  max {:>9.2f} us{}\n",
+             x.end_s, j.name, j.core, double(x.ios) / secs, double(x.bytes) / secs / (1 << 20),
+             x.mean_us, x.p99_us, x.max_us, x.errors ? fmt::format("  {} errors", x.errors) : "");
+  std::fflush(stdout);
+  j.intervals.push_back(x);
+}
+
 PollStatus watch(void* arg) {
   Job& j = *static_cast<Job*>(arg);
   if (j.ended) return PollStatus::kIdle;
   const uint64_t now = j.clock->now();
+  if (j.next_interval != 0 && now >= j.next_interval && !j.draining) {
+    sample_interval(j, now);
+    j.next_interval += static_cast<uint64_t>(j.cfg->interval * j.clock->ticks_per_second());
+  }
   if (now >= j.started + static_cast<uint64_t>(j.cfg->seconds * j.clock->ticks_per_second()))
     j.draining = true;
   if (j.removed) follow_removal(j);
@@ -333,6 +380,8 @@ void start_job(void* arg) {
   j.slots = j.desc->bdev().num_blocks() / j.blocks_per_io;
   j.started = j.clock->now();
   j.next_reset = j.started;
+  if (j.cfg->interval > 0)
+    j.next_interval = j.started + static_cast<uint64_t>(j.cfg->interval * j.clock->ticks_per_second());
   for (Task& t : j.tasks) submit(t);
   self->register_poller(watch, &j, 1000, "bdevperf_watch");
 }
@@ -520,6 +569,10 @@ int main(int argc, char** argv) {
   app.add_option("-m,--core-mask", c.core_mask);
   app.add_option("--seed", c.seed);
   app.add_option("--summary", c.summary, "write the JSON summary to this file");
+  app.add_option("-S,--interval", c.interval,
+                 "print each job's IOPS, bandwidth and latency every this many seconds (and "
+                 "keep them in the JSON summary as the job's 'intervals')")
+      ->check(pollux::cli::kPositive);
   app.add_option("--metrics", c.metrics,
                  "serve Prometheus metrics on host:port (e.g. 127.0.0.1:9464; port 0: any)");
   if (auto rc = pollux::cli::parse(app, argc, argv)) return *rc;
@@ -617,6 +670,17 @@ int main(int argc, char** argv) {
                           {"latency_us", {{"avg", us(clock, j->latency.mean())},
                                           {"min", us(clock, j->latency.min())},
                                           {"max", us(clock, j->latency.max())}}}});
+    if (c.interval > 0) {
+      nlohmann::json series = nlohmann::json::array();
+      for (const IntervalSample& x : j->intervals) {
+        series.push_back({{"end_s", x.end_s},
+                          {"iops", double(x.ios) / c.interval},
+                          {"mib_per_s", double(x.bytes) / c.interval / (1 << 20)},
+                          {"errors", x.errors},
+                          {"latency_us", {{"avg", x.mean_us}, {"p99", x.p99_us}, {"max", x.max_us}}}});
+      }
+      js["jobs"].back()["intervals"] = series;
+    }
     total.merge(j->latency);
     tiops += iops;
     tmib += mib;

@@ -62,4 +62,14 @@ rc=0
 [ $rc -eq 1 ] && grep -q "write failed" "$dir/err" || { echo "/dev/full: exit $rc"; exit 1; }
 # A malloc bdev larger than the machine (it grew without bound).
 refused "malloc bdev Big: 4000000000 blocks of 4096 bytes: cannot map" --malloc Big:4000000000:4096
+# -S: a line per job per interval, and the series in the summary (1 s at 0.25 s).
+"$perf" --null N0:1048576 -q 16 -o 4096 -w randread -t 1 -S 0.25 --summary "$dir/series.json" \
+  >"$dir/series.log"
+[ "$(grep -cE '^\[ *[0-9.]+ s\] N0 \(core 0\): +[1-9][0-9]* IOPS .* p99 ' "$dir/series.log")" -ge 3 ] ||
+  { echo "-S lines"; cat "$dir/series.log"; exit 1; }
+python3 - "$dir/series.json" <<'PY' || { cat "$dir/series.json"; exit 1; }
+import json, sys
+s = json.load(open(sys.argv[1]))["jobs"][0]["intervals"]
+assert len(s) >= 3 and all(x["iops"] > 0 and x["latency_us"]["max"] >= x["latency_us"]["p99"] > 0 for x in s), s
+PY
 echo PASS

@@ -261,7 +261,8 @@ void sample_interval(Core& core, uint64_t now) {
   x.mean_us = clock.ticks_to_seconds(static_cast<uint64_t>(h.mean())) * 1e6;
   x.p99_us = clock.ticks_to_seconds(h.quantile(0.99)) * 1e6;
   x.max_us = clock.ticks_to_seconds(h.max()) * 1e6;
-  fmt::print(g_run->out, "[{:7.2f} s] core {:>2}: {:>10.0f} IOPS {:>9.2f} MiB/s  mean {:>9.2f} us  "
+  fmt::print(g_run->out,
+             "[{:7.2f} s] core {:>2}: {:>10.0f} IOPS {:>9.2f} MiB/s  mean {:>9.2f} us  "
              "p99 {:>9.2f} us  max {:>9.2f} us{}\n",
              x.end_s, core.id, double(x.ios) / secs, double(x.bytes) / secs / (1 << 20), x.mean_us,
              x.p99_us, x.max_us, x.errors ? fmt::format("  {} errors", x.errors) : "");
@@ -275,8 +276,8 @@ PollStatus watch_core(void* arg) {
   const uint64_t now = g_run->fw->clock().now();
   if (core.next_interval != 0 && now >= core.next_interval && now < core.deadline) {
     sample_interval(core, now);
-    core.next_interval += static_cast<uint64_t>(g_run->cfg.interval *
-                                                g_run->fw->clock().ticks_per_second());
+    core.next_interval +=
+        static_cast<uint64_t>(g_run->cfg.interval * g_run->fw->clock().ticks_per_second());
   }
   const bool timeup = now >= core.deadline;
   uint32_t busy = 0;
@@ -677,11 +678,12 @@ int main(int argc, char** argv) {
     for (const Core& core : run.cores) {
       nlohmann::json series = nlohmann::json::array();
       for (const IntervalSample& x : core.intervals) {
-        series.push_back({{"end_s", x.end_s},
-                          {"iops", double(x.ios) / c.interval},
-                          {"mib_per_s", double(x.bytes) / c.interval / (1 << 20)},
-                          {"errors", x.errors},
-                          {"latency_us", {{"avg", x.mean_us}, {"p99", x.p99_us}, {"max", x.max_us}}}});
+        series.push_back(
+            {{"end_s", x.end_s},
+             {"iops", double(x.ios) / c.interval},
+             {"mib_per_s", double(x.bytes) / c.interval / (1 << 20)},
+             {"errors", x.errors},
+             {"latency_us", {{"avg", x.mean_us}, {"p99", x.p99_us}, {"max", x.max_us}}}});
       }
       js["intervals"].push_back({{"core", core.id}, {"series", series}});
     }

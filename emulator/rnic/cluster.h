@@ -1,0 +1,52 @@
+// Several emulated RNICs on one Wire, and a virtual clock to drive them: the in-process test
+// bed for the RDMA stack. The host side (driver/rdma over a vfio-user connection from
+// RnicDevice::connect()) runs on the same thread: it posts and polls between calls here.
+//
+// Time advances only here. step() does all the work due at the current time; run_for() and
+// run_until_idle() alternate steps with jumps to the next event (a delivery on the wire or a
+// NIC's retransmission/RNR timer), so a 600 ms RNR wait costs no wall time. The lockstep
+// engine can later drive the same objects through the same calls.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "emulator/rnic/rnic_device.h"
+#include "emulator/rnic/wire.h"
+
+namespace pollux::emu::rnic {
+
+class Cluster {
+ public:
+  explicit Cluster(uint64_t seed, WireFaults faults = {}, uint64_t latency_ns = 1000);
+
+  // A new NIC with port address count()+1 on the wire; nullptr if it could not be created.
+  RnicDevice* add_nic(RnicConfig config = {});
+  RnicDevice& nic(std::size_t i) { return *nics_.at(i); }
+  std::size_t count() const { return nics_.size(); }
+  Wire& wire() { return wire_; }
+  uint64_t now_ns() const { return now_; }
+
+  // All the work due now: deliveries, then each NIC. True if anything happened.
+  bool step();
+  // For an engine that owns the clock (scenarios/sim's Lockstep: add_world / add_event_source):
+  // time moves to t (never back) and the work due then is done; and the next instant at which
+  // anything is due (a delivery or a NIC timer), UINT64_MAX for none.
+  bool step_at(uint64_t t_ns) {
+    if (t_ns > now_) now_ = t_ns;
+    return step();
+  }
+  uint64_t next_event_ns() const;
+  // Steps and jumps from event to event until now + ns (now ends there).
+  void run_for(uint64_t ns);
+  // ... until nothing is pending at all, or `limit_ns` of virtual time went by. True if idle.
+  bool run_until_idle(uint64_t limit_ns = 10'000'000'000ull);
+
+ private:
+  Wire wire_;
+  std::vector<std::unique_ptr<RnicDevice>> nics_;
+  uint64_t now_ = 0;
+};
+
+}  // namespace pollux::emu::rnic

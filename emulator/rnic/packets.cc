@@ -1,0 +1,260 @@
+// Packet assembly and parsing (BTH, extension headers, pad, ICRC), host memory access
+// through memory regions, and the device's work loop.
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstring>
+
+#include "emulator/rnic/rnic.h"
+
+namespace pollux::emu::rnic {
+
+namespace roce = spec::roce;
+namespace op = spec::roce::opcode;
+
+namespace {
+// CRC-32 (reflected polynomial 0xedb88320) eight bytes at a time: table k holds the CRC of a
+// byte followed by k zero bytes ("slicing by 8"), so eight lookups replace eight rounds.
+using CrcTables = std::array<std::array<uint32_t, 256>, 8>;
+CrcTables make_crc_tables() {
+  CrcTables t{};
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
+    t[0][i] = c;
+  }
+  for (int k = 1; k < 8; ++k)
+    for (uint32_t i = 0; i < 256; ++i) t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xff];
+  return t;
+}
+const CrcTables kCrc = make_crc_tables();
+
+uint32_t crc_bytes(uint32_t c, const uint8_t* p, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) c = kCrc[0][(c ^ p[i]) & 0xff] ^ (c >> 8);
+  return c;
+}
+uint32_t crc_slices(uint32_t c, const uint8_t* p, std::size_t n) {
+  for (; n >= 8; n -= 8, p += 8) {
+    uint32_t lo, hi;
+    std::memcpy(&lo, p, 4);  // little-endian host: the first byte is the low byte
+    std::memcpy(&hi, p + 4, 4);
+    lo ^= c;
+    c = kCrc[7][lo & 0xff] ^ kCrc[6][(lo >> 8) & 0xff] ^ kCrc[5][(lo >> 16) & 0xff] ^
+        kCrc[4][lo >> 24] ^ kCrc[3][hi & 0xff] ^ kCrc[2][(hi >> 8) & 0xff] ^
+        kCrc[1][(hi >> 16) & 0xff] ^ kCrc[0][hi >> 24];
+  }
+  return crc_bytes(c, p, n);
+}
+static_assert(std::endian::native == std::endian::little,
+              "crc_slices assumes a little-endian host");
+
+}  // namespace
+
+// The ICRC covers the packet with the BTH's reserved/FECN/BECN byte taken as all ones: a
+// switch may set congestion bits in flight without invalidating it.
+uint32_t packet_icrc(const uint8_t* p, std::size_t len) {
+  if (len <= 4) return ~crc_bytes(~0u, p, len);
+  const uint8_t masked = 0xff;
+  uint32_t c = crc_bytes(~0u, p, 4);
+  c = crc_bytes(c, &masked, 1);
+  return ~crc_slices(c, p + 5, len - 5);
+}
+
+void Rnic::emit(const Qp& qp, uint8_t opcode, uint32_t psn, bool ack_req, bool solicited,
+                const roce::Reth* reth, const roce::Aeth* aeth, const uint32_t* imm,
+                const uint8_t* payload, uint32_t len) {
+  if (wire_ == nullptr) return;
+  const uint8_t pad = static_cast<uint8_t>((4 - len % 4) % 4);
+  roce::Bth bth{};
+  bth.set_opcode(opcode);
+  bth.set_flags(solicited, false, pad, 0);
+  bth.set_pkey(roce::kDefaultPkey);
+  bth.set_dest_qp(qp.attrs.dest_qpn);
+  bth.set_ack_req(ack_req);
+  bth.set_psn(psn);
+  tx_buf_.clear();
+  tx_buf_.insert(tx_buf_.end(), bth.b, bth.b + sizeof bth.b);
+  if (reth != nullptr) tx_buf_.insert(tx_buf_.end(), reth->b, reth->b + sizeof reth->b);
+  if (aeth != nullptr) tx_buf_.insert(tx_buf_.end(), aeth->b, aeth->b + sizeof aeth->b);
+  if (imm != nullptr) {
+    roce::ImmDt i{};
+    i.set(*imm);
+    tx_buf_.insert(tx_buf_.end(), i.b, i.b + sizeof i.b);
+  }
+  if (len > 0) tx_buf_.insert(tx_buf_.end(), payload, payload + len);
+  tx_buf_.insert(tx_buf_.end(), pad, 0);
+  uint8_t crc[4];
+  roce::store_be32(crc, packet_icrc(tx_buf_.data(), tx_buf_.size()));
+  tx_buf_.insert(tx_buf_.end(), crc, crc + 4);
+  ++counters_.tx_packets;
+  counters_.tx_bytes += tx_buf_.size();
+  wire_->transmit(now_, port_address_, qp.attrs.dest_address, tx_buf_.data(), tx_buf_.size());
+}
+
+void Rnic::receive(uint64_t src_address, const uint8_t* packet, std::size_t len) {
+  if (!(control_ & sr::control::kEnable)) return;  // a disabled port drops everything
+  rx_.push_back(RxPacket{src_address, std::vector<uint8_t>(packet, packet + len)});
+}
+
+void Rnic::handle_packet(const RxPacket& rx) {
+  const uint8_t* b = rx.bytes.data();
+  const std::size_t n = rx.bytes.size();
+  ++counters_.rx_packets;
+  counters_.rx_bytes += n;
+  if (n < sizeof(roce::Bth) + roce::kIcrcBytes) {
+    ++counters_.dropped_packets;
+    return;
+  }
+  if (packet_icrc(b, n - 4) != roce::load_be32(b + n - 4)) {
+    ++counters_.icrc_errors;  // corrupted on the wire: dropped silently, as RoCE NICs do
+    return;
+  }
+  Packet p;
+  p.src = rx.src;
+  p.bth = reinterpret_cast<const roce::Bth*>(b);
+  const uint8_t code = p.bth->opcode();
+  std::size_t hdr = sizeof(roce::Bth);
+  if (op::transport(code) != op::kTransportRc || code > op::kAcknowledge || p.bth->tver() != 0) {
+    ++counters_.dropped_packets;
+    return;
+  }
+  if (op::has_reth(code)) {
+    p.reth = reinterpret_cast<const roce::Reth*>(b + hdr);
+    hdr += sizeof(roce::Reth);
+  }
+  if (op::has_aeth(code)) {
+    p.aeth = reinterpret_cast<const roce::Aeth*>(b + hdr);
+    hdr += sizeof(roce::Aeth);
+  }
+  if (op::has_immediate(code)) {
+    if (hdr + 4 > n) {
+      ++counters_.dropped_packets;
+      return;
+    }
+    p.imm = roce::load_be32(b + hdr);
+    hdr += 4;
+  }
+  const std::size_t tail = roce::kIcrcBytes + p.bth->pad_count();
+  if (hdr + tail > n || (!op::has_payload(code) && hdr + tail != n)) {
+    ++counters_.dropped_packets;
+    return;
+  }
+  p.payload = b + hdr;
+  p.payload_len = static_cast<uint32_t>(n - hdr - tail);
+
+  const uint32_t qpn = p.bth->dest_qp();
+  if (qpn >= qps_.size() || !qps_[qpn].valid) {
+    ++counters_.dropped_packets;
+    return;
+  }
+  Qp& qp = qps_[qpn];
+  // An RC QP talks to its one peer, and only once it is ready to receive.
+  const bool ready = qp.state == sr::QpState::kRtr || qp.state == sr::QpState::kRts;
+  if (!ready || rx.src != qp.attrs.dest_address) {
+    ++counters_.dropped_packets;
+    return;
+  }
+  if (op::is_request(code)) {
+    handle_request(qp, qpn, p);
+  } else {
+    handle_response(qp, qpn, p);
+  }
+}
+
+Mr* Rnic::find_mr(uint32_t key) {
+  const uint32_t index = key >> 8;
+  if (index == 0 || index >= mrs_.size()) return nullptr;
+  Mr& mr = mrs_[index];
+  return mr.valid && mr.tag == (key & 0xff) ? &mr : nullptr;
+}
+
+uint8_t* Rnic::local_ptr(const Qp& qp, uint32_t lkey, uint64_t addr, uint32_t len,
+                         uint32_t access) {
+  const Mr* mr = find_mr(lkey);
+  if (mr == nullptr || mr->pdn != qp.pdn || (mr->access & access) != access ||
+      !mr->contains(addr, len))
+    return nullptr;
+  uint8_t* p = mem_.translate(mr->iova + (addr - mr->va), len);
+  if (p == nullptr) ++counters_.dma_faults;
+  return p;
+}
+
+bool Rnic::gather(const Qp& qp, const sr::Sge* sge, uint32_t nsge, uint32_t offset, uint8_t* buf,
+                  uint32_t n) {
+  for (uint32_t i = 0; i < nsge && n > 0; ++i) {
+    if (offset >= sge[i].length) {
+      offset -= sge[i].length;
+      continue;
+    }
+    const uint32_t chunk = std::min(n, sge[i].length - offset);
+    const uint8_t* src = local_ptr(qp, sge[i].lkey, sge[i].addr + offset, chunk, 0);
+    if (src == nullptr) return false;
+    std::memcpy(buf, src, chunk);
+    buf += chunk;
+    n -= chunk;
+    offset = 0;
+  }
+  return n == 0;
+}
+
+bool Rnic::scatter(const Qp& qp, const sr::Sge* sge, uint32_t nsge, uint32_t offset,
+                   const uint8_t* buf, uint32_t n) {
+  for (uint32_t i = 0; i < nsge && n > 0; ++i) {
+    if (offset >= sge[i].length) {
+      offset -= sge[i].length;
+      continue;
+    }
+    const uint32_t chunk = std::min(n, sge[i].length - offset);
+    uint8_t* dst = local_ptr(qp, sge[i].lkey, sge[i].addr + offset, chunk, sr::access::kLocalWrite);
+    if (dst == nullptr) return false;
+    std::memcpy(dst, buf, chunk);
+    buf += chunk;
+    n -= chunk;
+    offset = 0;
+  }
+  return n == 0;
+}
+
+bool Rnic::process(uint64_t now_ns) {
+  now_ = std::max(now_, now_ns);
+  if (!(control_ & sr::control::kEnable)) return false;
+  bool did = false;
+  while (!rx_.empty()) {
+    const RxPacket rx = std::move(rx_.front());
+    rx_.pop_front();
+    handle_packet(rx);
+    did = true;
+  }
+  for (uint32_t qpn = sr::kFirstQpn; qpn < qps_.size(); ++qpn) {
+    Qp& qp = qps_[qpn];
+    if (!qp.valid) continue;
+    if (qp.state == sr::QpState::kErr) {
+      // Work posted to a QP in Error completes at once with flush errors.
+      const bool posted =
+          doorbell(sr::reg::sq_doorbell(qpn)) != qp.sq_fetched ||
+          (qp.srqn == sr::kNone && doorbell(sr::reg::rq_doorbell(qpn)) != qp.rq_consumed);
+      if (posted) {
+        flush_queues(qp, qpn);
+        did = true;
+      }
+      continue;
+    }
+    if (qp.state != sr::QpState::kRts) continue;
+    check_timers(qp, qpn);
+    did |= fetch_send_wqes(qp, qpn);
+    did |= transmit(qp, qpn);
+  }
+  return did;
+}
+
+uint64_t Rnic::next_timer_ns() const {
+  uint64_t t = UINT64_MAX;
+  for (const Qp& qp : qps_) {
+    if (!qp.valid || qp.state != sr::QpState::kRts) continue;
+    if (qp.ack_deadline != 0) t = std::min(t, qp.ack_deadline);
+    if (qp.rnr_deadline != 0) t = std::min(t, qp.rnr_deadline);
+  }
+  return t;
+}
+
+}  // namespace pollux::emu::rnic

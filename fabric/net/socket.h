@@ -29,6 +29,12 @@ class Socket {
   virtual ~Socket() = default;  // closes: the peer sees EOF once what was sent has arrived
   // Takes as much of the iovecs as the stream has room for (one sendmsg on POSIX).
   virtual ssize_t send(const iovec* iov, int iovcnt) = 0;
+  // send(), saying more data follows soon: the kernel holds a partly filled segment back
+  // (TCP_CORK) until a later send() or push() — fewer, fuller segments. A simulated wire
+  // segments by its own MTU and sends at once.
+  virtual ssize_t send_more(const iovec* iov, int iovcnt) { return send(iov, iovcnt); }
+  // Sends at once what send_more() held back (one setsockopt on POSIX).
+  virtual void push() {}
   // Reads into the iovecs what has arrived (one recv/readv on POSIX).
   virtual ssize_t recv(const iovec* iov, int iovcnt) = 0;
   ssize_t recv(void* buf, std::size_t len) {

@@ -31,6 +31,7 @@ struct LiveTargetOptions {
   uint64_t blocks = 65536;  // 32 MiB of 512-byte blocks
   uint32_t block_size = 512;
   std::string nqn = "nqn.2026-11.io.pollux:loop";
+  net::Network* network = nullptr;  // where the target listens (default: the kernel's TCP)
 };
 
 class LiveTarget {
@@ -100,7 +101,7 @@ class LiveTarget {
     auto tg = target::Target::create(*t.fw_, *t.mgr_);
     if (!tg) return fail(tg.error().message);
     t.tgt_ = std::move(tg).value();
-    auto tr = TcpTargetTransport::create(*t.tgt_, t.o_.tcp);
+    auto tr = TcpTargetTransport::create(*t.tgt_, t.o_.tcp, t.o_.network);
     if (!tr) return fail(tr.error().message);
     TcpTargetTransport* transport = tr->get();
     t.transport_ = transport;

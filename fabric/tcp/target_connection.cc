@@ -210,6 +210,7 @@ void TcpConnection::send_r2ts(TcpRequest& r) {
       std::memcpy(out + nt::kR2tHlen, &d, 4);
     }
     push(out, h.ch.plen);
+    urgent_ = true;  // the host waits for it
     ++stats_.pdus_out;
     r.r2t_next += len;
     ++r.r2t_active;
@@ -306,22 +307,34 @@ void TcpConnection::push(const void* base, std::size_t len, int release_index) {
   items_[(item_head_ + item_count_) % items_.size()] =
       Item{iovec{const_cast<void*>(base), len}, release_index};
   ++item_count_;
+  queued_bytes_ += len;
 }
 
 void TcpConnection::flush() {
+  // A big batch (the host keeps its queue full) may leave its last partial segment for the
+  // next batch to fill: the kernel holds it until a plain send or push().
+  const bool more = queued_bytes_ >= kCorkBytes && !urgent_ && !closing_;
   while (item_count_ > 0 && !socket_dead_) {
-    constexpr uint32_t kBatch = 64;
+    constexpr uint32_t kBatch = 256;  // iovecs per sendmsg (IOV_MAX is 1024)
     const uint32_t n = std::min<uint32_t>(
         {item_count_, static_cast<uint32_t>(items_.size()) - item_head_, kBatch});
     iovec v[kBatch];
     for (uint32_t i = 0; i < n; ++i) v[i] = items_[item_head_ + i].v;
-    const ssize_t sent = sock_->send(v, static_cast<int>(n));
+    const ssize_t sent =
+        more ? sock_->send_more(v, static_cast<int>(n)) : sock_->send(v, static_cast<int>(n));
     if (sent <= 0) {  // full (kAgain), or broken
       if (sent == net::kAgain && (!closing_ || lingering())) return;
       begin_close(true);  // a closing connection waits for nobody: what is left is dropped
       return;
     }
+    corked_ = more;
+    if (more) {
+      corked_this_poll_ = true;
+      ++stats_.corked_sends;
+      ++tg_.mutable_stats().corked_sends;
+    }
     std::size_t left = static_cast<std::size_t>(sent);
+    queued_bytes_ -= left;
     while (left > 0 && item_count_ > 0) {
       Item& it = items_[item_head_];
       if (left < it.v.iov_len) {  // the socket is full: the rest goes next time
@@ -338,7 +351,18 @@ void TcpConnection::flush() {
       }
     }
   }
+  if (item_count_ == 0) urgent_ = false;
   if (terminating_ && item_count_ == 0) drain_after_term();  // the C2HTermReq is out: FIN
+}
+
+void TcpConnection::end_poll() {
+  if (corked_ && !corked_this_poll_ && !socket_dead_) {
+    sock_->push();
+    corked_ = false;
+    ++stats_.pushes;
+    ++tg_.mutable_stats().pushes;
+  }
+  corked_this_poll_ = false;
 }
 
 // ---------------------------------------------------------------------- receive ---
@@ -553,6 +577,7 @@ bool TcpConnection::on_icreq() {
   resp.maxh2cdata = transport_.options().max_h2c_data_size;
   std::memcpy(icresp_, &resp, sizeof resp);
   push(icresp_, sizeof resp);
+  urgent_ = true;
   ++stats_.pdus_out;
   conn_ = Conn::kRunning;
   hdr_have_ = 0;
@@ -689,6 +714,7 @@ bool TcpConnection::fatal(uint16_t fes, uint32_t fei) {
   std::memcpy(termreq_, &t, sizeof t);
   std::memcpy(termreq_ + sizeof t, hdr_, copy);
   push(termreq_, t.ch.plen);
+  urgent_ = true;
   ++stats_.term_reqs_sent;
   fmt::print(stderr, "nvmf/tcp {}: protocol error: C2HTermReq FES {:#x} FEI {}\n", peer_, fes, fei);
   terminating_ = true;
@@ -720,6 +746,7 @@ void TcpConnection::begin_close(bool socket_dead) {
   }
   if (socket_dead_) {
     // Nothing more can be sent: what waits in the send stream is dropped.
+    queued_bytes_ = 0;
     while (item_count_ > 0) {
       const int rel = items_[item_head_].release;
       item_head_ = item_head_ + 1 == items_.size() ? 0 : item_head_ + 1;

@@ -7,8 +7,8 @@
 // Hot path: requests, their PDU headers and their in-capsule buffers are preallocated when the
 // queue connects; data buffers of larger commands come from the transport's DmaBufferPool
 // through the group's cache. Receiving is recv (or readv straight into a data buffer) per
-// socket readiness; sending is one send (sendmsg) per poll for everything queued. No lock, no
-// allocation, no exception.
+// socket readiness; sending is one send (sendmsg) per poll for everything queued, corked when
+// the batch is big (see flush()). No lock, no allocation, no exception.
 #pragma once
 
 #include <sys/uio.h>
@@ -75,9 +75,15 @@ class TcpConnection final : public target::Qpair {
   net::Socket& socket() const { return *sock_; }
   // Reads and parses what the socket has (and what was left in the receive buffer).
   void on_readable();
-  // Sends what is queued (one sendmsg, more while it all goes). false: the socket failed.
+  // Sends what is queued (one sendmsg, more while it all goes). A batch of at least
+  // kCorkBytes goes with send_more(): its partly filled last segment waits for the next
+  // batch rather than leaving as a segment of its own.
   void flush();
   bool wants_flush() const { return item_count_ > 0; }
+  // The end of the group's poll: what send_more() held back leaves now unless this poll added
+  // to it — held bytes wait one poll at most.
+  void end_poll();
+  static constexpr std::size_t kCorkBytes = 64 * 1024;  // TSO's (and loopback's) segment
   bool wants_resume() const { return rx_pos_ < rx_end_; }
   // Closing and nothing left with the core: the group may delete it (after qpair_closed).
   // Closing and nothing left with the core: the group may delete it (after qpair_closed).
@@ -90,6 +96,7 @@ class TcpConnection final : public target::Qpair {
 
   struct Stats {
     uint64_t pdus_in = 0, pdus_out = 0, term_reqs_sent = 0, digest_errors = 0, buffer_waits = 0;
+    uint64_t corked_sends = 0, pushes = 0;  // send_more() calls; push() after a quiet poll
   };
   const Stats& stats() const { return stats_; }
 
@@ -176,6 +183,10 @@ class TcpConnection final : public target::Qpair {
   };
   std::vector<Item> items_;
   uint32_t item_head_ = 0, item_count_ = 0;
+  std::size_t queued_bytes_ = 0;
+  bool urgent_ = false;  // an R2T, ICResp or C2HTermReq is queued: never held back
+  bool corked_ = false;  // the last send was send_more(): the kernel may hold bytes
+  bool corked_this_poll_ = false;
   alignas(8) uint8_t icresp_[spec::nvme_tcp::kIcRespHlen];
   alignas(8) uint8_t termreq_[spec::nvme_tcp::kTermReqMaxPlen];
   Stats stats_;

@@ -179,7 +179,9 @@ nlohmann::json TcpTargetTransport::group_stats(target::PollGroup& g) const {
           {"closed", s.closed.load()},
           {"polls", s.polls.load()},
           {"busy_polls", s.busy_polls.load()},
-          {"buffer_waits", s.buffer_waits.load()}};
+          {"buffer_waits", s.buffer_waits.load()},
+          {"corked_sends", s.corked_sends.load()},
+          {"pushes", s.pushes.load()}};
 }
 
 // ---------------------------------------------------------------------- poll group ---
@@ -267,6 +269,7 @@ event::PollStatus TcpTargetGroup::poll(void* arg) {
     }
   }
   flush_all();  // what this poll's commands produced at once (R2Ts, errors, admin answers)
+  for (TcpConnection* c : g.conns_) c->end_poll();
   for (std::size_t i = 0; i < g.conns_.size();) {
     TcpConnection* c = g.conns_[i];
     if (c->finished()) {

@@ -104,7 +104,10 @@ class TcpTargetGroup {
   // Written by the group's thread, readable from any (metrics).
   struct Stats {
     env::OwnerCounter polls = 0, busy_polls = 0, accepted = 0, closed = 0, buffer_waits = 0;
+    // sendmsgs that may hold a partial segment back (TCP_CORK); pushes after a quiet poll.
+    env::OwnerCounter corked_sends = 0, pushes = 0;
   };
+  Stats& mutable_stats() { return stats_; }
   const Stats& stats() const { return stats_; }
   std::size_t connections() const { return conns_.size(); }
   // Data buffers in this group's cache (the group's thread, or a quiet target).

@@ -47,9 +47,13 @@ JSON
 start() {
   local cfg=$1
   shift
-  "$tgt" -m 0x3 --json "$cfg" --rpc "$sock" "$@" >"$dir/tgt.out" 2>"$dir/tgt.err" &
+  # Emptied here, not by the background command's redirection: that happens in the child,
+  # after this shell may already have read the previous target's "ready" line.
+  : >"$dir/tgt.out"
+  : >"$dir/tgt.err"
+  "$tgt" -m 0x3 --json "$cfg" --rpc "$sock" "$@" >>"$dir/tgt.out" 2>>"$dir/tgt.err" &
   pid=$!
-  for _ in $(seq 600); do  # up to 30 s: a loaded CI machine starts it slowly
+  for _ in $(seq 200); do
     grep -q "pollux-tgt: ready" "$dir/tgt.out" && break
     kill -0 "$pid" 2>/dev/null || fail "pollux-tgt exited before it was ready"
     sleep 0.05

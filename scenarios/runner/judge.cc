@@ -96,6 +96,7 @@ void Engine::judge(RunResult& r) {
   r.errors_outside_windows = rec_->errors_outside_windows();
   r.latency = rec_->latency();
   r.latency_outside = rec_->latency_outside_faults();
+  rec_->finish();
   r.series = rec_->buckets();
   r.bucket_ns = rec_->bucket_ns();
   sample_pollers(poller_bucket_ + 1);

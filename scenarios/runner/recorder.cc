@@ -6,7 +6,12 @@ namespace pollux::scenarios {
 
 Recorder::Recorder(uint64_t run_ns, uint32_t buckets)
     : bucket_ns_(std::max<uint64_t>(1000, (run_ns + buckets - 1) / std::max<uint32_t>(buckets, 1))),
-      buckets_(run_ns / bucket_ns_ + 1) {}
+      buckets_(run_ns / bucket_ns_ + 1), bucket_latency_(buckets_.size()) {}
+
+void Recorder::finish() {
+  for (size_t i = 0; i < buckets_.size(); ++i)
+    if (bucket_latency_[i]) buckets_[i].latency_p99_ns = bucket_latency_[i]->quantile(0.99);
+}
 
 size_t Recorder::open_window(uint32_t device, uint64_t from_ns, uint64_t to_ns) {
   windows_.push_back(Window{device, from_ns, to_ns});
@@ -39,6 +44,8 @@ void Recorder::completion(uint32_t device, uint64_t submit_ns, uint64_t done_ns,
   }
   k.latency_sum_ns += latency;
   k.latency_max_ns = std::max(k.latency_max_ns, latency);
+  if (!bucket_latency_[b]) bucket_latency_[b] = std::make_unique<env::LatencyHistogram>();
+  bucket_latency_[b]->record(latency);
   all_.record(latency);
   if (!overlaps_window(device, submit_ns, done_ns)) outside_.record(latency);
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <memory>
 #include <vector>
 
 #include "driver/env/histogram.h"
@@ -21,6 +22,7 @@ struct Window {
 
 struct Bucket {
   uint64_t ios = 0, errors = 0, latency_sum_ns = 0, latency_max_ns = 0;
+  uint64_t latency_p99_ns = 0;  // set by Recorder::finish()
 };
 
 class Recorder {
@@ -28,6 +30,8 @@ class Recorder {
   Recorder(uint64_t run_ns, uint32_t buckets);
   uint64_t bucket_ns() const { return bucket_ns_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
+  // Fills each bucket's p99 from its latency histogram (at the end of the run).
+  void finish();
 
   // Returns the window's index (its end can be set later).
   size_t open_window(uint32_t device, uint64_t from_ns, uint64_t to_ns);
@@ -52,6 +56,7 @@ class Recorder {
  private:
   uint64_t bucket_ns_;
   std::vector<Bucket> buckets_;
+  std::vector<std::unique_ptr<env::LatencyHistogram>> bucket_latency_;  // made on first use
   std::vector<Window> windows_;
   env::LatencyHistogram all_, outside_;
   uint64_t ios_ = 0, errors_ = 0, errors_outside_ = 0, first_error_outside_ns_ = 0;

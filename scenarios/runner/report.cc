@@ -118,19 +118,29 @@ std::string svg_chart(const RunResult& r, const std::string& title, const std::s
         x(t), axis_y, axis_y + 4, axis_y + 16, t == 0 ? std::string("0") : format_ns(uint64_t(t)));
   }
   int legend_y = axis_y + kB + kLegend - 4;
+  // Lines drawn over each other stay visible: the first solid and widest, the next ones
+  // dashed and thinner (a busy poller's series used to hide another's).
+  static const char* kDash[] = {"", "7 3", "3 3", "1 3", "9 2 2 2", "5 5"};
+  std::size_t nth = 0;
   for (const Line& l : lines) {
+    const char* dash = kDash[nth % (sizeof kDash / sizeof kDash[0])];
+    const double width = nth == 0 ? 2.0 : 1.5;
+    ++nth;
     std::string pts;
     for (size_t i = 0; i < l.values->size(); ++i) {
       pts += fmt::format("{:.1f},{:.1f} ", x((double(i) + 0.5) * double(r.bucket_ns)),
                          y((*l.values)[i]));
     }
-    s += fmt::format("<polyline points='{}' fill='none' stroke='{}' stroke-width='1.5'/>", pts,
-                     l.colour);
+    s += fmt::format("<polyline points='{}' fill='none' stroke='{}' stroke-width='{}'{}/>", pts,
+                     l.colour, width,
+                     *dash ? fmt::format(" stroke-dasharray='{}'", dash) : std::string());
     if (l.label.empty()) continue;
     s += fmt::format(
-        "<line x1='{}' y1='{}' x2='{}' y2='{}' stroke='{}' stroke-width='3'/>"
+        "<line x1='{}' y1='{}' x2='{}' y2='{}' stroke='{}' stroke-width='3'{}/>"
         "<text x='{}' y='{}' class='tick'>{}</text>",
-        kL, legend_y - 4, kL + 20, legend_y - 4, l.colour, kL + 26, legend_y, html_escape(l.label));
+        kL, legend_y - 4, kL + 20, legend_y - 4, l.colour,
+        *dash ? fmt::format(" stroke-dasharray='{}'", dash) : std::string(), kL + 26, legend_y,
+        html_escape(l.label));
     legend_y += kLegend;
   }
   return s + "</svg>";
@@ -258,9 +268,9 @@ std::string report_json(const RunResult& r) {
   json series = json::array();
   for (const Bucket& b : r.series) {
     series.push_back({b.ios, b.errors, b.ios > b.errors ? b.latency_sum_ns / (b.ios - b.errors) : 0,
-                      b.latency_max_ns});
+                      b.latency_max_ns, b.latency_p99_ns});
   }
-  j["series_columns"] = {"ios", "errors", "mean_latency_ns", "max_latency_ns"};
+  j["series_columns"] = {"ios", "errors", "mean_latency_ns", "max_latency_ns", "p99_latency_ns"};
   j["series"] = series;
   j["pollers"] = json::array();
   for (const PollerSeries& p : r.pollers) {
@@ -303,13 +313,14 @@ std::string report_json(const RunResult& r) {
 }
 
 std::string report_html(const RunResult& r) {
-  std::vector<double> iops, errors, lat_mean, lat_max;
+  std::vector<double> iops, errors, lat_mean, lat_p99, lat_max;
   const double per_s = 1e9 / double(std::max<uint64_t>(r.bucket_ns, 1));
   for (const Bucket& b : r.series) {
     iops.push_back(double(b.ios) * per_s);
     errors.push_back(double(b.errors));
     const uint64_t ok = b.ios - b.errors;
     lat_mean.push_back(ok ? double(b.latency_sum_ns) / double(ok) / 1e3 : 0);
+    lat_p99.push_back(double(b.latency_p99_ns) / 1e3);
     lat_max.push_back(double(b.latency_max_ns) / 1e3);
   }
   std::string h =
@@ -355,7 +366,8 @@ std::string report_html(const RunResult& r) {
   }
   h += svg_chart(r, "Completions per second", "IOPS", iops, "#06c");
   h += svg_chart(r, "Failed I/Os per bucket", "count", errors, "#c00");
-  h += svg_chart(r, "Mean latency", "us", lat_mean, "#080");
+  h += svg_chart(r, "Latency over time", "us",
+                 {Line{&lat_mean, "#080", "mean"}, Line{&lat_p99, "#60c", "p99"}});
   h += svg_chart(r, "Max latency", "us", lat_max, "#a60");
   h += poller_chart(r);
   // The latency distribution of the whole run and outside the fault windows.

@@ -73,6 +73,11 @@ TEST(Report, ChartsShowFaultWindowsTheReinsertionAndRoundTicks) {
   EXPECT_NE(html.find("<h2>Set-up</h2>"), std::string::npos);
   EXPECT_NE(html.find("profile p4800x"), std::string::npos);
   EXPECT_NE(html.find("<h2>Latency</h2>"), std::string::npos);
+  EXPECT_NE(html.find("Latency over time"), std::string::npos);  // mean and p99 per bucket
+  uint64_t with_p99 = 0;
+  for (const Bucket& b : r.series) with_p99 += b.latency_p99_ns > 0;
+  EXPECT_GT(with_p99, r.series.size() / 2);
+  EXPECT_NE(report_json(r).find("\"p99_latency_ns\""), std::string::npos);
   EXPECT_EQ(html.find("e+0"), std::string::npos);          // no 5.833e+05 on an axis
   EXPECT_NE(html.find("K</text>"), std::string::npos);     // IOPS in thousands
   EXPECT_NE(html.find(">2ms</text>"), std::string::npos);  // a time tick

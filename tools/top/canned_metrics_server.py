@@ -35,6 +35,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
     scrapes = 0
 
     def do_GET(self):
+        if self.path == "/other":  # an exporter without event-framework metrics
+            body = b"# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 1.5\n"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         if self.path != "/metrics":
             self.send_error(404)
             return

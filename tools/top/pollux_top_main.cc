@@ -77,6 +77,10 @@ int run_once(const Config& c) {
   // A pipe gets whole lines; a terminal gets its width.
   const std::size_t width =
       isatty(STDOUT_FILENO) ? Terminal::width() : std::numeric_limits<std::size_t>::max();
+  if (scrapes.now->empty()) {
+    std::fprintf(stderr, "pollux-top: %s\n", kNoFrameworkMetrics);
+    return 1;
+  }
   std::fputs(render_table(scrapes.table(c.view, c.order), width).c_str(), stdout);
   if (scrapes.now->malformed_lines > 0) {
     std::fprintf(stderr, "pollux-top: skipped %zu malformed line(s)\n",
@@ -130,6 +134,7 @@ int run_interactive(Config c) {
     status.view = c.view;
     status.order = c.order;
     status.has_data = scrapes.now.has_value();
+    status.no_framework_metrics = scrapes.now && scrapes.now->empty();
     status.malformed_lines = scrapes.now ? scrapes.now->malformed_lines : 0;
     status.uptime_seconds = seconds_between(start, Clock::now());
     terminal.draw(

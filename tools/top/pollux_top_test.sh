@@ -43,6 +43,11 @@ grep -q "Connection refused" "$dir/err" || fail "refusal not explained: $(cat "$
 if "$top" --endpoint "$endpoint/nothing" --once 2>"$dir/err"; then fail "404 accepted"; fi
 grep -q "404" "$dir/err" || fail "404 not named: $(cat "$dir/err")"
 
+# An endpoint without event-framework metrics: exit 1 and say what is missing (it printed
+# empty tables).
+if "$top" --endpoint "$endpoint/other" --once 2>"$dir/err"; then fail "no framework metrics accepted"; fi
+grep -q "no event-framework metrics at this endpoint" "$dir/err" || fail "no hint: $(cat "$dir/err")"
+
 # Bad options are refused before any scrape.
 if "$top" --view threads --sort iterations 2>"$dir/err"; then fail "bad --sort accepted"; fi
 grep -q "busy, messages, name" "$dir/err" || fail "valid columns not listed: $(cat "$dir/err")"

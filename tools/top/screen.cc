@@ -113,6 +113,8 @@ std::string render_screen(const ScreenStatus& status, const Table& table, std::s
     lines.push_back(clip("scrape failed: " + status.scrape_error + " (retrying)", width));
   } else if (!status.has_data) {
     lines.push_back(clip("waiting for the first scrape...", width));
+  } else if (status.no_framework_metrics) {
+    lines.push_back(clip(kNoFrameworkMetrics, width) + "\n");
   } else {
     lines.push_back("\n");
   }

@@ -22,8 +22,9 @@ struct ScreenStatus {
   double uptime_seconds = 0;
   View view = View::kReactors;
   SortOrder order;
-  std::string scrape_error;  // Empty while scrapes succeed.
-  bool has_data = false;     // False until the first successful scrape.
+  std::string scrape_error;           // Empty while scrapes succeed.
+  bool has_data = false;              // False until the first successful scrape.
+  bool no_framework_metrics = false;  // The last scrape had none of the series pollux-top reads.
   std::size_t malformed_lines = 0;
 };
 

@@ -39,7 +39,14 @@ struct Snapshot {
   std::map<PollerKey, PollerCounters> pollers;
   // Lines the parser could not read, plus known metrics missing a label they need.
   std::size_t malformed_lines = 0;
+  bool empty() const { return reactors.empty() && threads.empty() && pollers.empty(); }
 };
+
+// What to say when an endpoint answers without any event-framework metric (a Prometheus
+// server, another exporter, a Pollux program whose framework is not running yet).
+inline const char* kNoFrameworkMetrics =
+    "no event-framework metrics at this endpoint (pollux_reactor_*, pollux_thread_*, "
+    "pollux_poller_*): point it at a Pollux program's --metrics address";
 
 // Keeps the pollux_reactor_*, pollux_thread_* and pollux_poller_* series listed in README.md and
 // ignores every other metric.

@@ -498,6 +498,15 @@ TEST(ScreenTest, FitsTheTerminalAndShowsStatus) {
   EXPECT_EQ(lines[2].rfind("REACTOR", 0), 0u);
   EXPECT_NE(lines.back().find("malformed lines: 2"), std::string::npos) << lines.back();
 
+  // Scrapes that hold none of the series pollux-top reads say so instead of an empty table.
+  ScreenStatus empty = status;
+  empty.scrape_error.clear();
+  empty.no_framework_metrics = true;
+  const std::vector<std::string> hint = lines_of(
+      render_screen(empty, view_table(View::kReactors, Snapshot{}, nullptr, 0, {}), 200, 20));
+  ASSERT_GE(hint.size(), 2u);
+  EXPECT_NE(hint[1].find("no event-framework metrics"), std::string::npos) << hint[1];
+
   // Tall enough: every row, then the footer.
   status.scrape_error.clear();
   EXPECT_EQ(

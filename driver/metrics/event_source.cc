@@ -31,6 +31,8 @@ Source event_source(event::Framework& fw) {
     // Threads may share a name (and pollers within a thread): series are summed per label set.
     struct PollerSum {
       uint64_t runs = 0, busy_runs = 0, busy_ticks = 0;
+      uint64_t period_ticks = 0;  // 0: active (runs every iteration)
+      bool paused = false;
     };
     std::map<std::tuple<int, std::string, std::string>, PollerSum> pollers;
     struct ThreadSum {
@@ -48,6 +50,8 @@ Source event_source(event::Framework& fw) {
         ps.runs += p.runs;
         ps.busy_runs += p.busy_runs;
         ps.busy_ticks += p.busy_ticks;
+        ps.period_ticks = p.period_ticks;
+        ps.paused = p.paused;
       }
     }
     for (const auto& [key, s] : threads) {
@@ -69,6 +73,9 @@ Source event_source(event::Framework& fw) {
                 static_cast<double>(s.busy_runs));
       b.counter("pollux_poller_busy_seconds_total", "Time spent in the poller's busy runs", l,
                 secs(s.busy_ticks));
+      b.gauge("pollux_poller_period_seconds",
+              "The poller's period (0: active, it runs every iteration)", l, secs(s.period_ticks));
+      b.gauge("pollux_poller_paused", "1 while the poller is paused", l, s.paused ? 1 : 0);
     }
   };
 }

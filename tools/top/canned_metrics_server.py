@@ -26,6 +26,16 @@ pollux_thread_messages_total{{reactor="0",thread="app"}} {iters}
 pollux_poller_runs_total{{reactor="0",thread="app",poller="nvme_poll"}} {iters}
 pollux_poller_busy_runs_total{{reactor="0",thread="app",poller="nvme_poll"}} {half}
 pollux_poller_busy_seconds_total{{reactor="0",thread="app",poller="nvme_poll"}} {busy0}
+pollux_poller_period_seconds{{reactor="0",thread="app",poller="nvme_poll"}} 0
+pollux_poller_paused{{reactor="0",thread="app",poller="nvme_poll"}} 0
+pollux_poller_runs_total{{reactor="0",thread="app",poller="hotplug"}} {tens}
+pollux_poller_busy_runs_total{{reactor="0",thread="app",poller="hotplug"}} 0
+pollux_poller_busy_seconds_total{{reactor="0",thread="app",poller="hotplug"}} 0
+pollux_poller_period_seconds{{reactor="0",thread="app",poller="hotplug"}} 0.0005
+pollux_poller_paused{{reactor="0",thread="app",poller="hotplug"}} 0
+pollux_poller_runs_total{{reactor="0",thread="app",poller="stats"}} 3
+pollux_poller_period_seconds{{reactor="0",thread="app",poller="stats"}} 1
+pollux_poller_paused{{reactor="0",thread="app",poller="stats"}} 1
 pollux_scenario_io_latency_seconds_bucket{{scenario="s",le="+Inf"}} 3
 this line is malformed
 """
@@ -49,7 +59,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         Handler.scrapes += 1
         n = Handler.scrapes
         body = TEMPLATE.format(busy0=0.25 * n, idle0=0.75 * n, busy1=0.5 * n, idle1=0.5 * n,
-                               iters=1000 * n, half=500 * n).encode()
+                               iters=1000 * n, half=500 * n, tens=10 * n).encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/plain; version=0.0.4")
         self.send_header("Content-Length", str(len(body)))

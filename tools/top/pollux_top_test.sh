@@ -32,6 +32,10 @@ expect_line "$out" '^app +0 +25\.0 +- +'
 out=$("$top" --endpoint "$endpoint" --interval 100ms --view pollers --sort runs 2>"$dir/err")
 expect_line "$out" '^nvme_poll +app +0 +25\.0 +[0-9.]+k? +50\.0 '
 grep -q "skipped 1 malformed line" "$dir/err" || fail "malformed line not reported"
+# spdk_top's poller types and periods: active, timed (500 us), paused.
+expect_line "$out" '^nvme_poll +app +0 .* active +- *$'
+expect_line "$out" '^hotplug +app +0 .* timed +500us *$'
+expect_line "$out" '^stats +app +0 .* paused +1s *$'
 
 # A closed port: exit 1 and say why.
 closed=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))

@@ -106,6 +106,8 @@ std::vector<PollerRow> poller_rows(const Snapshot& now, const Snapshot* prev,
     row.busy_run_pct = percent(d.busy_runs, d.runs);
     row.runs = counters.runs;
     row.busy_runs = counters.busy_runs;
+    row.period_seconds = counters.period_seconds;
+    row.type = counters.paused > 0 ? "paused" : counters.period_seconds > 0 ? "timed" : "active";
 
     // The share is over the owning thread's time in the same window as the poller's figures.
     const ThreadKey thread_key{row.reactor, row.thread};

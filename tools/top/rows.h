@@ -39,6 +39,8 @@ struct PollerRow {
   std::optional<double> busy_share_pct;  // busy seconds / the owning thread's (busy + idle)
   double runs = 0;                       // Totals.
   double busy_runs = 0;
+  std::string type;                      // active | timed | paused (spdk_top's poller types)
+  double period_seconds = 0;
 };
 
 // `prev` is the previous scrape (nullptr on the first) and `elapsed_seconds` the wall time

@@ -33,6 +33,15 @@ Table thread_table(std::vector<ThreadRow> rows, SortOrder order) {
   return t;
 }
 
+// A poller's period as spdk_top shows it: "500us", "1ms", "2.5s".
+std::string format_period(double seconds) {
+  char b[32];
+  if (seconds < 1e-3) std::snprintf(b, sizeof b, "%gus", seconds * 1e6);
+  else if (seconds < 1) std::snprintf(b, sizeof b, "%gms", seconds * 1e3);
+  else std::snprintf(b, sizeof b, "%gs", seconds);
+  return b;
+}
+
 Table poller_table(std::vector<PollerRow> rows, SortOrder order) {
   sort_rows(rows, order);
   Table t{{{"POLLER"},
@@ -42,12 +51,15 @@ Table poller_table(std::vector<PollerRow> rows, SortOrder order) {
            {"RUNS/S", true},
            {"BUSYRUN%", true},
            {"RUNS", true},
-           {"BUSY_RUNS", true}},
+           {"BUSY_RUNS", true},
+           {"TYPE"},
+           {"PERIOD", true}},
           {}};
   for (const PollerRow& r : rows) {
     t.rows.push_back({r.poller, r.thread, r.reactor, format_percent(r.busy_share_pct),
                       format_rate(r.runs_per_s), format_percent(r.busy_run_pct),
-                      format_count(r.runs), format_count(r.busy_runs)});
+                      format_count(r.runs), format_count(r.busy_runs), r.type,
+                      r.type == "active" ? "-" : format_period(r.period_seconds)});
   }
   return t;
 }

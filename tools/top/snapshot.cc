@@ -40,6 +40,8 @@ double PollerCounters::*poller_field(std::string_view name) {
   if (name == "pollux_poller_runs_total") return &PollerCounters::runs;
   if (name == "pollux_poller_busy_runs_total") return &PollerCounters::busy_runs;
   if (name == "pollux_poller_busy_seconds_total") return &PollerCounters::busy_seconds;
+  if (name == "pollux_poller_period_seconds") return &PollerCounters::period_seconds;
+  if (name == "pollux_poller_paused") return &PollerCounters::paused;
   return nullptr;
 }
 

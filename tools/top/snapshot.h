@@ -28,6 +28,8 @@ struct PollerCounters {
   double runs = 0;
   double busy_runs = 0;
   double busy_seconds = 0;
+  double period_seconds = 0;  // Gauges: 0 is an active poller (spdk_top's "active"),
+  double paused = 0;          // > 0 a timed one; paused 1: a paused one.
 };
 
 using ThreadKey = std::tuple<std::string, std::string>;               // reactor, thread

@@ -46,6 +46,12 @@ int main(int argc, char** argv) {
   app.add_option("--control", control_path,
                  "UNIX socket for fault commands, one JSON object per line "
                  "(emulator/nvme/fault_commands.h)");
+  double warn_lag_us = 1000;
+  app.add_option("--warn-lag-us", warn_lag_us,
+                 "timed: say so on stderr (once) when the model falls this far behind the wall "
+                 "clock: completions then come late and what a host measures is this machine's "
+                 "speed, not the profile's")
+      ->check(pollux::cli::kPositive);
   std::string metrics_addr;
   app.add_option("--metrics", metrics_addr,
                  "serve Prometheus metrics on host:port (e.g. 127.0.0.1:9465; port 0: any)");
@@ -131,6 +137,10 @@ int main(int argc, char** argv) {
                  metrics_addr.substr(0, metrics_addr.rfind(':')), metrics->port());
     }
   }
+  // Timed: how far the model is behind the wall clock (its last step, and the most), and
+  // whether that was said.
+  uint64_t lag_ns = 0, max_lag_ns = 0;
+  bool warned = false;
   // The device's counters belong to this loop's thread: it publishes them now and then.
   auto publish_metrics = [&] {
     std::vector<prometheus::MetricFamily> f;
@@ -143,11 +153,19 @@ int main(int argc, char** argv) {
     in.present = true;
     device::append_device_metrics(in, f);
     if (sim) {
-      f.push_back({"pollux_emu_simulated_seconds",
-                   "Simulated time of the device (paced)",
-                   prometheus::MetricType::Gauge,
-                   {}});
-      f.back().metric.emplace_back().gauge.value = double(sim->now()) / double(timing::kSec);
+      auto gauge = [&f](const char* name, const char* help, double v) {
+        f.push_back({name, help, prometheus::MetricType::Gauge, {}});
+        f.back().metric.emplace_back().gauge.value = v;
+      };
+      gauge("pollux_emu_simulated_seconds", "Simulated time of the device (paced)",
+            double(sim->now()) / double(timing::kSec));
+      gauge("pollux_emu_realtime_lag_seconds",
+            "How far the model was behind the wall clock at its last step (completions that "
+            "late reach the host late)",
+            double(lag_ns) * 1e-9);
+      gauge("pollux_emu_realtime_max_lag_seconds",
+            "The most the model fell behind the wall clock with a host attached",
+            double(max_lag_ns) * 1e-9);
     }
     metrics->publish(std::move(f));
   };
@@ -175,7 +193,6 @@ int main(int argc, char** argv) {
                                             .count()) *
            timing::kNs;
   };
-  uint64_t max_lag_ns = 0;
   uint64_t loops = 0;
   while (!g_stop) {
     ++loops;
@@ -202,8 +219,16 @@ int main(int argc, char** argv) {
     if (sim) {
       const uint64_t target = wall_ps(nullptr) / timing::kNs;
       const uint64_t before = sim->now() / timing::kNs;
-      if (server.client_connected() && target > before) {
-        max_lag_ns = std::max(max_lag_ns, target - before);
+      lag_ns = server.client_connected() && target > before ? target - before : 0;
+      max_lag_ns = std::max(max_lag_ns, lag_ns);
+      if (!warned && double(lag_ns) > warn_lag_us * 1e3) {
+        warned = true;
+        fmt::print(stderr,
+                   "pollux-emu: WARNING: the model fell {:.0f} us behind the wall clock: "
+                   "completions come late, so the latency and IOPS a host measures now are this "
+                   "machine's, not the {} profile's (pollux_emu_realtime_lag_seconds; virtual "
+                   "time, pollux-sim, has no such limit)\n",
+                   double(lag_ns) / 1e3, profile.name);
       }
       sim->run_until(target * timing::kNs);
       sim->scan(wall_ps, nullptr);
@@ -215,8 +240,10 @@ int main(int argc, char** argv) {
     const auto s = sim->device(0).stats();
     fmt::print(
         "pollux-emu: simulated {:.3f} s; {} commands; largest step behind the wall "
-        "clock {} us; engine mismatches {}\n",
+        "clock {} us{}; engine mismatches {}\n",
         double(sim->now()) / double(timing::kSec), s.commands, max_lag_ns / 1000,
+        double(max_lag_ns) > warn_lag_us * 1e3 ? " (FELL BEHIND: timings not the profile's)"
+                                                : "",
         s.engine_mismatches);
   }
   const auto& c = dev->controller().counters();

@@ -58,7 +58,8 @@ wait "${pids[-1]}"
 
 # pollux-emu (timed, NAND) serving pollux-perf (the NVMe driver's queue pairs).
 sock=$dir/emu.sock
-"$emu" --socket "$sock" --profile p3700 --metrics 127.0.0.1:0 >"$dir/emu.log" 2>&1 &
+# --warn-lag-us 1: any lag at all is reported (the warning is there to be seen, once).
+"$emu" --socket "$sock" --profile p3700 --metrics 127.0.0.1:0 --warn-lag-us 1 >"$dir/emu.log" 2>&1 &
 pids+=($!)
 emu_ep=$(endpoint "$dir/emu.log")
 for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
@@ -72,8 +73,10 @@ expect "$perf_ep" pollux_nvme_qpair_submitted_total pollux_nvme_qpair_completed_
 expect "$emu_ep" pollux_emu_commands_total pollux_emu_nand_reads_total \
   pollux_emu_die_busy_seconds_total pollux_emu_channel_busy_seconds_total \
   pollux_emu_write_cache_capacity_bytes pollux_emu_write_cache_used_bytes= pollux_emu_simulated_seconds \
-  pollux_emu_faults_injected_total=
+  pollux_emu_faults_injected_total= pollux_emu_realtime_lag_seconds= pollux_emu_realtime_max_lag_seconds
 wait "${pids[-1]}"
+[ "$(grep -c "pollux-emu: WARNING: the model fell .* behind the wall clock" "$dir/emu.log")" -eq 1 ] ||
+  { cat "$dir/emu.log"; echo "FAIL: no single lag warning"; exit 1; }
 
 # pollux-sim: the whole stack in virtual time; --linger keeps the final state up.
 "$sim" --profile gen4-tlc --qd 16 --rw randrw --time-ms 20 --metrics 127.0.0.1:0 --linger 30 \

@@ -96,6 +96,7 @@ class Blob {
   bool dirty() const { return dirty_; }
   std::vector<BlobId> clones() const;  // walks every blob
   bool has_clones() const { return clone_count_ > 0; }
+  uint32_t clone_count() const { return clone_count_; }  // kept with each parent link
   // Where blob cluster `cl` lives on the device (0: not allocated here). Any thread.
   uint64_t device_cluster(uint64_t cl) const {
     const ClusterMap* m = map_.load(std::memory_order_acquire);

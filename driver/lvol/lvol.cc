@@ -502,7 +502,7 @@ void LvolStore::rename(Lvol* l, const std::string& new_name, DoneFn cb, void* ar
 }
 
 void LvolStore::destroy(Lvol* l, DoneFn cb, void* arg) {
-  if (l->blob->clones().size() > 1) return cb(arg, -EBUSY);  // one clone: merged into it
+  if (l->blob->clone_count() > 1) return cb(arg, -EBUSY);  // one clone: merged into it
   unregister_bdev(l, [this, l, cb, arg] {
     bs_->close_blob(l->blob, OpBox::cb, new OpBox{[this, l, cb, arg](int rc) {
       if (rc != 0) return cb(arg, rc);

@@ -54,7 +54,6 @@ class LvolStore {
   // writing nothing, and cb(arg, 0) (cb may be null). A later load() of the base recovers it
   // (dirty load). Metadata thread; a second call while one runs is ignored (-EALREADY).
   void crash(DoneFn cb, void* arg);
-  bool crashing() const { return crashing_; }
   static LvolStore* find(const std::string& name);  // loaded lvstores, by name
 
   const std::string& name() const { return name_; }

@@ -218,7 +218,9 @@ std::vector<std::string> LvolHost::Volume::snapshots() const {
   std::vector<std::pair<uint32_t, std::string>> found;
   const std::string prefix = w->name + ".s";
   for (const std::string& n : store->lvs->lvol_names())
-    if (n.compare(0, prefix.size(), prefix) == 0)
+    if (n.size() > prefix.size() && n.size() - prefix.size() <= 9 &&
+        n.compare(0, prefix.size(), prefix) == 0 &&
+        n.find_first_not_of("0123456789", prefix.size()) == std::string::npos)
       found.push_back({static_cast<uint32_t>(std::stoul(n.substr(prefix.size()))), n});
   std::sort(found.begin(), found.end());
   std::vector<std::string> out;

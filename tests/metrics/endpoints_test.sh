@@ -67,6 +67,7 @@ sock=$dir/emu.sock
 pids+=($!)
 emu_ep=$(endpoint "$dir/emu.log")
 for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
+[ "$(stat -c %a "$sock")" = 600 ] || { echo "FAIL: vfio-user socket mode $(stat -c %a "$sock")"; exit 1; }
 "$perf" -r "trtype:vfio-user traddr:$sock" -q 8 -o 4096 -w randrw -M 50 -t 3 -c 0x1 \
   --metrics 127.0.0.1:0 >"$dir/perf.log" 2>&1 &
 pids+=($!)

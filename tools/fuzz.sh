@@ -18,8 +18,7 @@ mkdir -p "$dir/corpus"
 cd "$root"
 bazel --output_base="$out_base" build --config=fuzz --symlink_prefix=/ \
   "//tests/fuzz:${target}_fuzzer" >&2
-bin=$(bazel --output_base="$out_base" cquery --config=fuzz --output=files \
-  "//tests/fuzz:${target}_fuzzer" 2>/dev/null)
+bin=$(bazel --output_base="$out_base" info --config=fuzz bazel-bin 2>/dev/null)/tests/fuzz/${target}_fuzzer
 [ -x "$bin" ] || { echo "fuzz.sh: no binary for $target"; exit 1; }
 export SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}

@@ -127,6 +127,7 @@ struct Reader {
   size_t left;
   bool take(void* out, size_t n) {
     if (n > left) return false;
+    if (n == 0) return true;  // out may be an empty vector's null data()
     std::memcpy(out, p, n);
     p += n;
     left -= n;

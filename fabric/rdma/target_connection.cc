@@ -167,6 +167,7 @@ void RdmaConnection::on_completion(const verbs::WorkCompletion& wc) {
   if (wc.status != verbs::WcStatus::kSuccess) {
     if (!closing_ && wc.status != verbs::WcStatus::kWrFlushErr) {
       ++stats_.error_completions;
+      ++tg_.mutable_stats().error_completions;
       fmt::print(stderr, "nvmf/rdma {}: work completion error: {}\n", peer_,
                  verbs::to_string(wc.status));
     }
@@ -270,6 +271,7 @@ void RdmaConnection::start(RdmaRequest& r, RecvSlot& s) {
       post_recv(s);
       return fail_command(r, target::generic(sn::sc::kDataSglLengthInvalid));
     }
+    ++tg_.mutable_stats().in_capsule;
     r.capsule = &s;  // the receive buffer is the data buffer until the command completes
     r.data = s.buf + kSqe + sgl.address;
     r.length = sgl.length;
@@ -282,6 +284,7 @@ void RdmaConnection::start(RdmaRequest& r, RecvSlot& s) {
 
 // The command does not run: its response carries `status`.
 void RdmaConnection::fail_command(RdmaRequest& r, uint16_t status) {
+  ++tg_.mutable_stats().bad_sgls;
   r.rsp = sn::CompletionEntry{};
   r.rsp.cid = r.cmd.cid;
   r.rsp.sqid = qid;
@@ -326,6 +329,7 @@ void RdmaConnection::post_read(RdmaRequest& r) {
   const verbs::SendWr* bad = nullptr;
   if (qp_->post_send(wr, &bad) != 0) return begin_close("an RDMA READ could not be posted");
   ++stats_.reads;
+  ++tg_.mutable_stats().rdma_reads;
 }
 
 void RdmaConnection::to_core(RdmaRequest& r) {
@@ -368,7 +372,10 @@ void RdmaConnection::complete(target::Request& base) {
     begin_close("a response could not be posted");
     return release(r);
   }
-  if (c2h) ++stats_.writes;
+  if (c2h) {
+    ++stats_.writes;
+    ++tg_.mutable_stats().rdma_writes;
+  }
   ++stats_.sends;
 }
 

@@ -199,7 +199,12 @@ nlohmann::json RdmaTargetTransport::group_stats(target::PollGroup& g) const {
           {"polls", s.polls.load()},
           {"busy_polls", s.busy_polls.load()},
           {"completions", s.completions.load()},
-          {"buffer_waits", s.buffer_waits.load()}};
+          {"buffer_waits", s.buffer_waits.load()},
+          {"rdma_reads", s.rdma_reads.load()},
+          {"rdma_writes", s.rdma_writes.load()},
+          {"in_capsule", s.in_capsule.load()},
+          {"bad_sgls", s.bad_sgls.load()},
+          {"error_completions", s.error_completions.load()}};
 }
 
 // ---------------------------------------------------------------------- poll group ---

@@ -110,6 +110,10 @@ class RdmaTargetGroup {
   struct Stats {
     env::OwnerCounter polls = 0, busy_polls = 0, accepted = 0, rejected = 0, closed = 0;
     env::OwnerCounter completions = 0, buffer_waits = 0;
+    // Commands by where their data was: fetched by RDMA READ, written by RDMA WRITE, in the
+    // capsule; commands failed for a malformed SGL; work completions in error.
+    env::OwnerCounter rdma_reads = 0, rdma_writes = 0, in_capsule = 0, bad_sgls = 0;
+    env::OwnerCounter error_completions = 0;
   };
   Stats& mutable_stats() { return stats_; }
   const Stats& stats() const { return stats_; }

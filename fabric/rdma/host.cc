@@ -1,10 +1,12 @@
 #include "fabric/rdma/host.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
 #include "driver/nvme/connect.h"
+#include "fabric/rdma/device.h"
 #include "fabric/rdma/queue.h"
 #include "spec/nvme_fabrics.h"
 #include "spec/nvme_rdma.h"
@@ -86,10 +88,23 @@ void register_rdma_transport() {
           std::lock_guard<std::mutex> lock(default_mu);
           o = default_options;
         }
-        if (o.context == nullptr)
-          return make_error(ENODEV,
-                            "trtype:rdma: no RDMA device (the program sets one: "
-                            "set_default_rdma_host)");
+        if (o.context == nullptr) {
+          // A program that sets no device (pollux-perf) names one in the environment.
+          const char* dev = std::getenv("POLLUX_RDMA_DEVICE");
+          if (dev == nullptr || *dev == '\0')
+            return make_error(ENODEV,
+                              "trtype:rdma: no RDMA device (set POLLUX_RDMA_DEVICE, e.g. "
+                              "vfio-user:/tmp/rnic/rnic1.sock)");
+          std::lock_guard<std::mutex> lock(default_mu);
+          if (default_options.context == nullptr) {
+            auto ctx = open_rdma_device(dev, registry);
+            if (!ctx) return ctx.error();
+            // Kept for the process's life: controllers may outlive any one connect.
+            default_options.context = ctx.value().release();
+            default_options.registry = &registry;
+          }
+          o = default_options;
+        }
         if (o.registry == nullptr) o.registry = &registry;
         auto t = RdmaTransport::create(trid, o);
         if (!t) return t.error();

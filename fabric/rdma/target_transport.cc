@@ -7,6 +7,7 @@
 #include <cerrno>
 
 #include "fabric/net/posix.h"
+#include "fabric/rdma/device.h"
 #include "spec/nvme_rdma.h"
 
 namespace pollux::fabric::rdma {
@@ -85,12 +86,24 @@ Result<std::unique_ptr<RdmaTargetTransport>> RdmaTargetTransport::create(
   return t;
 }
 
+Result<std::unique_ptr<RdmaTargetTransport>> RdmaTargetTransport::create_on_device(
+    target::Target& tgt, RdmaTargetOptions o, const std::string& device) {
+  auto ctx = open_rdma_device(device, env::MemoryRegistry::global());
+  if (!ctx) return ctx.error();
+  o.rdma_device = device;
+  auto t = create(tgt, o, *ctx.value());
+  if (!t) return t.error();
+  t.value()->owned_ctx_ = std::move(ctx).value();
+  return t;
+}
+
 RdmaTargetTransport::~RdmaTargetTransport() {
   listeners_.clear();
   groups_.clear();  // connections (QPs) and caches go before the MR, the pool and the PD
   pool_mr_.reset();
   pool_.reset();
   pd_.reset();
+  owned_ctx_.reset();
 }
 
 RdmaTargetGroup* RdmaTargetTransport::group_of(target::PollGroup& g) const {
@@ -184,7 +197,8 @@ nlohmann::json RdmaTargetTransport::options_json() const {
           {"max_aq_depth", opts_.max_aq_depth},
           {"num_shared_buffers", opts_.num_shared_buffers},
           {"buf_cache_size", opts_.buf_cache_size},
-          {"num_cqe", opts_.num_cqe}};
+          {"num_cqe", opts_.num_cqe},
+          {"rdma_device", opts_.rdma_device}};
 }
 
 nlohmann::json RdmaTargetTransport::group_stats(target::PollGroup& g) const {

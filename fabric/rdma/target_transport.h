@@ -32,6 +32,7 @@ struct RdmaTargetOptions {
   uint32_t buf_cache_size = 32;
   uint32_t num_cqe = 4096;  // each poll group's CQ; a queue of N entries needs 4N + 8
   QpTiming qp;
+  std::string rdma_device;  // Pollux's: the device create_on_device() opened (save_config)
 };
 
 // "" or what is wrong with the options.
@@ -46,6 +47,11 @@ class RdmaTargetTransport final : public target::Transport {
   static Result<std::unique_ptr<RdmaTargetTransport>> create(
       target::Target& tgt, const RdmaTargetOptions& o, verbs::Context& ctx,
       net::Network* cm_network = nullptr, env::MemoryRegistry* registry = nullptr);
+  // The same on a device it opens and owns (device.h: "vfio-user:/path.sock"), the CM on the
+  // kernel's TCP: pollux-tgt's nvmf_create_transport with "rdma_device".
+  static Result<std::unique_ptr<RdmaTargetTransport>> create_on_device(target::Target& tgt,
+                                                                       RdmaTargetOptions o,
+                                                                       const std::string& device);
   ~RdmaTargetTransport() override;
 
   const char* trtype() const override { return "RDMA"; }
@@ -75,6 +81,7 @@ class RdmaTargetTransport final : public target::Transport {
 
   target::Target& tgt_;
   RdmaTargetOptions opts_;
+  std::unique_ptr<verbs::Context> owned_ctx_;  // create_on_device(); goes last
   verbs::Context& ctx_;
   net::Network& net_;
   env::MemoryRegistry& registry_;

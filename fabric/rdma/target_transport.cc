@@ -129,6 +129,7 @@ target::Status RdmaTargetTransport::listen(const target::ListenAddress& a) {
   l->transport = this;
   l->poller =
       tgt_.thread()->register_poller(accept_poll, l.get(), kAcceptPeriodUs, "nvmf_rdma_accept");
+  fmt::print(stderr, "nvmf/rdma: listening on {}:{} (CM)\n", a.traddr, l->cm->port());
   listeners_.push_back(std::move(l));
   return target::ok_status();
 }

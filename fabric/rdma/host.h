@@ -15,8 +15,8 @@
 // doorbells through the verbs provider. A work completion in error (the QP broke: the target
 // went away, a retry count ran out, a remote access error) marks the queue broken(): the
 // controller's health check resets it, which sets up the QP and the CM exchange again.
-// Not watched on the hot path: the CM stream itself; a target that disconnects is noticed
-// when the next command's retries run out (QpTiming), or by the keep-alive.
+// The CM stream is not read in the steady state: only when commands wait and thousands of
+// polls in a row found nothing does the queue look for the target's DREQ (queue.h).
 #pragma once
 
 #include <cstdint>

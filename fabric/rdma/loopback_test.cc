@@ -219,5 +219,48 @@ TEST(RdmaLoopback, QueueEndedByTargetHostResetsAndRecovers) {
   ASSERT_EQ(w.ctrl().free_io_qpair(std::move(qp)), 0);
 }
 
+// A target-side error completion: the target's RDMA READ of a write's data is lost with the
+// host's link (its retries run out), so the target ends the queue without a response. The
+// host's queue sees the CM disconnect while the write waits, the controller resets, and the
+// write, ended retriably, goes through again.
+TEST(RdmaLoopback, TargetErrorCompletionEndsQueueHostSeesItAndResets) {
+  WorldOptions o;
+  o.target.qp.timeout = 8;  // 1 ms
+  o.target.qp.retry_cnt = 2;
+  World w(o);
+  ASSERT_EQ(w.attach(), "");
+  auto qp = io_qpair(w);
+  ASSERT_NE(qp, nullptr);
+  auto mem = w.host_memory(1 << 20);
+  auto* out = static_cast<uint8_t*>(mem->data());
+  fill(out, 131072, 11);
+  const uint64_t reads = w.group().stats().rdma_reads;
+  const uint64_t host_port = 2;  // the host's NIC: the second on the wire
+  Done d;
+  ASSERT_EQ(qp->write(*w.ctrl().ns(1), out, 64, 256, Done::cb, &d), 0);
+  for (int i = 0; i < 100000 && w.group().stats().rdma_reads == reads; ++i) {
+    qp->process_completions();
+    w.pump();
+  }
+  ASSERT_GT(w.group().stats().rdma_reads, reads) << "the target asked for the data";
+  w.cluster().wire().set_link_up(host_port, false);  // its READ responses are lost
+  for (int i = 0; i < 1'000'000 && w.group().stats().error_completions == 0; ++i) {
+    qp->process_completions();
+    w.pump();
+  }
+  EXPECT_GE(w.group().stats().error_completions, 1u) << "the READ's retries ran out";
+  EXPECT_FALSE(d.done) << "no response: the target's QP is in error";
+  w.cluster().wire().set_link_up(host_port, true);
+  ASSERT_TRUE(wait(w, {qp.get()}, &d, 1)) << "the host noticed, reset, and ended the write";
+  if (d.status != 0) {
+    EXPECT_FALSE(sn::status::dnr(d.status)) << "a reset ends I/O retriably";
+    ASSERT_EQ(io(w, *qp, true, out, 64, 256), 0);
+  }
+  uint8_t* in = out + (512 << 10);
+  ASSERT_EQ(io(w, *qp, false, in, 64, 256), 0);
+  EXPECT_EQ(std::memcmp(out, in, 131072), 0);
+  ASSERT_EQ(w.ctrl().free_io_qpair(std::move(qp)), 0);
+}
+
 }  // namespace
 }  // namespace pollux::fabric::rdma::testing

@@ -172,6 +172,7 @@ void RdmaQueue::reset() {
   for (Request& r : reqs_)
     if (r.sent) r = Request{};
   produced_ = tail_ = 0;
+  outstanding_ = empty_polls_ = 0;
   (void)open();  // a failure leaves the queue broken(): the reset fails and is tried again
 }
 
@@ -318,6 +319,7 @@ void RdmaQueue::send_capsules() {
     const int rc = qp_->post_send(wrs[0], &bad);
     const uint32_t posted = rc == 0 ? k : static_cast<uint32_t>(bad - wrs);
     produced_ = (produced_ + posted) % params_.entries;
+    outstanding_ += posted;
     if (rc == -ENOMEM) return;  // the send queue is full: the next poll goes on
     if (rc != 0) {
       broken_.store(true, std::memory_order_release);
@@ -381,9 +383,17 @@ int RdmaQueue::poll(sn::CompletionEntry* out, uint32_t max) {
         }
       }
       out[n++] = cqe;
+      if (outstanding_ > 0) --outstanding_;
       if (!post_recv(slot)) broken_.store(true, std::memory_order_release);
     }
     if (broken()) break;
+  }
+  if (n > 0 || outstanding_ == 0) {
+    empty_polls_ = 0;
+  } else if (++empty_polls_ == kCmCheckPolls) {
+    empty_polls_ = 0;
+    if (cm_ && cm_->poll().type != CmEventType::kNone)
+      broken_.store(true, std::memory_order_release);
   }
   return static_cast<int>(n);
 }

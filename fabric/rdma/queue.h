@@ -91,6 +91,12 @@ class RdmaQueue final : public nvme::QueueTransport {
   std::vector<sn::SubmissionEntry> sq_;
   uint32_t produced_ = 0;  // SQ slots up to here have been posted
   uint32_t tail_ = 0;
+  // A target that ends the queue says so on the CM stream (DREQ); its QP just goes quiet. The
+  // stream is read only when commands wait and this many polls in a row found nothing: never
+  // in the steady state (on the kernel's TCP it is a recv).
+  static constexpr uint32_t kCmCheckPolls = 4096;
+  uint32_t outstanding_ = 0;  // capsules posted whose response has not come
+  uint32_t empty_polls_ = 0;
 };
 
 }  // namespace pollux::fabric::rdma

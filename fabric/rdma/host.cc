@@ -37,7 +37,14 @@ Result<std::unique_ptr<RdmaTransport>> RdmaTransport::create(const nvme::Transpo
   auto pd = options.context->alloc_pd();
   if (!pd) return make_error(pd.error().code, "RDMA PD: " + pd.error().message);
   shared->pd = std::move(pd).value();
+  if (std::string e = options.registry->add_listener(shared.get()); !e.empty())
+    return make_error(EIO, "RDMA host: " + e);
+  shared->listening = true;
   return std::unique_ptr<RdmaTransport>(new RdmaTransport(std::move(shared), trid.subnqn));
+}
+
+RdmaTransport::Shared::~Shared() {
+  if (listening) options.registry->remove_listener(this);
 }
 
 RdmaTransport::~RdmaTransport() = default;

@@ -19,6 +19,7 @@
 // polls in a row found nothing does the queue look for the target's DREQ (queue.h).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -65,10 +66,19 @@ class RdmaTransport final : public nvme::Transport {
   }
 
   // Shared by the queues (read-only once created).
-  struct Shared {
+  struct Shared : env::RegionListener {
+    ~Shared() override;
     RdmaHostOptions options;
     std::string traddr, trsvcid;
     std::unique_ptr<verbs::Pd> pd;
+    // Bumped when a region leaves the registry: a queue's MR over it must go before another
+    // region can take its addresses (the queue checks it with one load per keyed command).
+    std::atomic<uint64_t> regions_removed{0};
+    bool listening = false;
+    std::string on_region_added(const env::MemoryRegion&) override { return ""; }
+    void on_region_removed(const env::MemoryRegion&) override {
+      regions_removed.fetch_add(1, std::memory_order_release);
+    }
   };
 
  private:

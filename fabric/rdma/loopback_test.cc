@@ -147,6 +147,30 @@ TEST(RdmaLoopback, SeveralIoQueuesInterleaved) {
 // carry virtual addresses, so the wire's byte hash differs between two runs of one process):
 // every transmit decision (time, ports, opcode, PSN, length, fate), the CM stream's deliveries,
 // the end time.
+// Buffers in regions that come and go: each region is registered on first use, and an MR
+// whose region left the registry goes before the next command (a region re-made at the same
+// address must not be reached through the old one's key).
+TEST(RdmaLoopback, RegionsThatComeAndGoAreRegisteredAndDropped) {
+  World w;
+  ASSERT_EQ(w.attach(), "");
+  auto qp = io_qpair(w);
+  ASSERT_NE(qp, nullptr);
+  auto* rq = dynamic_cast<RdmaQueue*>(&qp->transport());
+  ASSERT_NE(rq, nullptr);
+  for (int round = 0; round < 4; ++round) {
+    auto mem = w.host_memory((256 << 10) + round * 4096);
+    auto* out = static_cast<uint8_t*>(mem->data());
+    uint8_t* in = out + (128 << 10);
+    fill(out, 65536, 100 + round);
+    ASSERT_EQ(io(w, *qp, true, out, 512, 128), 0) << "round " << round;
+    std::memset(in, 0, 65536);
+    ASSERT_EQ(io(w, *qp, false, in, 512, 128), 0) << "round " << round;
+    EXPECT_EQ(std::memcmp(out, in, 65536), 0) << "round " << round;
+    EXPECT_EQ(rq->registered_regions(), 1u) << "only the live region keeps an MR";
+  }
+  ASSERT_EQ(w.ctrl().free_io_qpair(std::move(qp)), 0);
+}
+
 struct LossyOutcome {
   uint64_t decisions_hash = 0, cm_hash = 0, end_ns = 0, verified = 0, dropped = 0;
 };

@@ -199,7 +199,20 @@ int RdmaQueue::init_requests(uint32_t n) {
 
 // ------------------------------------------------------------------------ commands ---
 
+void RdmaQueue::drop_stale_mrs() {
+  regions_removed_seen_ = shared_->regions_removed.load(std::memory_order_acquire);
+  env::MemoryRegistry& registry = *shared_->options.registry;
+  std::erase_if(mrs_, [&](const MrEntry& m) {
+    const env::MemoryRegion now = registry.find(reinterpret_cast<void*>(m.base));
+    return reinterpret_cast<uintptr_t>(now.vaddr) != m.base || now.length != m.length ||
+           now.iova != m.iova;
+  });
+}
+
 const verbs::Mr* RdmaQueue::mr_for(const void* p, std::size_t len) {
+  if (shared_->regions_removed.load(std::memory_order_acquire) != regions_removed_seen_)
+      [[unlikely]]
+    drop_stale_mrs();
   const auto a = reinterpret_cast<uintptr_t>(p);
   for (const MrEntry& m : mrs_)
     if (a >= m.base && len <= m.length && a - m.base <= m.length - len) return m.mr.get();
@@ -213,8 +226,8 @@ const verbs::Mr* RdmaQueue::register_region(const void* p, std::size_t len) {
       *shared_->pd, region.vaddr, region.length,
       verbs::access::kLocalWrite | verbs::access::kRemoteRead | verbs::access::kRemoteWrite);
   if (!mr) return nullptr;
-  mrs_.push_back(
-      MrEntry{reinterpret_cast<uintptr_t>(region.vaddr), region.length, std::move(mr).value()});
+  mrs_.push_back(MrEntry{reinterpret_cast<uintptr_t>(region.vaddr), region.length, region.iova,
+                         std::move(mr).value()});
   return mrs_.back().mr.get();
 }
 

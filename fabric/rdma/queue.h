@@ -55,6 +55,7 @@ class RdmaQueue final : public nvme::QueueTransport {
   struct MrEntry {
     uintptr_t base = 0;
     std::size_t length = 0;
+    uint64_t iova = 0;  // what the MR maps to: a region re-made at the same address differs
     std::unique_ptr<verbs::Mr> mr;
   };
 
@@ -79,6 +80,8 @@ class RdmaQueue final : public nvme::QueueTransport {
   std::unique_ptr<verbs::Mr> region_mr_;
   uint32_t capsule_stride_ = 0;
   std::vector<MrEntry> mrs_;  // the caller's memory, by region
+  uint64_t regions_removed_seen_ = 0;
+  void drop_stale_mrs();  // the rare path: a region left the registry
   // Small data outside DMA memory (the Connect command's 1 KiB on the caller's stack) goes
   // through a registered slot of the request.
   static constexpr uint32_t kBounceBytes = 1024;

@@ -153,8 +153,12 @@ inline constexpr uint16_t kAuthreqAscr = 1u << 2;  // ... and secure channel con
 constexpr uint32_t make_success_dw0(uint16_t id, uint16_t auth = 0) {
   return uint32_t{id} | uint32_t{auth} << 16;
 }
-constexpr uint16_t cntlid(uint32_t dw0) { return dw0 & 0xffff; }
-constexpr uint16_t authreq(uint32_t dw0) { return dw0 >> 16; }
+constexpr uint16_t cntlid(uint32_t dw0) {
+  return dw0 & 0xffff;
+}
+constexpr uint16_t authreq(uint32_t dw0) {
+  return dw0 >> 16;
+}
 
 // Response DW0 with sc::kConnectInvalidParameters: the byte offset of the offending field
 // (IPO) and where it lies (IATTR bit 0: 0 the command, 1 the ConnectData).
@@ -162,8 +166,12 @@ inline constexpr uint8_t kIattrInData = 1u << 0;
 constexpr uint32_t make_invalid_parameter_dw0(uint16_t offset, bool in_data) {
   return uint32_t{offset} | uint32_t{in_data ? kIattrInData : 0u} << 16;
 }
-constexpr uint16_t ipo(uint32_t dw0) { return dw0 & 0xffff; }
-constexpr uint8_t iattr(uint32_t dw0) { return (dw0 >> 16) & 0xff; }
+constexpr uint16_t ipo(uint32_t dw0) {
+  return dw0 & 0xffff;
+}
+constexpr uint8_t iattr(uint32_t dw0) {
+  return (dw0 >> 16) & 0xff;
+}
 }  // namespace connect
 
 // NQN (Base 2.0, 4.5: NVMe Qualified Names): UTF-8, at most 223 bytes plus a NUL, in 256-byte
@@ -192,7 +200,9 @@ static_assert(offsetof(ConnectData, cntlid) == 16 && offsetof(ConnectData, subnq
 namespace property {
 inline constexpr uint8_t kSize4 = 0;  // ATTRIB [2:0]
 inline constexpr uint8_t kSize8 = 1;
-constexpr uint8_t size_bytes(uint8_t attrib) { return (attrib & 7) == kSize8 ? 8 : 4; }
+constexpr uint8_t size_bytes(uint8_t attrib) {
+  return (attrib & 7) == kSize8 ? 8 : 4;
+}
 }  // namespace property
 
 struct PropertyGetCommand {
@@ -374,6 +384,10 @@ namespace tsas {
 inline constexpr uint8_t kSectypeNone = 0;   // TCP SECTYPE: plain TCP
 inline constexpr uint8_t kSectypeTls12 = 1;  // TLS 1.2
 inline constexpr uint8_t kSectypeTls13 = 2;  // TLS 1.3 or later
+// RDMA: byte 0 RDMA_QPTYPE, byte 1 RDMA_PRTYPE, byte 2 RDMA_CMS, bytes 8-9 RDMA_PKEY.
+inline constexpr uint8_t kRdmaQptypeConnected = 1;  // reliable connected
+inline constexpr uint8_t kRdmaPrtypeRoceV2 = 4;
+inline constexpr uint8_t kRdmaCmsRdmaCm = 1;  // the RDMA IP connection manager
 }  // namespace tsas
 
 }  // namespace pollux::spec::nvmf

@@ -184,6 +184,27 @@ TEST(RdmaTarget, RejectsBadPrivateDataWithTheSpecStatus) {
   EXPECT_EQ(w.group().connections(), 1u);
 }
 
+TEST(RdmaTarget, DiscoveryLogEntryNamesRdmaAndItsCm) {
+  World w;
+  ASSERT_TRUE(w.ready());
+  std::vector<uint8_t> log;
+  {
+    event::CurrentThreadScope scope(w.target_thread());
+    log = w.target().discovery_log("nqn.2026-11.io.pollux:any");
+  }
+  nf::DiscoveryLogHeader h;
+  ASSERT_GE(log.size(), sizeof h + sizeof(nf::DiscoveryLogEntry));
+  std::memcpy(&h, log.data(), sizeof h);
+  ASSERT_EQ(h.numrec, 1u);
+  nf::DiscoveryLogEntry e;
+  std::memcpy(&e, log.data() + sizeof h, sizeof e);
+  EXPECT_EQ(e.trtype, nf::trtype::kRdma);
+  EXPECT_EQ(e.tsas[0], nf::tsas::kRdmaQptypeConnected);
+  EXPECT_EQ(e.tsas[1], nf::tsas::kRdmaPrtypeRoceV2);
+  EXPECT_EQ(e.tsas[2], nf::tsas::kRdmaCmsRdmaCm);
+  EXPECT_EQ(std::string(e.subnqn), kNqn);
+}
+
 TEST(RdmaTarget, HostQueueLargerThanAllowedIsRefusedAtAttach) {
   World w;
   const std::string e = w.attach(/*admin_queue_size=*/256);

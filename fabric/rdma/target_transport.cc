@@ -260,7 +260,7 @@ void RdmaTargetGroup::adopt(std::unique_ptr<CmId> cm, CmEvent request,
                             target::ListenAddress listen) {
   if (g_.target().stopping()) return;  // the CM stream closes: the host sees it unreachable
   auto* c = new RdmaConnection(*this, std::move(cm), std::move(listen));
-  if (poller_ == nullptr || !c->open(request)) {
+  if (!c->open(request)) {  // without a CQ (start() failed) it is rejected: no resources
     ++stats_.rejected;
     delete c;
     return;

@@ -153,12 +153,8 @@ inline constexpr uint16_t kAuthreqAscr = 1u << 2;  // ... and secure channel con
 constexpr uint32_t make_success_dw0(uint16_t id, uint16_t auth = 0) {
   return uint32_t{id} | uint32_t{auth} << 16;
 }
-constexpr uint16_t cntlid(uint32_t dw0) {
-  return dw0 & 0xffff;
-}
-constexpr uint16_t authreq(uint32_t dw0) {
-  return dw0 >> 16;
-}
+constexpr uint16_t cntlid(uint32_t dw0) { return dw0 & 0xffff; }
+constexpr uint16_t authreq(uint32_t dw0) { return dw0 >> 16; }
 
 // Response DW0 with sc::kConnectInvalidParameters: the byte offset of the offending field
 // (IPO) and where it lies (IATTR bit 0: 0 the command, 1 the ConnectData).
@@ -166,12 +162,8 @@ inline constexpr uint8_t kIattrInData = 1u << 0;
 constexpr uint32_t make_invalid_parameter_dw0(uint16_t offset, bool in_data) {
   return uint32_t{offset} | uint32_t{in_data ? kIattrInData : 0u} << 16;
 }
-constexpr uint16_t ipo(uint32_t dw0) {
-  return dw0 & 0xffff;
-}
-constexpr uint8_t iattr(uint32_t dw0) {
-  return (dw0 >> 16) & 0xff;
-}
+constexpr uint16_t ipo(uint32_t dw0) { return dw0 & 0xffff; }
+constexpr uint8_t iattr(uint32_t dw0) { return (dw0 >> 16) & 0xff; }
 }  // namespace connect
 
 // NQN (Base 2.0, 4.5: NVMe Qualified Names): UTF-8, at most 223 bytes plus a NUL, in 256-byte
@@ -200,9 +192,7 @@ static_assert(offsetof(ConnectData, cntlid) == 16 && offsetof(ConnectData, subnq
 namespace property {
 inline constexpr uint8_t kSize4 = 0;  // ATTRIB [2:0]
 inline constexpr uint8_t kSize8 = 1;
-constexpr uint8_t size_bytes(uint8_t attrib) {
-  return (attrib & 7) == kSize8 ? 8 : 4;
-}
+constexpr uint8_t size_bytes(uint8_t attrib) { return (attrib & 7) == kSize8 ? 8 : 4; }
 }  // namespace property
 
 struct PropertyGetCommand {

@@ -60,6 +60,8 @@ void RdmaTransport::identified(const sn::IdentifyController& id) {
   // IOCCSZ counts 16-byte units of the whole capsule, SQE included; in-capsule data starts at
   // ICDOFF (only 0 is used here: data right after the SQE).
   const uint64_t capsule = uint64_t{f.ioccsz} * nf::kCapsuleSizeUnit;
+  io_msdbd_ =
+      f.msdbd == 0 ? RdmaQueue::kMaxKeyed : std::min<uint32_t>(f.msdbd, RdmaQueue::kMaxKeyed);
   io_in_capsule_ = f.icdoff == 0 && capsule > sizeof(sn::SubmissionEntry)
                        ? static_cast<uint32_t>(
                              std::min<uint64_t>(capsule - sizeof(sn::SubmissionEntry), 128 * 1024))
@@ -70,7 +72,8 @@ Result<std::unique_ptr<nvme::QueueTransport>> RdmaTransport::create_queue(
     const nvme::QueueParams& p) {
   // The admin queue sends its data by keyed SGL (Connect's 1024 bytes too); I/O queues carry
   // writes up to IOCCSZ in the capsule.
-  auto q = std::make_unique<RdmaQueue>(shared_, p, p.qid == 0 ? 0 : io_in_capsule_);
+  auto q = std::make_unique<RdmaQueue>(shared_, p, p.qid == 0 ? 0 : io_in_capsule_,
+                                       p.qid == 0 ? 1 : io_msdbd_);
   if (std::string e = q->open(); !e.empty()) return make_error(ECONNREFUSED, e);
   return std::unique_ptr<nvme::QueueTransport>(std::move(q));
 }

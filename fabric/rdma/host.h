@@ -9,7 +9,8 @@
 // Memory: the caller's data must lie in a region of the MemoryRegistry the transport was given
 // (as with every Pollux transport: DMA memory). Each queue registers such a region as an MR
 // the first time a command uses it (one mailbox command, off the steady state), as SPDK
-// registers its memory map; a command may describe one contiguous range (MSDBD 1).
+// registers its memory map. Buffers of several pieces go as a Last Segment of keyed
+// descriptors in the capsule, up to the controller's MSDBD (I/O queues).
 //
 // Hot path (map_data, flush, poll): no lock, no allocation, no system call — WQEs and
 // doorbells through the verbs provider. A work completion in error (the QP broke: the target
@@ -87,6 +88,7 @@ class RdmaTransport final : public nvme::Transport {
   std::shared_ptr<Shared> shared_;
   std::string subnqn_;
   uint32_t io_in_capsule_ = 0;  // IOCCSZ minus the SQE
+  uint32_t io_msdbd_ = 1;       // keyed descriptors an I/O command may carry (MSDBD)
 };
 
 // For nvme::connect (trtype:rdma): the device and networks a transport ID alone cannot name.

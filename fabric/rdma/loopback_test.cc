@@ -147,6 +147,49 @@ TEST(RdmaLoopback, SeveralIoQueuesInterleaved) {
 // carry virtual addresses, so the wire's byte hash differs between two runs of one process):
 // every transmit decision (time, ports, opcode, PSN, length, fate), the CM stream's deliveries,
 // the end time.
+// Buffers in pieces: a keyed descriptor per piece, listed in the capsule behind a Last Segment
+// (the target reads and writes each), up to the controller's MSDBD (4).
+TEST(RdmaLoopback, ScatteredBuffersGoAsKeyedSegments) {
+  World w;
+  ASSERT_EQ(w.attach(), "");
+  EXPECT_EQ(static_cast<const uint8_t*>(w.ctrl().identify().nvmeof)[11], 4) << "MSDBD";
+  auto qp = io_qpair(w);
+  ASSERT_NE(qp, nullptr);
+  auto mem = w.host_memory(1 << 20);
+  auto* p = static_cast<uint8_t*>(mem->data());
+  const nvme::Namespace& ns = *w.ctrl().ns(1);
+  // 24 KiB written from three pieces far apart, read back into two other pieces.
+  const iovec wv[3] = {{p + 0, 8192}, {p + 65536, 4096}, {p + 200000, 12288}};
+  for (const iovec& v : wv)
+    fill(static_cast<uint8_t*>(v.iov_base), v.iov_len, static_cast<uint32_t>(v.iov_len));
+  const uint64_t reads = w.group().stats().rdma_reads;
+  Done d;
+  ASSERT_EQ(qp->writev(ns, wv, 3, 1000, 48, Done::cb, &d), 0);
+  ASSERT_TRUE(wait(w, {qp.get()}, &d, 1));
+  ASSERT_EQ(d.status, 0);
+  EXPECT_EQ(w.group().stats().rdma_reads - reads, 3u) << "one READ per piece";
+  const iovec rv[2] = {{p + 400000, 10000}, {p + 500000, 14576}};
+  const uint64_t writes = w.group().stats().rdma_writes;
+  d = Done{};
+  ASSERT_EQ(qp->readv(ns, rv, 2, 1000, 48, Done::cb, &d), 0);
+  ASSERT_TRUE(wait(w, {qp.get()}, &d, 1));
+  ASSERT_EQ(d.status, 0);
+  EXPECT_EQ(w.group().stats().rdma_writes - writes, 2u) << "one WRITE per piece";
+  std::vector<uint8_t> wrote, got;
+  for (const iovec& v : wv)
+    wrote.insert(wrote.end(), static_cast<uint8_t*>(v.iov_base),
+                 static_cast<uint8_t*>(v.iov_base) + v.iov_len);
+  for (const iovec& v : rv)
+    got.insert(got.end(), static_cast<uint8_t*>(v.iov_base),
+               static_cast<uint8_t*>(v.iov_base) + v.iov_len);
+  EXPECT_EQ(wrote, got);
+  // Five pieces apart: more than MSDBD, refused before anything is sent.
+  iovec five[5];
+  for (int i = 0; i < 5; ++i) five[i] = iovec{p + 600000 + i * 8192, 4096};
+  EXPECT_NE(qp->writev(ns, five, 5, 0, 40, Done::cb, &d), 0);
+  ASSERT_EQ(w.ctrl().free_io_qpair(std::move(qp)), 0);
+}
+
 // Buffers in regions that come and go: each region is registered on first use, and an MR
 // whose region left the registry goes before the next command (a region re-made at the same
 // address must not be reached through the old one's key).

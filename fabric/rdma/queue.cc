@@ -60,8 +60,11 @@ const char* reject_reason(uint16_t sts) {
 }  // namespace
 
 RdmaQueue::RdmaQueue(std::shared_ptr<RdmaTransport::Shared> shared, const nvme::QueueParams& params,
-                     uint32_t in_capsule)
-    : shared_(std::move(shared)), params_(params), in_capsule_(in_capsule) {}
+                     uint32_t in_capsule, uint32_t max_keyed)
+    : shared_(std::move(shared)),
+      params_(params),
+      in_capsule_(in_capsule),
+      max_keyed_(std::min(max_keyed, kMaxKeyed)) {}
 
 RdmaQueue::~RdmaQueue() {
   close_qp();
@@ -182,6 +185,7 @@ int RdmaQueue::init_requests(uint32_t n) {
   cid_mask_ = (1u << bits) - 1;
   reqs_.assign(n, Request{});
   iovs_.assign(std::size_t{n} * kMaxIov, iovec{});
+  segments_.assign(std::size_t{n} * kMaxKeyed, spec::nvmf::KeyedSglDescriptor{});
   sq_.assign(params_.entries, sn::SubmissionEntry{});
   mrs_.reserve(64);  // the regions a program uses: a handful
   bounce_mr_.reset();
@@ -254,10 +258,11 @@ int RdmaQueue::map_data(uint16_t index, sn::SubmissionEntry& cmd, const iovec* i
   if (r.in_capsule) {
     cmd.dptr.sgl1 = nf::sgl::in_capsule(len);
   } else {
-    // One keyed descriptor (MSDBD 1): the pieces must be one contiguous range.
+    bool contiguous = true;
     for (uint32_t i = 1; i < n; ++i)
-      if (static_cast<uint8_t*>(dst[i - 1].iov_base) + dst[i - 1].iov_len != dst[i].iov_base)
-        return -EINVAL;
+      contiguous &=
+          static_cast<uint8_t*>(dst[i - 1].iov_base) + dst[i - 1].iov_len == dst[i].iov_base;
+    if (!contiguous) return map_segment(r, index, cmd, dst, n);
     if (len > nf::kKeyedSglMaxLength) return -E2BIG;
     void* addr = dst[0].iov_base;
     const verbs::Mr* mr = mr_for(addr, len);
@@ -274,6 +279,33 @@ int RdmaQueue::map_data(uint16_t index, sn::SubmissionEntry& cmd, const iovec* i
     const auto k = nf::KeyedSglDescriptor::make(reinterpret_cast<uintptr_t>(addr), len, mr->rkey());
     std::memcpy(&cmd.dptr.sgl1, &k, sizeof k);
   }
+  r.mapped = true;
+  return 0;
+}
+
+// Pieces that are not one range: a keyed descriptor per run of adjacent pieces, listed in
+// the capsule behind a Last Segment descriptor (offset 0 of the in-capsule data).
+int RdmaQueue::map_segment(Request& r, uint16_t index, sn::SubmissionEntry& cmd, const iovec* v,
+                           uint32_t n) {
+  nf::KeyedSglDescriptor* out = &segments_[std::size_t{index} * kMaxKeyed];
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < n;) {
+    auto* base = static_cast<uint8_t*>(v[i].iov_base);
+    std::size_t len = v[i].iov_len;
+    for (++i; i < n && base + len == v[i].iov_base; ++i) len += v[i].iov_len;
+    if (k == max_keyed_ || (k + 1) * sizeof *out > in_capsule_) return -EINVAL;
+    if (len > nf::kKeyedSglMaxLength) return -E2BIG;
+    const verbs::Mr* mr = mr_for(base, len);
+    if (mr == nullptr) return -EINVAL;  // not DMA memory of the registry
+    out[k++] = nf::KeyedSglDescriptor::make(reinterpret_cast<uintptr_t>(base),
+                                            static_cast<uint32_t>(len), mr->rkey());
+  }
+  r.segment = static_cast<uint8_t>(k);
+  cmd.dptr.sgl1 = sn::SglDescriptor{
+      0,
+      static_cast<uint32_t>(k * sizeof *out),
+      {},
+      sn::SglDescriptor::make_id(sn::sgl::kTypeLastSegment, sn::sgl::kSubtypeOffset)};
   r.mapped = true;
   return 0;
 }
@@ -308,7 +340,11 @@ void RdmaQueue::send_capsules() {
         std::memcpy(&sqe.dptr.sgl1, &none, sizeof none);
       } else {
         r->sent = true;
-        if (r->in_capsule) {
+        if (r->segment > 0) {
+          const std::size_t bytes_of = r->segment * sizeof(nf::KeyedSglDescriptor);
+          std::memcpy(cap + bytes, &segments_[std::size_t(r - reqs_.data()) * kMaxKeyed], bytes_of);
+          bytes += static_cast<uint32_t>(bytes_of);
+        } else if (r->in_capsule) {
           const iovec* v = &iovs_[std::size_t(r - reqs_.data()) * kMaxIov];
           for (uint32_t i = 0; i < r->iovcnt; ++i) {
             std::memcpy(cap + bytes, v[i].iov_base, v[i].iov_len);

@@ -18,8 +18,9 @@ namespace pollux::fabric::rdma {
 
 class RdmaQueue final : public nvme::QueueTransport {
  public:
+  // in_capsule: write data a capsule may carry; max_keyed: keyed descriptors per command.
   RdmaQueue(std::shared_ptr<RdmaTransport::Shared> shared, const nvme::QueueParams& params,
-            uint32_t in_capsule);
+            uint32_t in_capsule, uint32_t max_keyed);
   ~RdmaQueue() override;
   RdmaQueue(const RdmaQueue&) = delete;
   RdmaQueue& operator=(const RdmaQueue&) = delete;
@@ -41,6 +42,7 @@ class RdmaQueue final : public nvme::QueueTransport {
   uint32_t controller_receive_queue() const { return crqsize_; }  // CRQSIZE of the ACCEPT
   std::size_t registered_regions() const { return mrs_.size(); }
   static constexpr int kMaxIov = 64;
+  static constexpr uint32_t kMaxKeyed = 16;  // descriptors of a Last Segment at most
 
  private:
   struct Request {
@@ -49,6 +51,7 @@ class RdmaQueue final : public nvme::QueueTransport {
     bool in_capsule = false;
     bool sent = false;
     bool bounced_read = false;  // read data lands in the bounce slot: copied out at completion
+    uint8_t segment = 0;        // keyed descriptors sent in the capsule (a Last Segment)
     uint32_t len = 0;
     uint32_t iovcnt = 0;
   };
@@ -61,6 +64,7 @@ class RdmaQueue final : public nvme::QueueTransport {
 
   Request* request_of(uint16_t cid);
   const verbs::Mr* mr_for(const void* p, std::size_t len);
+  int map_segment(Request& r, uint16_t index, sn::SubmissionEntry& cmd, const iovec* v, uint32_t n);
   const verbs::Mr* register_region(const void* p, std::size_t len);  // the rare path
   bool post_recv(uint32_t slot);
   void send_capsules();
@@ -70,6 +74,8 @@ class RdmaQueue final : public nvme::QueueTransport {
   std::shared_ptr<RdmaTransport::Shared> shared_;
   nvme::QueueParams params_;
   uint32_t in_capsule_;
+  uint32_t max_keyed_;
+  std::vector<spec::nvmf::KeyedSglDescriptor> segments_;  // kMaxKeyed per request
   std::atomic<bool> broken_{true};
   uint32_t crqsize_ = 0;
 

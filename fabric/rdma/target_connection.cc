@@ -80,12 +80,15 @@ bool RdmaConnection::open(const CmEvent& request) {
   // Twice the entries in receives: a capsule may arrive for an entry whose previous command's
   // response the host has seen before our SEND's completion freed the request.
   const uint32_t recvs = 2 * entries;
-  const uint32_t sends = 2 * entries + 4;  // a WRITE and a SEND per request at most
-  if (!tg_.reserve_cq(recvs + sends)) {
+  // Send WQEs per request at most: a WRITE per keyed descriptor and the response SEND.
+  const uint32_t sends = (kMaxKeyedSgls + 1) * entries + 4;
+  // A QP in error completes every WQE it holds (unsignaled ones too): room for them all.
+  const uint32_t cqes = recvs + sends;
+  if (!tg_.reserve_cq(cqes)) {
     reject(nr::cm_status::kNoResources);
     return false;
   }
-  cq_reserved_ = recvs + sends;
+  cq_reserved_ = cqes;
   const std::size_t stride = (kSqe + icd_size_ + 63) / 64 * 64;
   const std::size_t bytes = stride * recvs + std::size_t{nr::kResponseCapsule} * entries;
   auto region = env::DmaRegion::create(transport_.registry(), bytes, env::DmaOptions{false});
@@ -230,6 +233,7 @@ void RdmaConnection::start(RdmaRequest& r, RecvSlot& s) {
   r.xfer = target::xfer_of(r.cmd);
   r.capsule = nullptr;
   r.pool_buffer = false;
+  r.nsgl = 0;
   r.state = RdmaRequest::State::kNeedBuffer;
   const sn::SglDescriptor& sgl = r.cmd.dptr.sgl1;
   const uint32_t icd = s.byte_len - kSqe;
@@ -249,9 +253,19 @@ void RdmaConnection::start(RdmaRequest& r, RecvSlot& s) {
       return fail_command(r, target::generic(sn::sc::kInvalidField));
     if (k.length() > transport_.options().max_io_size)
       return fail_command(r, target::generic(sn::sc::kDataSglLengthInvalid));
-    r.remote_addr = k.address;
-    r.rkey = k.key();
+    r.sgl[0] = RdmaRequest::Keyed{k.address, k.length(), k.key()};
+    r.nsgl = 1;
     r.length = k.length();
+    return need_buffer(r);
+  }
+  if (sgl.type() == sn::sgl::kTypeLastSegment) {
+    const uint16_t st = take_segment(r, s);
+    post_recv(s);  // the descriptors are copied out
+    if (st != 0) return fail_command(r, st);
+    if (r.length == 0) {
+      r.nsgl = 0;
+      return to_core(r);
+    }
     return need_buffer(r);
   }
   if (sgl.id == nf::sgl::kIdInCapsule) {
@@ -280,6 +294,36 @@ void RdmaConnection::start(RdmaRequest& r, RecvSlot& s) {
   post_recv(s);
   if (sgl.length == 0 && r.xfer == target::Xfer::kNone) return to_core(r);
   fail_command(r, target::generic(sn::sc::kSglDescriptorTypeInvalid));
+}
+
+// SGL1 a Last Segment (offset subtype) into the capsule, listing keyed descriptors: the
+// command's data is theirs, in order, gathered into (or scattered from) one pool buffer.
+uint16_t RdmaConnection::take_segment(RdmaRequest& r, const RecvSlot& s) {
+  const sn::SglDescriptor& sgl = r.cmd.dptr.sgl1;
+  const uint32_t icd = s.byte_len - kSqe;
+  if (sgl.subtype() != sn::sgl::kSubtypeOffset)
+    return target::generic(sn::sc::kSglDescriptorTypeInvalid);
+  if (sgl.length == 0 || sgl.length % sizeof(nf::KeyedSglDescriptor) != 0)
+    return target::generic(sn::sc::kInvalidSglSegmentDescriptor);
+  const uint32_t n = sgl.length / sizeof(nf::KeyedSglDescriptor);
+  if (n > kMaxKeyedSgls) return target::generic(sn::sc::kInvalidNumberOfSglDescriptors);
+  if (sgl.address > icd || sgl.length > icd - sgl.address)
+    return target::generic(sn::sc::kSglOffsetInvalid);
+  if (r.xfer == target::Xfer::kBidirectional) return target::generic(sn::sc::kInvalidField);
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    nf::KeyedSglDescriptor k;
+    std::memcpy(&k, s.buf + kSqe + sgl.address + i * sizeof k, sizeof k);
+    if (k.id != sn::SglDescriptor::make_id(sn::sgl::kTypeKeyedDataBlock, sn::sgl::kSubtypeAddress))
+      return target::generic(sn::sc::kSglDescriptorTypeInvalid);
+    r.sgl[i] = RdmaRequest::Keyed{k.address, k.length(), k.key()};
+    total += k.length();
+  }
+  if (total > transport_.options().max_io_size)
+    return target::generic(sn::sc::kDataSglLengthInvalid);
+  r.nsgl = n;
+  r.length = r.xfer == target::Xfer::kNone ? 0 : static_cast<uint32_t>(total);
+  return 0;
 }
 
 // The command does not run: its response carries `status`.
@@ -315,21 +359,33 @@ void RdmaConnection::buffer_ready(RdmaRequest& r, void* buf) {
   to_core(r);
 }
 
+// One READ per keyed descriptor into consecutive parts of the buffer; only the last is
+// signaled (an RC QP completes in order: its completion says all are in).
 void RdmaConnection::post_read(RdmaRequest& r) {
   r.state = RdmaRequest::State::kReading;
-  const verbs::Sge sge{reinterpret_cast<uintptr_t>(r.data), r.length, transport_.pool_lkey()};
-  verbs::SendWr wr;
-  wr.wr_id = make_wr_id(&r, WrKind::kRead);
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = verbs::WrOpcode::kRdmaRead;
-  wr.send_flags = verbs::send_flag::kSignaled;
-  wr.remote_addr = r.remote_addr;
-  wr.rkey = r.rkey;
+  verbs::Sge sges[kMaxKeyedSgls];
+  verbs::SendWr wrs[kMaxKeyedSgls];
+  uint32_t off = 0, k = 0;
+  for (uint32_t i = 0; i < r.nsgl; ++i) {
+    if (r.sgl[i].length == 0) continue;
+    sges[k] = verbs::Sge{reinterpret_cast<uintptr_t>(r.data) + off, r.sgl[i].length,
+                         transport_.pool_lkey()};
+    wrs[k] = verbs::SendWr{};
+    wrs[k].wr_id = make_wr_id(&r, WrKind::kRead);
+    wrs[k].sg_list = &sges[k];
+    wrs[k].num_sge = 1;
+    wrs[k].opcode = verbs::WrOpcode::kRdmaRead;
+    wrs[k].remote_addr = r.sgl[i].addr;
+    wrs[k].rkey = r.sgl[i].rkey;
+    if (k > 0) wrs[k - 1].next = &wrs[k];
+    off += r.sgl[i].length;
+    ++k;
+  }
+  wrs[k - 1].send_flags = verbs::send_flag::kSignaled;
   const verbs::SendWr* bad = nullptr;
-  if (qp_->post_send(wr, &bad) != 0) return begin_close("an RDMA READ could not be posted");
-  ++stats_.reads;
-  ++tg_.mutable_stats().rdma_reads;
+  if (qp_->post_send(wrs[0], &bad) != 0) return begin_close("an RDMA READ could not be posted");
+  stats_.reads += k;
+  tg_.mutable_stats().rdma_reads += k;
 }
 
 void RdmaConnection::to_core(RdmaRequest& r) {
@@ -354,28 +410,36 @@ void RdmaConnection::complete(target::Request& base) {
   send.opcode = verbs::WrOpcode::kSend;
   send.send_flags = verbs::send_flag::kSignaled;
   // Read data goes first, on the same QP: the host sees it in place before the response.
-  const verbs::Sge data{reinterpret_cast<uintptr_t>(r.data), r.length, transport_.pool_lkey()};
-  verbs::SendWr write;
-  const bool c2h = r.xfer == target::Xfer::kControllerToHost && r.pool_buffer &&
-                   r.rsp.status == 0 && r.length > 0;
-  if (c2h) {
-    write.wr_id = make_wr_id(&r, WrKind::kWrite);
-    write.next = &send;
-    write.sg_list = &data;
-    write.num_sge = 1;
-    write.opcode = verbs::WrOpcode::kRdmaWrite;
-    write.remote_addr = r.remote_addr;
-    write.rkey = r.rkey;
+  // One WRITE per keyed descriptor, as much as the command produced.
+  verbs::Sge data[kMaxKeyedSgls];
+  verbs::SendWr writes[kMaxKeyedSgls];
+  uint32_t k = 0;
+  if (r.xfer == target::Xfer::kControllerToHost && r.pool_buffer && r.rsp.status == 0) {
+    uint32_t off = 0;
+    for (uint32_t i = 0; i < r.nsgl && off < r.length; ++i) {
+      const uint32_t len = std::min(r.sgl[i].length, r.length - off);
+      if (len == 0) continue;
+      data[k] = verbs::Sge{reinterpret_cast<uintptr_t>(r.data) + off, len, transport_.pool_lkey()};
+      writes[k] = verbs::SendWr{};
+      writes[k].wr_id = make_wr_id(&r, WrKind::kWrite);
+      writes[k].sg_list = &data[k];
+      writes[k].num_sge = 1;
+      writes[k].opcode = verbs::WrOpcode::kRdmaWrite;
+      writes[k].remote_addr = r.sgl[i].addr;
+      writes[k].rkey = r.sgl[i].rkey;
+      if (k > 0) writes[k - 1].next = &writes[k];
+      off += len;
+      ++k;
+    }
+    if (k > 0) writes[k - 1].next = &send;
   }
   const verbs::SendWr* bad = nullptr;
-  if (qp_->post_send(c2h ? write : send, &bad) != 0) {
+  if (qp_->post_send(k > 0 ? writes[0] : send, &bad) != 0) {
     begin_close("a response could not be posted");
     return release(r);
   }
-  if (c2h) {
-    ++stats_.writes;
-    ++tg_.mutable_stats().rdma_writes;
-  }
+  stats_.writes += k;
+  tg_.mutable_stats().rdma_writes += k;
   ++stats_.sends;
 }
 

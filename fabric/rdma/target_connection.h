@@ -47,6 +47,11 @@ struct alignas(8) RecvSlot {
   RecvSlot* next = nullptr;  // the backlog: capsules waiting for a free request
 };
 
+// Keyed SGL Data Blocks a command may carry (MSDBD): one in SGL1, or a Last Segment in the
+// capsule listing up to this many. Each costs a send WQE, and a QP in error flushes every WQE
+// into the group's CQ, which must have room for them all: hence few.
+inline constexpr uint32_t kMaxKeyedSgls = 4;
+
 struct alignas(8) RdmaRequest : target::Request {
   enum class State : uint8_t { kFree, kNeedBuffer, kReading, kCore, kSending };
   RdmaConnection* conn = nullptr;
@@ -54,9 +59,12 @@ struct alignas(8) RdmaRequest : target::Request {
   uint16_t index = 0;
   bool pool_buffer = false;
   RecvSlot* capsule = nullptr;  // held while its in-capsule data is in use
-  uint64_t remote_addr = 0;     // keyed SGL
-  uint32_t rkey = 0;
-  uint8_t* rsp_buf = nullptr;  // 16 bytes in the connection's registered region
+  uint8_t* rsp_buf = nullptr;   // 16 bytes in the connection's registered region
+  uint32_t nsgl = 0;            // the host's buffers, in data order
+  struct Keyed {
+    uint64_t addr;
+    uint32_t length, rkey;
+  } sgl[kMaxKeyedSgls];
 };
 
 class RdmaConnection final : public target::Qpair {
@@ -97,6 +105,9 @@ class RdmaConnection final : public target::Qpair {
   void reject(uint16_t sts);
   void on_recv(RecvSlot& slot);
   void start(RdmaRequest& r, RecvSlot& slot);
+  // A Last Segment descriptor in the capsule: its keyed descriptors into r.sgl. 0 or the
+  // status to fail the command with.
+  uint16_t take_segment(RdmaRequest& r, const RecvSlot& slot);
   void fail_command(RdmaRequest& r, uint16_t status);
   void need_buffer(RdmaRequest& r);
   void post_read(RdmaRequest& r);

@@ -255,7 +255,27 @@ TEST(RdmaTarget, MalformedSglsFailTheCommandWithTheRightStatus) {
   c = write_cmd(6);
   c.set_psdt(0);
   EXPECT_EQ(sc_of(h.send(c)), sn::sc::kInvalidField);
-  EXPECT_EQ(w.group().stats().bad_sgls, 6u);
+  // A Last Segment whose length is no whole number of descriptors; one listing more than
+  // MSDBD (4); one listing a descriptor that is not keyed.
+  c = write_cmd(10);
+  c.dptr.sgl1 = sn::SglDescriptor{
+      0, 24, {}, sn::SglDescriptor::make_id(sn::sgl::kTypeLastSegment, sn::sgl::kSubtypeOffset)};
+  EXPECT_EQ(sc_of(h.send(c, 32)), sn::sc::kInvalidSglSegmentDescriptor);
+  const uint8_t last_segment =
+      sn::SglDescriptor::make_id(sn::sgl::kTypeLastSegment, sn::sgl::kSubtypeOffset);
+  c = write_cmd(11);
+  c.dptr.sgl1 = sn::SglDescriptor{0, 5 * 16, {}, last_segment};
+  for (int i = 0; i < 5; ++i) {
+    const auto d = nf::KeyedSglDescriptor::make(h.addr(8192 + i * 512), 512, h.rkey());
+    std::memcpy(h.at(64 + i * 16), &d, 16);
+  }
+  EXPECT_EQ(sc_of(h.send(c, 80)), sn::sc::kInvalidNumberOfSglDescriptors);
+  c = write_cmd(12);
+  c.dptr.sgl1 = sn::SglDescriptor{0, 32, {}, last_segment};
+  const auto plain = nf::sgl::in_capsule(16);
+  std::memcpy(h.at(64 + 16), &plain, 16);
+  EXPECT_EQ(sc_of(h.send(c, 32)), sn::sc::kSglDescriptorTypeInvalid);
+  EXPECT_EQ(w.group().stats().bad_sgls, 9u);
   EXPECT_EQ(w.group().connections(), 1u) << "bad SGLs fail commands, not the connection";
   // A capsule shorter than a command ends the connection.
   c = write_cmd(7);

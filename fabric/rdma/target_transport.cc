@@ -60,6 +60,7 @@ RdmaTargetTransport::RdmaTargetTransport(target::Target& tgt, const RdmaTargetOp
   limits_.max_io_size = o.max_io_size;
   limits_.discovery_trtype = spec::nvmf::trtype::kRdma;
   limits_.keyed_sgl = true;
+  limits_.msdbd = kMaxKeyedSgls;
 }
 
 Result<std::unique_ptr<RdmaTargetTransport>> RdmaTargetTransport::create(

@@ -30,7 +30,9 @@ struct RdmaTargetOptions {
   uint32_t max_aq_depth = 128;
   uint32_t num_shared_buffers = 511;
   uint32_t buf_cache_size = 32;
-  uint32_t num_cqe = 4096;  // each poll group's CQ; a queue of N entries needs 4N + 8
+  // Each poll group's CQ: a queue of N entries reserves 7N + 4 (every receive and send WQE
+  // it may hold, for the flush of a QP in error); the device allows up to 32,768.
+  uint32_t num_cqe = 16384;
   QpTiming qp;
   std::string rdma_device;  // Pollux's: the device create_on_device() opened (save_config)
 };

@@ -166,7 +166,7 @@ void AdminCommands::identify_controller(Controller& c, sn::IdentifyController& i
   f.iorcsz = sizeof(sn::CompletionEntry) / nf::kCapsuleSizeUnit;
   f.icdoff = 0;
   f.fcatt = 0;  // dynamic controller model
-  f.msdbd = 1;
+  f.msdbd = l.msdbd;
   f.ofcs = nf::kOfcsDisconnect;
   std::memcpy(id.nvmeof, &f, sizeof f);
 }

@@ -54,6 +54,10 @@ expect "$ep" pollux_reactor_iterations_total pollux_poller_runs_total pollux_thr
   pollux_bdev_qos_limit_per_second=
 "$top" --endpoint "${ep#http://}" --once --interval 300ms --view pollers >"$dir/top.txt"
 grep -q "bdev_retry" "$dir/top.txt" || { cat "$dir/top.txt"; echo "FAIL: pollux-top shows no bdev poller"; exit 1; }
+# The job's thread is pinned to its core (cpumask 0x1); --detail lists its pollers.
+"$top" --endpoint "${ep#http://}" --once --iterations 1 --view threads --filter bdevperf0 --detail >"$dir/top.txt"
+grep -Eq "^  CPUMASK +0x1$" "$dir/top.txt" && grep -q "^pollers of thread bdevperf0:" "$dir/top.txt" ||
+  { cat "$dir/top.txt"; echo "FAIL: pollux-top shows no cpumask or pollers for bdevperf0"; exit 1; }
 wait "${pids[-1]}"
 
 # pollux-emu (timed, NAND) serving pollux-perf (the NVMe driver's queue pairs).
@@ -63,6 +67,7 @@ sock=$dir/emu.sock
 pids+=($!)
 emu_ep=$(endpoint "$dir/emu.log")
 for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
+[ "$(stat -c %a "$sock")" = 600 ] || { echo "FAIL: vfio-user socket mode $(stat -c %a "$sock")"; exit 1; }
 "$perf" -r "trtype:vfio-user traddr:$sock" -q 8 -o 4096 -w randrw -M 50 -t 3 -c 0x1 \
   --metrics 127.0.0.1:0 >"$dir/perf.log" 2>&1 &
 pids+=($!)

@@ -457,6 +457,7 @@ inline constexpr uint16_t kVerify = 1u << 7;
 namespace sgls {
 inline constexpr uint32_t kSupported = 1u << 0;  // SGLs supported, no alignment requirement
 inline constexpr uint32_t kDwordAligned = 2u;     // value of [1:0]: dword alignment required
+inline constexpr uint32_t kKeyed = 1u << 2;  // Keyed SGL Data Block descriptors
 inline constexpr uint32_t kBitBucket = 1u << 16;
 }  // namespace sgls
 

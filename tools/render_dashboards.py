@@ -7,7 +7,9 @@ drawn as static HTML (inline SVG, no script), one page per dashboard plus an ind
 
 --range auto (the default) starts at Prometheus' first sample of `up` in the last 6 hours, so
 a finished run fills the page. Template variables are All (`.*`) unless set with --var; `$__rate_interval` is Grafana's
-max(step + scrape interval, 4 x scrape interval) (--scrape-interval, default 1s). Panels:
+max(step + scrape interval, 4 x scrape interval) with Grafana's default scrape interval of
+15 s (--scrape-interval; a shorter one gives finer rates but empty ones when scrapes are late).
+Panels:
 timeseries (lines, axes with units), state-timeline (a band per series coloured by value),
 stat and gauge (the last value of each series). --png also writes DASHBOARD.png with headless
 Chromium (tools/setup.sh installs it). Writes summary.json: per dashboard and panel, how many
@@ -336,8 +338,9 @@ def main():
     ap.add_argument("--end", type=float, default=None, help="Unix time (default: now)")
     ap.add_argument("--step", type=parse_duration, default=None,
                     help="resolution (default: range / 300, at least 1 s)")
-    ap.add_argument("--scrape-interval", type=parse_duration, default=1.0,
-                    help="Prometheus' scrape interval, for $__rate_interval (default 1s)")
+    ap.add_argument("--scrape-interval", type=parse_duration, default=15.0,
+                    help="the data source's scrape interval, for $__rate_interval (default 15s, "
+                         "as Grafana assumes)")
     ap.add_argument("--var", action="append", default=[], metavar="NAME=REGEX",
                     help="a template variable's value (default: All)")
     ap.add_argument("--png", action="store_true", help="also DASHBOARD.png (headless Chromium)")

@@ -98,8 +98,9 @@ class RenderTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         ranges = [q for p, q in FakePrometheus.queries if p == "/api/v1/query_range"]
         self.assertEqual(len(ranges), 2)
-        # Variables substituted, $__rate_interval = max(step + scrape, 4 x scrape) = 4s.
-        self.assertEqual(ranges[0]["query"], 'rate(x{instance=~"host:1"}[4s])')
+        # Variables substituted, $__rate_interval = max(step + scrape, 4 x scrape) = 60s with
+        # Grafana's default 15 s scrape interval.
+        self.assertEqual(ranges[0]["query"], 'rate(x{instance=~"host:1"}[60s])')
         self.assertEqual(ranges[1]["query"], 'y{instance=~"host:1"}')
         self.assertEqual(float(ranges[0]["start"]), END - 100)
         self.assertEqual(float(ranges[0]["step"]), 1.0)

@@ -58,6 +58,17 @@ Result<std::vector<int>> parse_core_mask(const std::string& mask) {
   return cores;
 }
 
+std::string format_core_mask(const std::vector<int>& cores) {
+  if (cores.empty()) return "0x0";
+  std::string hex((static_cast<std::size_t>(cores.back()) / 4) + 1, '0');
+  for (int c : cores) {
+    char& digit = hex[hex.size() - 1 - static_cast<std::size_t>(c) / 4];
+    const int v = (digit <= '9' ? digit - '0' : digit - 'a' + 10) | (1 << (c % 4));
+    digit = static_cast<char>(v < 10 ? '0' + v : 'a' + v - 10);
+  }
+  return "0x" + hex;
+}
+
 Result<std::unique_ptr<Framework>> Framework::create(FrameworkOptions options) {
   auto cores = parse_core_mask(options.core_mask);
   if (!cores) return cores.error();
@@ -102,22 +113,37 @@ Framework::~Framework() {
   }
 }
 
-Thread* Framework::create_thread(std::string name, int reactor_index) {
+Thread* Framework::create_thread(std::string name, int reactor_index,
+                                 const std::vector<int>& cpumask) {
+  std::vector<int> mask;  // the framework's cores the thread may run on, sorted
+  for (const auto& r : reactors_)
+    if (cpumask.empty() || std::find(cpumask.begin(), cpumask.end(), r->core()) != cpumask.end())
+      mask.push_back(r->core());
+  std::sort(mask.begin(), mask.end());
+  mask.erase(std::unique(mask.begin(), mask.end()), mask.end());
+  if (mask.empty()) return nullptr;
+  auto allowed = [&mask](const Reactor& r) {
+    return std::binary_search(mask.begin(), mask.end(), r.core());
+  };
+  std::size_t target = reactors_.size();
+  if (reactor_index >= 0 && static_cast<std::size_t>(reactor_index) < reactors_.size() &&
+      allowed(*reactors_[static_cast<std::size_t>(reactor_index)])) {
+    target = static_cast<std::size_t>(reactor_index);
+  } else {
+    for (std::size_t i = 0; i < reactors_.size(); ++i)
+      if (allowed(*reactors_[i]) && (target == reactors_.size() ||
+                                     reactors_[i]->thread_count() < reactors_[target]->thread_count()))
+        target = i;
+  }
   Thread* t;
   {
     std::lock_guard lock(mu_);
     if (stopping()) return nullptr;
-    threads_.push_back(std::unique_ptr<Thread>(
-        new Thread(*this, next_thread_id_++, std::move(name), clock_, options_.msg_ring_size)));
+    threads_.push_back(std::unique_ptr<Thread>(new Thread(*this, next_thread_id_++, std::move(name),
+                                                          clock_, options_.msg_ring_size,
+                                                          std::move(mask))));
     t = threads_.back().get();
     live_threads_.fetch_add(1, std::memory_order_acq_rel);
-  }
-  std::size_t target = 0;
-  if (reactor_index >= 0 && static_cast<std::size_t>(reactor_index) < reactors_.size()) {
-    target = static_cast<std::size_t>(reactor_index);
-  } else {
-    for (std::size_t i = 1; i < reactors_.size(); ++i)
-      if (reactors_[i]->thread_count() < reactors_[target]->thread_count()) target = i;
   }
   reactors_[target]->adopt(t);
   return t;

@@ -33,6 +33,8 @@ struct FrameworkOptions {
 
 // Parses "0x3", "3", "[0,2-3]" into sorted core numbers.
 Result<std::vector<int>> parse_core_mask(const std::string& mask);
+// Sorted core numbers as a hex mask ("0x5" for {0, 2}), as SPDK prints cpumasks.
+std::string format_core_mask(const std::vector<int>& cores);
 
 class Framework {
  public:
@@ -46,8 +48,12 @@ class Framework {
   Reactor& reactor(std::size_t i) { return *reactors_[i]; }
   bool step_mode() const { return options_.step_mode; }
 
-  // Any OS thread. reactor_index < 0: the reactor with the fewest threads.
-  Thread* create_thread(std::string name, int reactor_index = -1);
+  // Any OS thread. `cpumask`: the cores the thread may run on (SPDK's thread cpumask; empty:
+  // every core of the framework; cores outside the framework are dropped). reactor_index < 0,
+  // or a reactor outside the mask: the reactor with the fewest threads within the mask.
+  // nullptr when stopping or when the mask selects none of the framework's cores.
+  Thread* create_thread(std::string name, int reactor_index = -1,
+                        const std::vector<int>& cpumask = {});
 
   // Free-run mode: blocks until stop() and every thread has exited. Returns stop()'s rc.
   int run(MsgFn start, void* arg);

@@ -20,8 +20,13 @@ CurrentThreadScope::CurrentThreadScope(Thread* t) : prev_(tls_current) { tls_cur
 CurrentThreadScope::~CurrentThreadScope() { tls_current = prev_; }
 
 Thread::Thread(Framework& fw, uint64_t id, std::string name, const env::Clock& clock,
-               std::size_t msg_ring_size)
-    : framework_(fw), id_(id), name_(std::move(name)), clock_(clock), msgs_(msg_ring_size) {}
+               std::size_t msg_ring_size, std::vector<int> cpumask)
+    : framework_(fw),
+      id_(id),
+      name_(std::move(name)),
+      clock_(clock),
+      cpumask_(std::move(cpumask)),
+      msgs_(msg_ring_size) {}
 
 Thread::~Thread() = default;
 
@@ -204,9 +209,13 @@ void Thread::exit() {
   state_.compare_exchange_strong(expected, State::kExiting, std::memory_order_acq_rel);
 }
 
-void Thread::move_to(int reactor_index) {
-  if (reactor_index >= 0 && static_cast<std::size_t>(reactor_index) < framework_.reactor_count())
-    move_to_ = reactor_index;
+int Thread::move_to(int reactor_index) {
+  if (reactor_index < 0 || static_cast<std::size_t>(reactor_index) >= framework_.reactor_count())
+    return -EINVAL;
+  const int core = framework_.reactor(static_cast<std::size_t>(reactor_index)).core();
+  if (!std::binary_search(cpumask_.begin(), cpumask_.end(), core)) return -EINVAL;
+  move_to_ = reactor_index;
+  return 0;
 }
 
 // An exiting thread stops once no message is left: its pollers are dropped and channels

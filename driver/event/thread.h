@@ -49,6 +49,8 @@ class Thread {
   // The reactor this thread is scheduled on, or -1 before it first runs.
   int reactor_index() const { return reactor_index_.load(std::memory_order_acquire); }
   bool exited() const { return state_.load(std::memory_order_acquire) == State::kExited; }
+  // The cores this thread may run on, sorted (Framework::create_thread's cpumask).
+  const std::vector<int>& cpumask() const { return cpumask_; }
 
   // Any thread. 0, -EAGAIN (queue full: nothing was queued), or -ESHUTDOWN (exited).
   int send_msg(MsgFn fn, void* arg);
@@ -65,8 +67,9 @@ class Thread {
 
   // Ask the thread to exit: it drains its messages, drops its pollers and channels, and stops.
   void exit();
-  // Move to another reactor after the current iteration (called on this thread).
-  void move_to(int reactor_index);
+  // Move to another reactor after the current iteration (called on this thread). -EINVAL
+  // for a reactor that does not exist or whose core is outside the thread's cpumask.
+  int move_to(int reactor_index);
 
   const ThreadStats& stats() const { return stats_; }
   std::vector<PollerSample> poller_samples() const;  // any thread; locks out registration only
@@ -83,7 +86,7 @@ class Thread {
   enum class State : uint8_t { kRunning, kExiting, kExited };
 
   Thread(Framework& fw, uint64_t id, std::string name, const env::Clock& clock,
-         std::size_t msg_ring_size);
+         std::size_t msg_ring_size, std::vector<int> cpumask);
 
   std::size_t drain_messages(std::size_t max);
   uint64_t run_poller(Poller* p, uint64_t now, bool* busy);
@@ -98,6 +101,7 @@ class Thread {
   const uint64_t id_;
   const std::string name_;
   const env::Clock& clock_;
+  const std::vector<int> cpumask_;
   env::MpmcQueue<Message> msgs_;
   // Read by senders on other cores: kept apart from what the owner writes every iteration.
   alignas(env::kCacheLine) std::atomic<State> state_{State::kRunning};

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cerrno>
 #include <vector>
 
 #include "driver/event/test_util.h"
@@ -18,6 +19,15 @@ TEST(CoreMask, ParsesHexAndLists) {
   EXPECT_EQ(*parse_core_mask("[5]"), (std::vector<int>{5}));
   for (const char* bad : {"", "0x", "0x0", "zz", "[1-", "[3-1]", "[a]", "[1,,2]"})
     EXPECT_FALSE(parse_core_mask(bad).ok()) << bad;
+}
+
+TEST(CoreMask, FormatsAsSpdkPrintsCpumasks) {
+  EXPECT_EQ(format_core_mask({0, 1}), "0x3");
+  EXPECT_EQ(format_core_mask({4}), "0x10");
+  EXPECT_EQ(format_core_mask({0, 2, 7, 9}), "0x285");
+  EXPECT_EQ(format_core_mask({}), "0x0");
+  for (const char* m : {"0x3", "0x10", "0xf0", "0x1000000000000001"})
+    EXPECT_EQ(format_core_mask(*parse_core_mask(m)), m);
 }
 
 TEST(Framework, RefusesCoresThisProcessCannotUse) {
@@ -109,6 +119,31 @@ TEST(Threads, MoveBetweenReactorsKeepingTheirPollers) {
   const int before = runs;
   s.fw->step();
   EXPECT_EQ(runs, before + 1);
+}
+
+TEST(Threads, CpumaskBoundsPlacementAndMoves) {
+  StepFramework s("0x7");  // reactors on cores 0, 1, 2
+  Thread* anywhere = s.fw->create_thread("anywhere");
+  EXPECT_EQ(anywhere->cpumask(), (std::vector<int>{0, 1, 2}));
+  // A reactor outside the mask is not taken even when asked for; cores the framework does
+  // not have are dropped from the mask.
+  Thread* pinned = s.fw->create_thread("pinned", 0, {2, 9});
+  ASSERT_NE(pinned, nullptr);
+  EXPECT_EQ(pinned->cpumask(), (std::vector<int>{2}));
+  s.fw->step();
+  EXPECT_EQ(pinned->reactor_index(), 2);
+  EXPECT_EQ(s.fw->create_thread("nowhere", -1, {5}), nullptr);
+
+  static int move_rc[2];
+  ASSERT_EQ(pinned->send_msg([](void*) { move_rc[0] = Thread::current()->move_to(1); }, nullptr), 0);
+  ASSERT_EQ(anywhere->send_msg([](void*) { move_rc[1] = Thread::current()->move_to(1); }, nullptr),
+            0);
+  s.fw->step();
+  s.fw->step();
+  EXPECT_EQ(move_rc[0], -EINVAL);
+  EXPECT_EQ(move_rc[1], 0);
+  EXPECT_EQ(pinned->reactor_index(), 2);
+  EXPECT_EQ(anywhere->reactor_index(), 1);
 }
 
 TEST(Threads, NewThreadsGoToTheLeastLoadedReactor) {

@@ -1,9 +1,12 @@
 #include "driver/metrics/event_source.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <tuple>
+#include <vector>
 
+#include "driver/event/framework.h"
 #include "driver/event/reactor.h"
 #include "driver/event/thread.h"
 
@@ -37,6 +40,7 @@ Source event_source(event::Framework& fw) {
     std::map<std::tuple<int, std::string, std::string>, PollerSum> pollers;
     struct ThreadSum {
       uint64_t busy = 0, idle = 0, messages = 0;
+      std::vector<int> cpumask;  // the union of the masks of threads sharing the name
     };
     std::map<std::pair<int, std::string>, ThreadSum> threads;
     for (const event::Thread* t : fw.threads()) {
@@ -45,6 +49,7 @@ Source event_source(event::Framework& fw) {
       ts.busy += t->stats().busy_ticks.load(std::memory_order_relaxed);
       ts.idle += t->stats().idle_ticks.load(std::memory_order_relaxed);
       ts.messages += t->stats().messages.load(std::memory_order_relaxed);
+      ts.cpumask.insert(ts.cpumask.end(), t->cpumask().begin(), t->cpumask().end());
       for (const event::PollerSample& p : t->poller_samples()) {
         PollerSum& ps = pollers[{reactor, t->name(), p.name}];
         ps.runs += p.runs;
@@ -62,6 +67,12 @@ Source event_source(event::Framework& fw) {
                 secs(s.idle));
       b.counter("pollux_thread_messages_total", "Messages the thread ran", l,
                 static_cast<double>(s.messages));
+      std::vector<int> mask = s.cpumask;
+      std::sort(mask.begin(), mask.end());
+      mask.erase(std::unique(mask.begin(), mask.end()), mask.end());
+      Labels info = l;
+      info.emplace_back("cpumask", event::format_core_mask(mask));
+      b.gauge("pollux_thread_info", "1 per thread, with the cores it may run on (cpumask)", info, 1);
     }
     for (const auto& [key, s] : pollers) {
       const Labels l = {{"reactor", std::to_string(std::get<0>(key))},

@@ -13,7 +13,9 @@
 #include <csignal>
 #include <cstring>
 #include <exception>
+#include <fstream>
 #include <limits>
+#include <sstream>
 #include <thread>
 
 #include "common/listen_probe.h"
@@ -108,6 +110,43 @@ const std::vector<double>& latency_bounds() {
   return b;
 }
 
+namespace {
+
+// The process's start in seconds since the epoch: boot time (/proc/stat btime) plus the
+// process's start in clock ticks since boot (/proc/self/stat field 22). 0 if unreadable.
+double read_process_start_time() {
+  std::ifstream stat("/proc/self/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return 0;
+  const auto paren = line.rfind(')');  // the command name may hold spaces and parentheses
+  if (paren == std::string::npos) return 0;
+  std::istringstream fields(line.substr(paren + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i) {
+    if (i != 22) continue;
+    std::ifstream proc_stat("/proc/stat");
+    for (std::string l; std::getline(proc_stat, l);) {
+      if (l.rfind("btime ", 0) != 0) continue;
+      const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
+      return std::stod(l.substr(6)) + std::stod(field) / ticks;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+Source process_source() {
+  const std::string program = program_invocation_short_name;
+  const double start = read_process_start_time();
+  return [program, start](Builder& b) {
+    b.gauge("pollux_process_info", "1, with the program's name", {{"program", program}}, 1);
+    if (start > 0)
+      b.gauge("process_start_time_seconds", "Start time of the process since the Unix epoch",
+              {}, start);
+  };
+}
+
 struct Exporter::Collectable final : prometheus::Collectable {
   mutable std::mutex mu;
   std::map<int, Source> sources;
@@ -140,6 +179,7 @@ Result<std::unique_ptr<Exporter>> Exporter::start(const std::string& address) {
     return make_error(EADDRINUSE, "metrics endpoint " + address + ": " +
                                       common::explain_listen_failure(address, ex.what()));
   }
+  e->add_source(process_source());
   e->exposer_->RegisterCollectable(e->collectable_);
   const std::vector<int> ports = e->exposer_->GetListeningPorts();
   e->port_ = ports.empty() ? 0 : ports.front();

@@ -57,9 +57,13 @@ const std::vector<double>& latency_bounds();
 
 using Source = std::function<void(Builder&)>;
 
+// The program's name and start time (pollux_process_info{program}, process_start_time_seconds):
+// every endpoint started with Exporter::start has it, for tools such as pollux-top.
+Source process_source();
+
 class Exporter {
  public:
-  // Listens on "host:port" (port 0: any free port; see port()).
+  // Listens on "host:port" (port 0: any free port; see port()). Serves process_source() too.
   static Result<std::unique_ptr<Exporter>> start(const std::string& address);
   // Without an HTTP endpoint: render() only (tests, --metrics-dump).
   Exporter();

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <ctime>
 #include <string>
 
 #include "driver/event/test_util.h"
@@ -59,6 +60,14 @@ TEST(Exporter, ServesWhatTheSourcesBuildOverHttp) {
   EXPECT_TRUE(has_line(body, "# TYPE pollux_test_events_total counter")) << body;
   EXPECT_TRUE(has_line(body, "pollux_test_level 2.5")) << body;
   EXPECT_EQ(scrapes, 1);
+  // Every endpoint names its program and when it started (pollux-top's header).
+  EXPECT_TRUE(has_line(body, "pollux_process_info{program=\"metrics_test\"} 1")) << body;
+  const auto at = body.find("\nprocess_start_time_seconds ");
+  ASSERT_NE(at, std::string::npos) << body;
+  const double start = std::stod(body.substr(at + 28));
+  const double now = static_cast<double>(time(nullptr));
+  EXPECT_LE(start, now + 1);
+  EXPECT_GT(start, now - 3600);
 }
 
 TEST(Exporter, RefusesABadAddress) {
@@ -111,6 +120,8 @@ TEST(EventSource, ReportsPollerRunsAndBusyTime) {
   EXPECT_TRUE(has_line(text, "pollux_poller_busy_runs_total{reactor=\"0\",thread=\"app\",poller=\"every_other\"} 5"))
       << text;
   EXPECT_NE(text.find("pollux_reactor_iterations_total{reactor=\"0\",core=\"0\"} 10"), std::string::npos)
+      << text;
+  EXPECT_TRUE(has_line(text, "pollux_thread_info{reactor=\"0\",thread=\"app\",cpumask=\"0x1\"} 1"))
       << text;
   t->unregister_poller(p);
   t->exit();

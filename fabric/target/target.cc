@@ -99,7 +99,8 @@ Result<std::unique_ptr<Target>> Target::create(event::Framework& fw, bdev::Manag
   std::unique_ptr<Target> t(new Target(fw, bdevs, self));
   t->transports_.reserve(kMaxTransports);
   for (std::size_t i = 0; i < fw.reactor_count(); ++i) {
-    event::Thread* th = fw.create_thread(fmt::format("nvmf_pg{}", i), static_cast<int>(i));
+    event::Thread* th = fw.create_thread(fmt::format("nvmf_pg{}", i), static_cast<int>(i),
+                                         {fw.reactor(i).core()});  // one core, as SPDK's
     t->groups_.push_back(std::make_unique<PollGroup>(*t, bdevs, th, static_cast<uint32_t>(i)));
   }
   // Slot 0: the discovery subsystem, present on every listener.

@@ -283,7 +283,10 @@ void TargetApp::register_rpc_methods() {
         if (p.period_ticks) pj["period_ticks"] = p.period_ticks;
         (p.paused ? paused : p.period_ticks ? timed : active).push_back(pj);
       }
-      json j = {{"name", t->name()}, {"id", t->id()}, {"reactor", t->reactor_index()}};
+      json j = {{"name", t->name()},
+                {"id", t->id()},
+                {"cpumask", event::format_core_mask(t->cpumask())},
+                {"reactor", t->reactor_index()}};
       if (pollers) {
         j["active_pollers"] = active;
         j["timed_pollers"] = timed;

@@ -119,7 +119,7 @@ json_check "$dir/reactors.json" "len(j['reactors']) == 2 and any(t['name'] == 'n
 r thread_get_pollers >"$dir/pollers.json"
 json_check "$dir/pollers.json" "any(p['name'] == 'nvmf_tcp_poll_group' for t in j['threads'] for p in t['active_pollers'])"
 r thread_get_stats >"$dir/tstats.json"
-json_check "$dir/tstats.json" "any(t['name'] == 'nvmf_pg0' and t['active_pollers_count'] >= 1 for t in j['threads'])"
+json_check "$dir/tstats.json" "any(t['name'] == 'nvmf_pg0' and t['active_pollers_count'] >= 1 for t in j['threads']) and [t['cpumask'] for t in j['threads'] if t['name'] == 'nvmf_pg1'] == ['0x2'] and [t['cpumask'] for t in j['threads'] if t['name'] == 'app_thread'] == ['0x3']"
 echo "ok: nvmf_get_subsystems, bdev_get_bdevs, bdev_get_iostat, nvmf_get_stats, framework_get_reactors, thread_get_pollers, thread_get_stats"
 url=$(sed -n 's/^pollux-tgt: metrics on \(http:.*\)$/\1/p' "$dir/tgt.out")
 [ -n "$url" ] || fail "no metrics line"
@@ -130,6 +130,11 @@ done = sum(float(l.split()[-1]) for l in text.splitlines() if l.startswith("poll
 conns = sum(float(l.split()[-1]) for l in text.splitlines() if l.startswith("pollux_nvmf_tcp_connections_accepted_total{"))
 assert done > 0 and conns >= 4, (done, conns)
 assert "pollux_bdev_ops_total{" in text and "pollux_reactor_busy_seconds_total{" in text
+assert 'pollux_thread_info{reactor="1",thread="nvmf_pg1",cpumask="0x2"} 1' in text, "thread cpumask"
+assert 'pollux_process_info{program="pollux-tgt"} 1' in text, "program name"
+start = [float(l.split()[-1]) for l in text.splitlines() if l.startswith("process_start_time_seconds ")]
+import time
+assert len(start) == 1 and 0 <= time.time() - start[0] < 600, ("process start time", start)
 print(f"ok: metrics: {done:.0f} NVM commands completed, {conns:.0f} connections accepted")
 PY
 

@@ -54,6 +54,10 @@ expect "$ep" pollux_reactor_iterations_total pollux_poller_runs_total pollux_thr
   pollux_bdev_qos_limit_per_second=
 "$top" --endpoint "${ep#http://}" --once --interval 300ms --view pollers >"$dir/top.txt"
 grep -q "bdev_retry" "$dir/top.txt" || { cat "$dir/top.txt"; echo "FAIL: pollux-top shows no bdev poller"; exit 1; }
+# The job's thread is pinned to its core (cpumask 0x1); --detail lists its pollers.
+"$top" --endpoint "${ep#http://}" --once --iterations 1 --view threads --filter bdevperf0 --detail >"$dir/top.txt"
+grep -Eq "^  CPUMASK +0x1$" "$dir/top.txt" && grep -q "^pollers of thread bdevperf0:" "$dir/top.txt" ||
+  { cat "$dir/top.txt"; echo "FAIL: pollux-top shows no cpumask or pollers for bdevperf0"; exit 1; }
 wait "${pids[-1]}"
 
 # pollux-emu (timed, NAND) serving pollux-perf (the NVMe driver's queue pairs).

@@ -4,8 +4,8 @@
 # directory); then every dashboard panel's PromQL is evaluated through Prometheus' HTTP API
 # and must return data, and every metric a panel names must exist.
 set -euo pipefail
-scenario_bin=$1 check=$2 scenario=$3 tgt_bin=$4 perf_bin=$5
-shift 5
+scenario_bin=$1 check=$2 scenario=$3 tgt_bin=$4 perf_bin=$5 render=$6
+shift 6
 dashboards=("$@")
 command -v prometheus >/dev/null || { echo "prometheus is not installed (tools/setup.sh installs it)"; exit 1; }
 dir=$(mktemp -d /tmp/pollux-prom.XXXXXX)
@@ -60,5 +60,23 @@ if ! python3 "$check" "http://127.0.0.1:$port" "${dashboards[@]}"; then
   echo "--- pollux-tgt"; tail -20 "$dir/tgt.log"; echo "--- pollux-perf"; tail -20 "$dir/perf.log"
   exit 1
 fi
+# The same dashboards without Grafana: every panel drawn from the same Prometheus, with data.
+python3 "$render" --prometheus "http://127.0.0.1:$port" --out "$dir/pages" "${dashboards[@]}" \
+  || { echo "FAIL: render_dashboards.py"; exit 1; }
+python3 - "$dir/pages" "${dashboards[@]}" <<'PY' || exit 1
+import json, os, sys
+pages, files = sys.argv[1], sys.argv[2:]
+summary = json.load(open(os.path.join(pages, "summary.json")))
+assert len(summary) == len(files), (len(summary), files)
+for name, d in summary.items():
+    panels = json.load(open(next(f for f in files if json.load(open(f))["uid"] == name)))["panels"]
+    assert len(d["panels"]) == len(panels), (name, len(d["panels"]))
+    empty = [p["title"] for p in d["panels"] if p["series"] == 0 or p["error"]]
+    assert not empty, f"{name}: panels without data: {empty}"
+    page = open(os.path.join(pages, d["page"])).read()
+    drawn = page.count("<polyline") + page.count("<rect") + page.count('class="big"')
+    assert drawn >= len(panels), f"{name}: {drawn} marks for {len(panels)} panels"
+print(f"ok: {len(summary)} dashboards rendered without Grafana, every panel with data")
+PY
 grep -q "PASSED" "$dir/run.log" || { cat "$dir/run.log"; echo "FAIL: the scenario failed"; exit 1; }
 echo PASS

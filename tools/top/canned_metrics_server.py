@@ -23,6 +23,9 @@ pollux_reactor_threads{{reactor="1",core="3"}} 1
 pollux_thread_busy_seconds_total{{reactor="0",thread="app"}} {busy0}
 pollux_thread_idle_seconds_total{{reactor="0",thread="app"}} {idle0}
 pollux_thread_messages_total{{reactor="0",thread="app"}} {iters}
+pollux_thread_info{{reactor="0",thread="app",cpumask="0x9"}} 1
+pollux_process_info{{program="canned"}} 1
+process_start_time_seconds 1764000000
 pollux_poller_runs_total{{reactor="0",thread="app",poller="nvme_poll"}} {iters}
 pollux_poller_busy_runs_total{{reactor="0",thread="app",poller="nvme_poll"}} {half}
 pollux_poller_busy_seconds_total{{reactor="0",thread="app",poller="nvme_poll"}} {busy0}

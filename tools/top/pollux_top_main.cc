@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "common/cli.h"
 #include "tools/top/exposition_parser.h"
@@ -33,6 +34,8 @@ struct Config {
   SortOrder order;
   bool once = false;
   int iterations = 0;  // Scrapes before exiting; 0: the mode's default.
+  std::string filter;
+  bool detail = false;  // --once: the detail of every row instead of the table.
 };
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
@@ -50,11 +53,25 @@ struct Scrapes {
     now = std::move(s);
     now_at = at;
   }
-  Table table(View view, SortOrder order) const {
+  double elapsed() const { return seconds_between(prev_at, now_at); }
+  Table table(View view, SortOrder order, const std::string& filter) const {
     if (!now) return {};
-    return view_table(view, *now, prev ? &*prev : nullptr, seconds_between(prev_at, now_at), order);
+    return view_table(view, *now, prev ? &*prev : nullptr, elapsed(), order, filter);
+  }
+  std::string detail(View view, const Table& table, std::size_t row, std::size_t width) const {
+    return render_detail(view, table, row, *now, prev ? &*prev : nullptr, elapsed(), width);
   }
 };
+
+// The program's uptime when the endpoint gives its start time, else pollux-top's own.
+double uptime(const Scrapes& scrapes, Clock::time_point started) {
+  if (scrapes.now && scrapes.now->start_time_seconds > 0) {
+    const double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    return now - scrapes.now->start_time_seconds;
+  }
+  return seconds_between(started, Clock::now());
+}
 
 HttpResult scrape(const Config& c, Scrapes& scrapes) {
   HttpResult r = http_get(c.endpoint, kScrapeTimeout);
@@ -81,7 +98,15 @@ int run_once(const Config& c) {
     std::fprintf(stderr, "pollux-top: %s\n", kNoFrameworkMetrics);
     return 1;
   }
-  std::fputs(render_table(scrapes.table(c.view, c.order), width).c_str(), stdout);
+  const Table table = scrapes.table(c.view, c.order, c.filter);
+  if (c.detail) {
+    for (std::size_t row = 0; row < table.rows.size(); ++row) {
+      std::printf("%s%s %s\n", row ? "\n" : "", view_name(c.view), table.rows[row][0].c_str());
+      std::fputs(scrapes.detail(c.view, table, row, width).c_str(), stdout);
+    }
+  } else {
+    std::fputs(render_table(table, width).c_str(), stdout);
+  }
   if (scrapes.now->malformed_lines > 0) {
     std::fprintf(stderr, "pollux-top: skipped %zu malformed line(s)\n",
                  scrapes.now->malformed_lines);
@@ -89,9 +114,61 @@ int run_once(const Config& c) {
   return 0;
 }
 
+// What the keys change on the interactive screen.
+struct Interaction {
+  View view = View::kReactors;
+  SortOrder order;
+  std::string filter;
+  bool editing_filter = false;
+  std::size_t selected = 0;
+  bool detail = false;
+};
+
+enum class Key { kOther, kUp, kDown, kEnter, kEscape, kBackspace };
+
+Key classify(char key) {
+  switch (key) {
+    case '\r':
+    case '\n':
+      return Key::kEnter;
+    case 27:
+      return Key::kEscape;
+    case 127:
+    case 8:
+      return Key::kBackspace;
+    default:
+      return Key::kOther;
+  }
+}
+
 // Returns false on 'q'.
-bool handle_key(char key, View& view, SortOrder& order) {
+bool handle_key(char key, Key kind, Interaction& ui) {
+  if (ui.editing_filter) {
+    if (kind == Key::kEnter)
+      ui.editing_filter = false;
+    else if (kind == Key::kEscape)
+      ui.editing_filter = false, ui.filter.clear();
+    else if (kind == Key::kBackspace && !ui.filter.empty())
+      ui.filter.pop_back();
+    else if (key >= 32 && key < 127)
+      ui.filter += key;
+    ui.selected = 0;
+    return true;
+  }
+  if (ui.detail) {
+    if (kind == Key::kEnter || kind == Key::kEscape || kind == Key::kBackspace) ui.detail = false;
+    return key != 'q' && key != 'Q';
+  }
   std::optional<View> next_view;
+  if (kind == Key::kUp || key == 'k') {
+    if (ui.selected > 0) --ui.selected;
+  } else if (kind == Key::kDown || key == 'j') {
+    ++ui.selected;  // Bounded by the table's length when drawn.
+  } else if (kind == Key::kEnter) {
+    ui.detail = true;
+  } else if (kind == Key::kEscape) {
+    ui.filter.clear();
+  }
   switch (key) {
     case 'q':
     case 'Q':
@@ -106,19 +183,38 @@ bool handle_key(char key, View& view, SortOrder& order) {
       next_view = View::kPollers;
       break;
     case 's':
-      order.column = (order.column + 1) % sort_columns(view).size();
+      ui.order.column = (ui.order.column + 1) % sort_columns(ui.view).size();
       break;
     case 'i':
-      order.inverted = !order.inverted;
+      ui.order.inverted = !ui.order.inverted;
+      break;
+    case '/':
+      ui.editing_filter = true;
       break;
     default:
       break;
   }
-  if (next_view && *next_view != view) {
-    view = *next_view;
-    order = SortOrder{};  // Columns differ between views: start from the new view's default.
+  if (next_view && *next_view != ui.view) {
+    ui.view = *next_view;
+    ui.order = SortOrder{};  // Columns differ between views: start from the new view's default.
+    ui.selected = 0;
   }
   return true;
+}
+
+// One key press; an arrow key's escape sequence (ESC [ A / B) arrives as one press.
+std::optional<std::pair<char, Key>> read_press(Terminal& terminal, std::chrono::milliseconds wait) {
+  std::optional<char> key = terminal.read_key(wait);
+  if (!key) return std::nullopt;
+  if (*key != 27) return std::make_pair(*key, classify(*key));
+  std::optional<char> next = terminal.read_key(std::chrono::milliseconds(0));
+  if (!next) return std::make_pair(*key, Key::kEscape);
+  if (*next == '[' || *next == 'O') {
+    std::optional<char> code = terminal.read_key(std::chrono::milliseconds(0));
+    if (code == 'A') return std::make_pair('\0', Key::kUp);
+    if (code == 'B') return std::make_pair('\0', Key::kDown);
+  }
+  return std::make_pair('\0', Key::kOther);  // Another sequence: ignored.
 }
 
 int run_interactive(Config c) {
@@ -127,18 +223,27 @@ int run_interactive(Config c) {
   Scrapes scrapes;
   ScreenStatus status;
   status.endpoint = c.endpoint.to_string();
+  Interaction ui{c.view, c.order, c.filter};
   int scrape_count = 0;
   Clock::time_point next_scrape = start;
 
   auto redraw = [&] {
-    status.view = c.view;
-    status.order = c.order;
+    const Table table = scrapes.table(ui.view, ui.order, ui.filter);
+    if (!table.rows.empty() && ui.selected >= table.rows.size())
+      ui.selected = table.rows.size() - 1;
+    if (table.rows.empty()) ui.detail = false;
+    status.view = ui.view;
+    status.order = ui.order;
+    status.filter = ui.filter;
+    status.editing_filter = ui.editing_filter;
+    status.selected = ui.selected;
+    status.detail = ui.detail ? scrapes.detail(ui.view, table, ui.selected, terminal.width()) : "";
     status.has_data = scrapes.now.has_value();
     status.no_framework_metrics = scrapes.now && scrapes.now->empty();
     status.malformed_lines = scrapes.now ? scrapes.now->malformed_lines : 0;
-    status.uptime_seconds = seconds_between(start, Clock::now());
-    terminal.draw(
-        render_screen(status, scrapes.table(c.view, c.order), terminal.width(), terminal.height()));
+    status.program = scrapes.now ? scrapes.now->program : "";
+    status.uptime_seconds = uptime(scrapes, start);
+    terminal.draw(render_screen(status, table, terminal.width(), terminal.height()));
   };
 
   while (true) {
@@ -153,8 +258,8 @@ int run_interactive(Config c) {
       if (c.iterations > 0 && scrape_count >= c.iterations) return 0;
     }
     auto wait = std::chrono::ceil<std::chrono::milliseconds>(next_scrape - Clock::now());
-    if (std::optional<char> key = terminal.read_key(wait)) {
-      if (!handle_key(*key, c.view, c.order)) return 0;
+    if (auto press = read_press(terminal, wait)) {
+      if (!handle_key(press->first, press->second, ui)) return 0;
       redraw();
     }
   }
@@ -192,6 +297,12 @@ int main(int argc, char** argv) {
   app.add_option("--iterations", c.iterations,
                  "Scrapes before exiting (default: unlimited; with --once 2, as rates need two)")
       ->check(pollux::cli::kPositive);
+  app.add_option("--filter", c.filter,
+                 "Only rows with a name containing this text (reactor, core, thread, poller, "
+                 "cpumask)");
+  app.add_flag("--detail", c.detail,
+               "With --once: every row's detail (all columns, a reactor's threads, a thread's "
+               "pollers) instead of the table");
   if (auto rc = pollux::cli::parse(app, argc, argv)) return *rc;
 
   c.endpoint = *parse_endpoint(endpoint);

@@ -19,14 +19,17 @@ expect_line() {  # $1 = output, $2 = extended regex one line must match
 
 # Two scrapes: rates present. Reactor 1 is busier (50%) than reactor 0 (25%), so it comes first.
 out=$("$top" --endpoint "$endpoint" --once --interval 100ms)
-expect_line "$out" '^REACTOR +CORE +BUSY% +ITER/S'
+expect_line "$out" '^REACTOR +CORE +BUSY% +BUSY +IDLE +ITER/S +ITERATIONS +THREADS +POLLERS$'
 [ "$(sed -n 2p <<<"$out" | awk '{print $1, $2, $3}')" = "1 3 50.0" ] || fail "reactor order: $out"
 [ "$(sed -n 3p <<<"$out" | awk '{print $1, $2, $3}')" = "0 0 25.0" ] || fail "reactor order: $out"
-[ "$(sed -n 2p <<<"$out" | awk '{print $4}')" != "-" ] || fail "no iteration rate: $out"
+[ "$(sed -n 2p <<<"$out" | awk '{print $6}')" != "-" ] || fail "no iteration rate: $out"
+# Per core: busy and idle time in the interval (0.5 s each on reactor 1), pollers (3 on 0).
+[ "$(sed -n 2p <<<"$out" | awk '{print $4, $5, $9}')" = "500.0ms 500.0ms 0" ] || fail "core times: $out"
+[ "$(sed -n 3p <<<"$out" | awk '{print $9}')" = "3" ] || fail "pollers per core: $out"
 
 # One scrape: figures from the totals, rates shown as "-".
 out=$("$top" --endpoint "$endpoint" --once --iterations 1 --view threads)
-expect_line "$out" '^app +0 +25\.0 +- +'
+expect_line "$out" '^app +0 +0 +0x9 +25\.0 +- +'
 
 # Stdout not a terminal: --once is implied. Poller busy-run % is 50, share 25%.
 out=$("$top" --endpoint "$endpoint" --interval 100ms --view pollers --sort runs 2>"$dir/err")
@@ -36,6 +39,24 @@ grep -q "skipped 1 malformed line" "$dir/err" || fail "malformed line not report
 expect_line "$out" '^nvme_poll +app +0 .* active +- *$'
 expect_line "$out" '^hotplug +app +0 .* timed +500us *$'
 expect_line "$out" '^stats +app +0 .* paused +1s *$'
+
+# Threads show their core and cpumask; --filter keeps rows with a matching name.
+out=$("$top" --endpoint "$endpoint" --once --iterations 1 --view threads)
+expect_line "$out" '^THREAD +REACTOR +CORE +CPUMASK +BUSY%'
+expect_line "$out" '^app +0 +0 +0x9 +25\.0 '
+out=$("$top" --endpoint "$endpoint" --once --iterations 1 --view pollers --filter hot)
+[ "$(wc -l <<<"$out")" = 2 ] || fail "--filter hot: $out"
+expect_line "$out" '^hotplug '
+# --detail: each row's columns, then what runs there (reactor 0: thread app; app: 3 pollers).
+out=$("$top" --endpoint "$endpoint" --once --iterations 1 --filter 0 --detail)
+expect_line "$out" '^reactors 0$'
+expect_line "$out" '^  BUSY +[0-9.]+m?s$'
+expect_line "$out" '^threads on reactor 0:$'
+expect_line "$out" '^app +0 +0 +0x9 '
+[ "$(grep -c '^reactors ' <<<"$out")" = 1 ] || fail "--filter 0 --detail: $out"
+out=$("$top" --endpoint "$endpoint" --once --iterations 1 --view threads --detail)
+expect_line "$out" '^pollers of thread app:$'
+[ "$(grep -Ec '^(nvme_poll|hotplug|stats) +app ' <<<"$out")" = 3 ] || fail "thread detail: $out"
 
 # A closed port: exit 1 and say why.
 closed=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))

@@ -42,13 +42,24 @@ ThreadCounters change(const ThreadCounters& now, const ThreadCounters* before) {
   if (!before) return now;
   return {increase(now.busy_seconds, before->busy_seconds),
           increase(now.idle_seconds, before->idle_seconds),
-          increase(now.messages, before->messages)};
+          increase(now.messages, before->messages), now.cpumask};
 }
 
 PollerCounters change(const PollerCounters& now, const PollerCounters* before) {
   if (!before) return now;
   return {increase(now.runs, before->runs), increase(now.busy_runs, before->busy_runs),
           increase(now.busy_seconds, before->busy_seconds)};
+}
+
+// Pollers per reactor and per thread.
+std::size_t pollers_of(const Snapshot& s, const std::string& reactor,
+                       const std::string* thread = nullptr) {
+  std::size_t n = 0;
+  for (const auto& entry : s.pollers) {
+    const PollerKey& key = entry.first;
+    n += std::get<0>(key) == reactor && (thread == nullptr || std::get<1>(key) == *thread);
+  }
+  return n;
 }
 
 // The previous scrape when rates can be computed from it.
@@ -70,9 +81,12 @@ std::vector<ReactorRow> reactor_rows(const Snapshot& now, const Snapshot* prev,
     row.reactor = reactor;
     row.core = counters.core;
     row.busy_pct = percent(d.busy_seconds, d.busy_seconds + d.idle_seconds);
+    row.busy_seconds = d.busy_seconds;
+    row.idle_seconds = d.idle_seconds;
     if (before) row.iterations_per_s = finite(d.iterations / elapsed_seconds);
     row.iterations = counters.iterations;
     row.threads = counters.threads;
+    row.pollers = pollers_of(now, reactor);
   }
   return rows;
 }
@@ -86,9 +100,12 @@ std::vector<ThreadRow> thread_rows(const Snapshot& now, const Snapshot* prev,
     ThreadCounters d = change(counters, before);
     ThreadRow& row = rows.emplace_back();
     std::tie(row.reactor, row.thread) = key;
+    if (const ReactorCounters* r = find(now.reactors, row.reactor)) row.core = r->core;
+    row.cpumask = counters.cpumask;
     row.busy_pct = percent(d.busy_seconds, d.busy_seconds + d.idle_seconds);
     if (before) row.messages_per_s = finite(d.messages / elapsed_seconds);
     row.messages = counters.messages;
+    row.pollers = pollers_of(now, row.reactor, &row.thread);
   }
   return rows;
 }

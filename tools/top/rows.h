@@ -3,6 +3,7 @@
 // since start and rates are empty (shown as "-").
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,17 +18,23 @@ struct ReactorRow {
   std::string reactor;
   std::string core;
   std::optional<double> busy_pct;  // busy / (busy + idle)
+  double busy_seconds = 0;         // In the interval (since start on a first scrape).
+  double idle_seconds = 0;
   std::optional<double> iterations_per_s;
   double iterations = 0;  // Total.
   double threads = 0;
+  std::size_t pollers = 0;  // Pollers of the threads on this reactor.
 };
 
 struct ThreadRow {
   std::string reactor;
   std::string thread;
+  std::string core;     // The reactor's core ("" if the reactor is not in the scrape).
+  std::string cpumask;  // The cores the thread may run on ("" from a Pollux without it).
   std::optional<double> busy_pct;  // busy / (busy + idle)
   std::optional<double> messages_per_s;
   double messages = 0;  // Total.
+  std::size_t pollers = 0;
 };
 
 struct PollerRow {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 
 #include "tools/top/rows.h"
@@ -13,13 +14,26 @@ namespace pollux::top {
 
 const char* view_name(View view);  // "reactors", "threads", "pollers"
 
-// The rows of `view` computed from the two scrapes (see rows.h), sorted, as a table.
+// The rows of `view` computed from the two scrapes (see rows.h), sorted, as a table; with a
+// filter, only the rows with a name cell (a text column) containing it.
 Table view_table(View view, const Snapshot& now, const Snapshot* prev, double elapsed_seconds,
-                 SortOrder order);
+                 SortOrder order, const std::string& filter = "");
+Table filter_rows(Table table, const std::string& filter);
+
+// The detail of row `row` of `table` (a table of `view`): each column on its own line, whatever
+// the terminal's width cut from the table, then what runs there (a reactor's threads, a
+// thread's pollers) from the same scrapes.
+std::string render_detail(View view, const Table& table, std::size_t row, const Snapshot& now,
+                          const Snapshot* prev, double elapsed_seconds, std::size_t width);
 
 struct ScreenStatus {
   std::string endpoint;
-  double uptime_seconds = 0;
+  std::string program;        // The program at the endpoint, if it says (pollux_process_info).
+  double uptime_seconds = 0;  // The program's (or pollux-top's own when it does not say).
+  std::string filter;
+  bool editing_filter = false;
+  std::optional<std::size_t> selected;  // The marked table row (interactive).
+  std::string detail;                   // Shown instead of the table when not empty.
   View view = View::kReactors;
   SortOrder order;
   std::string scrape_error;           // Empty while scrapes succeed.

@@ -51,6 +51,22 @@ Snapshot build_snapshot(const ParseResult& parsed) {
   Snapshot snap;
   snap.malformed_lines = parsed.malformed_lines;
   for (const Sample& s : parsed.samples) {
+    if (s.name == "process_start_time_seconds") {
+      snap.start_time_seconds = s.value;
+      continue;
+    }
+    if (s.name == "pollux_process_info") {
+      if (auto l = required_labels(s.labels, {"program"})) snap.program = (*l)[0];
+      continue;
+    }
+    if (s.name == "pollux_thread_info") {
+      if (auto l = required_labels(s.labels, {"reactor", "thread", "cpumask"})) {
+        snap.threads[{(*l)[0], (*l)[1]}].cpumask = (*l)[2];
+        continue;
+      }
+      ++snap.malformed_lines;
+      continue;
+    }
     if (auto field = reactor_field(s.name)) {
       if (auto l = required_labels(s.labels, {"reactor", "core"})) {
         ReactorCounters& r = snap.reactors[(*l)[0]];

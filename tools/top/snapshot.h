@@ -22,6 +22,7 @@ struct ThreadCounters {
   double busy_seconds = 0;
   double idle_seconds = 0;
   double messages = 0;
+  std::string cpumask;  // pollux_thread_info's label: the cores the thread may run on
 };
 
 struct PollerCounters {
@@ -41,6 +42,8 @@ struct Snapshot {
   std::map<PollerKey, PollerCounters> pollers;
   // Lines the parser could not read, plus known metrics missing a label they need.
   std::size_t malformed_lines = 0;
+  std::string program;            // pollux_process_info's label ("" if absent)
+  double start_time_seconds = 0;  // process_start_time_seconds (0 if absent)
   bool empty() const { return reactors.empty() && threads.empty() && pollers.empty(); }
 };
 

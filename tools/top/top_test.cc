@@ -179,6 +179,19 @@ TEST(SnapshotTest, CountsOurMetricsWithoutTheirLabelsAsMalformed) {
   EXPECT_EQ(s.pollers.begin()->second.runs, 9);
 }
 
+TEST(SnapshotTest, ReadsTheProgramItsStartAndThreadCpumasks) {
+  Snapshot s = snapshot_of(
+      "pollux_process_info{program=\"pollux-tgt\"} 1\n"
+      "process_start_time_seconds 1764000000.5\n"
+      "pollux_thread_info{reactor=\"1\",thread=\"nvmf_pg1\",cpumask=\"0x2\"} 1\n"
+      "pollux_thread_info{reactor=\"1\",thread=\"nomask\"} 1\n");  // No cpumask: malformed.
+  EXPECT_EQ(s.program, "pollux-tgt");
+  EXPECT_DOUBLE_EQ(s.start_time_seconds, 1764000000.5);
+  ASSERT_EQ(s.threads.size(), 1u);
+  EXPECT_EQ(s.threads.begin()->second.cpumask, "0x2");
+  EXPECT_EQ(s.malformed_lines, 1u);
+}
+
 // --- Rates ------------------------------------------------------------------------------------
 
 // Two scrapes 2 s apart. Reactor 0: 1.5 s busy, 0.5 s idle, 4000 iterations. Thread app: 1 s
@@ -206,6 +219,7 @@ pollux_thread_messages_total{reactor="0",thread="app"} 300
 pollux_poller_runs_total{reactor="0",thread="app",poller="p"} 1600
 pollux_poller_busy_runs_total{reactor="0",thread="app",poller="p"} 250
 pollux_poller_busy_seconds_total{reactor="0",thread="app",poller="p"} 0.9
+pollux_thread_info{reactor="0",thread="app",cpumask="0x4"} 1
 )";
 
 TEST(RowsTest, ComputesRatesAndBusyFromTheDifference) {
@@ -219,11 +233,19 @@ TEST(RowsTest, ComputesRatesAndBusyFromTheDifference) {
   EXPECT_DOUBLE_EQ(*reactors[0].iterations_per_s, 2000);
   EXPECT_EQ(reactors[0].iterations, 5000);
   EXPECT_EQ(reactors[0].threads, 4);
+  // The core's busy and idle time in the interval (spdk_top's cores tab), and its pollers.
+  EXPECT_DOUBLE_EQ(reactors[0].busy_seconds, 1.5);
+  EXPECT_DOUBLE_EQ(reactors[0].idle_seconds, 0.5);
+  EXPECT_EQ(reactors[0].pollers, 1u);
 
   std::vector<ThreadRow> threads = thread_rows(second, &first, 2.0);
   ASSERT_EQ(threads.size(), 1u);
   EXPECT_DOUBLE_EQ(*threads[0].busy_pct, 50);
   EXPECT_DOUBLE_EQ(*threads[0].messages_per_s, 100);
+  EXPECT_EQ(threads[0].core, "2");
+  EXPECT_EQ(threads[0].cpumask, "0x4");
+  EXPECT_EQ(threads[0].pollers, 1u);
+  EXPECT_EQ(thread_rows(first, nullptr, 0).at(0).cpumask, "");  // A Pollux without the info.
 
   std::vector<PollerRow> pollers = poller_rows(second, &first, 2.0);
   ASSERT_EQ(pollers.size(), 1u);
@@ -493,7 +515,7 @@ TEST(ScreenTest, FitsTheTerminalAndShowsStatus) {
   for (const std::string& line : lines) EXPECT_LE(line.size(), 80u) << line;
   EXPECT_NE(lines[0].find("127.0.0.1:9464"), std::string::npos) << lines[0];
   EXPECT_NE(lines[0].find("01:02:05"), std::string::npos) << lines[0];
-  EXPECT_NE(lines[0].find("sort: busy"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("reactors by busy"), std::string::npos) << lines[0];
   EXPECT_NE(lines[1].find("scrape failed"), std::string::npos) << lines[1];
   EXPECT_EQ(lines[2].rfind("REACTOR", 0), 0u);
   EXPECT_NE(lines.back().find("malformed lines: 2"), std::string::npos) << lines.back();
@@ -513,6 +535,83 @@ TEST(ScreenTest, FitsTheTerminalAndShowsStatus) {
       lines_of(render_screen(status, view_table(View::kReactors, s, nullptr, 0, {}), 100, 100))
           .size(),
       2u + 41u + 1u);
+}
+
+// Two reactors, a thread on each with a poller (one thread has two).
+const char* kTwoReactors = R"(
+pollux_process_info{program="pollux-tgt"} 1
+pollux_reactor_busy_seconds_total{reactor="0",core="0"} 1
+pollux_reactor_idle_seconds_total{reactor="0",core="0"} 3
+pollux_reactor_busy_seconds_total{reactor="1",core="1"} 3
+pollux_reactor_idle_seconds_total{reactor="1",core="1"} 1
+pollux_thread_busy_seconds_total{reactor="0",thread="app_thread"} 1
+pollux_thread_idle_seconds_total{reactor="0",thread="app_thread"} 3
+pollux_thread_info{reactor="0",thread="app_thread",cpumask="0x3"} 1
+pollux_thread_busy_seconds_total{reactor="1",thread="nvmf_pg1"} 3
+pollux_thread_idle_seconds_total{reactor="1",thread="nvmf_pg1"} 1
+pollux_thread_info{reactor="1",thread="nvmf_pg1",cpumask="0x2"} 1
+pollux_poller_runs_total{reactor="0",thread="app_thread",poller="rpc"} 10
+pollux_poller_runs_total{reactor="1",thread="nvmf_pg1",poller="nvmf_tcp_poll_group"} 99
+pollux_poller_runs_total{reactor="1",thread="nvmf_pg1",poller="nvmf_poll_group_poll"} 98
+)";
+
+TEST(ScreenTest, FilterKeepsRowsWithAMatchingName) {
+  Snapshot s = snapshot_of(kTwoReactors);
+  Table pollers = view_table(View::kPollers, s, nullptr, 0, {}, "nvmf_tcp");
+  ASSERT_EQ(pollers.rows.size(), 1u);
+  EXPECT_EQ(pollers.rows[0][0], "nvmf_tcp_poll_group");
+  // Any name column matches (here the thread's), never a number.
+  EXPECT_EQ(view_table(View::kPollers, s, nullptr, 0, {}, "pg1").rows.size(), 2u);
+  EXPECT_EQ(view_table(View::kPollers, s, nullptr, 0, {}, "99").rows.size(), 0u);
+  EXPECT_EQ(view_table(View::kThreads, s, nullptr, 0, {}, "0x2").rows.size(), 1u);
+  EXPECT_EQ(view_table(View::kReactors, s, nullptr, 0, {}, "").rows.size(), 2u);
+}
+
+TEST(ScreenTest, DetailShowsEveryColumnAndWhatRunsThere) {
+  Snapshot s = snapshot_of(kTwoReactors);
+  Table reactors = view_table(View::kReactors, s, nullptr, 0, {});
+  ASSERT_EQ(reactors.rows.at(0).at(0), "1");  // The busier first.
+  const std::string reactor = render_detail(View::kReactors, reactors, 0, s, nullptr, 0, 100);
+  EXPECT_NE(reactor.find("BUSY%       75.0"), std::string::npos) << reactor;
+  EXPECT_NE(reactor.find("POLLERS     2"), std::string::npos) << reactor;
+  EXPECT_NE(reactor.find("threads on reactor 1:"), std::string::npos) << reactor;
+  EXPECT_NE(reactor.find("nvmf_pg1"), std::string::npos) << reactor;
+  EXPECT_EQ(reactor.find("app_thread"), std::string::npos) << reactor;  // On reactor 0.
+
+  Table threads = view_table(View::kThreads, s, nullptr, 0, {}, "nvmf_pg1");
+  const std::string thread = render_detail(View::kThreads, threads, 0, s, nullptr, 0, 100);
+  EXPECT_NE(thread.find("CPUMASK     0x2"), std::string::npos) << thread;
+  EXPECT_NE(thread.find("pollers of thread nvmf_pg1:"), std::string::npos) << thread;
+  EXPECT_NE(thread.find("nvmf_tcp_poll_group"), std::string::npos) << thread;
+  EXPECT_NE(thread.find("nvmf_poll_group_poll"), std::string::npos) << thread;
+  EXPECT_EQ(thread.find(" rpc "), std::string::npos) << thread;
+  EXPECT_EQ(render_detail(View::kThreads, threads, 5, s, nullptr, 0, 100), "no row selected\n");
+}
+
+TEST(ScreenTest, SelectionIsMarkedAndKeptInViewWithTheProgramInTheHeader) {
+  Snapshot s = snapshot_of(many_reactors(40));
+  ScreenStatus status;
+  status.endpoint = "127.0.0.1:9464/metrics";
+  status.program = "pollux-tgt";
+  status.has_data = true;
+  status.filter = "1";
+  status.selected = 12;
+  const Table table = view_table(View::kReactors, s, nullptr, 0, {}, status.filter);
+  const std::vector<std::string> lines = lines_of(render_screen(status, table, 80, 10));
+  ASSERT_EQ(lines.size(), 10u);
+  EXPECT_NE(lines[0].find("pollux-tgt @ 127.0.0.1:9464"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("filter: 1"), std::string::npos) << lines[0];
+  EXPECT_EQ(lines[2].rfind("  REACTOR", 0), 0u) << lines[2];
+  // 7 lines for rows: the selected (13th) row is the last shown, marked.
+  std::size_t marked = 0;
+  for (const std::string& l : lines) marked += l.rfind("> ", 0) == 0;
+  EXPECT_EQ(marked, 1u);
+  EXPECT_EQ(lines[8].rfind("> " + table.rows[12][0] + " ", 0), 0u) << lines[8];
+
+  status.detail = "  REACTOR     7\n";
+  const std::vector<std::string> detail = lines_of(render_screen(status, table, 80, 10));
+  EXPECT_EQ(detail[2], "  REACTOR     7");
+  EXPECT_NE(detail.back().find("Enter/Esc back"), std::string::npos) << detail.back();
 }
 
 // --- Option values ----------------------------------------------------------------------------

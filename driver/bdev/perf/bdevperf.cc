@@ -516,7 +516,8 @@ void set_up(void* arg) {
   }
   run.pool = std::move(pool).value();
   for (std::size_t core = 0; core < ncores; ++core) {
-    Thread* t = run.fw->create_thread(fmt::format("bdevperf{}", core), static_cast<int>(core));
+    Thread* t = run.fw->create_thread(fmt::format("bdevperf{}", core), static_cast<int>(core),
+                                           {run.fw->reactor(core).core()});
     for (std::size_t bi = 0; bi < targets.size(); ++bi) {
       auto j = std::make_unique<Job>();
       j->cfg = &run.cfg;

@@ -546,7 +546,8 @@ int main(int argc, char** argv) {
   run.cores.resize(ncores);
   run.cores_left = static_cast<int>(ncores);
   for (std::size_t i = 0; i < ncores; ++i) {
-    Thread* t = (*fw)->create_thread(fmt::format("perf{}", i), static_cast<int>(i));
+    Thread* t = (*fw)->create_thread(fmt::format("perf{}", i), static_cast<int>(i),
+                                     {(*fw)->reactor(i).core()});
     t->send_msg(start_core, &run.cores[i]);
   }
   int rc = (*fw)->run(

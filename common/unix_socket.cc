@@ -1,5 +1,6 @@
 #include "common/unix_socket.h"
 
+#include <grp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -24,6 +25,60 @@ int claim_socket_path(const std::string& path) {
   ::close(fd);
   if (live) return -EADDRINUSE;
   ::unlink(path.c_str());  // nobody listens: a stale socket of an earlier run
+  return 0;
+}
+
+namespace {
+
+std::string directory_of(const std::string& path) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+}  // namespace
+
+int restrict_socket_before_bind(int fd, const std::string& path, const std::string& group,
+                                std::string* why) {
+  if (!group.empty() && ::getgrnam(group.c_str()) == nullptr) {
+    *why = "no group '" + group + "'";
+    return -EINVAL;
+  }
+  const std::string dir = directory_of(path);
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    const int e = errno;
+    *why = "directory " + dir + ": " + std::strerror(e);
+    return -e;
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0) {
+    *why = "directory " + dir +
+           " is writable by others and not sticky: another user could replace the socket "
+           "(use a directory only you can write, or a sticky one such as /tmp)";
+    return -EPERM;
+  }
+  if (::fchmod(fd, 0600) != 0) {  // the group, if any, is added once the file is ours
+    const int e = errno;
+    *why = std::string("fchmod: ") + std::strerror(e);
+    return -e;
+  }
+  return 0;
+}
+
+int restrict_socket_after_bind(const std::string& path, const std::string& group,
+                               std::string* why) {
+  if (group.empty()) return 0;
+  const struct group* g = ::getgrnam(group.c_str());
+  if (g == nullptr) {
+    *why = "no group '" + group + "'";
+    return -EINVAL;
+  }
+  if (::chown(path.c_str(), static_cast<uid_t>(-1), g->gr_gid) != 0 ||
+      ::chmod(path.c_str(), 0660) != 0) {
+    const int e = errno;
+    *why = "group " + group + " for " + path + ": " + std::strerror(e);
+    return -e;
+  }
   return 0;
 }
 

@@ -15,6 +15,17 @@ int claim_socket_path(const std::string& path);
 
 // After bind(): the socket file's identity; release() unlinks the path only if it is still
 // that file.
+// Who may connect to a server's socket (docs/SECURITY.md). On Linux connecting needs write
+// permission on the socket file: it is created 0600 (owner only), or 0660 for `group`.
+// Before bind(): refuses a directory that others may write unless it is sticky (as /tmp is:
+// there nobody else can remove or replace the socket), and sets the unbound socket's mode,
+// which Linux gives the file bind() creates (no window with a wider mode). After bind(): the
+// group. 0 or a negative errno with *why saying what is wrong.
+int restrict_socket_before_bind(int fd, const std::string& path, const std::string& group,
+                                std::string* why);
+int restrict_socket_after_bind(const std::string& path, const std::string& group,
+                               std::string* why);
+
 class SocketPathOwner {
  public:
   void own(const std::string& path);

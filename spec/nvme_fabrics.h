@@ -374,6 +374,10 @@ namespace tsas {
 inline constexpr uint8_t kSectypeNone = 0;   // TCP SECTYPE: plain TCP
 inline constexpr uint8_t kSectypeTls12 = 1;  // TLS 1.2
 inline constexpr uint8_t kSectypeTls13 = 2;  // TLS 1.3 or later
+// RDMA: byte 0 RDMA_QPTYPE, byte 1 RDMA_PRTYPE, byte 2 RDMA_CMS, bytes 8-9 RDMA_PKEY.
+inline constexpr uint8_t kRdmaQptypeConnected = 1;  // reliable connected
+inline constexpr uint8_t kRdmaPrtypeRoceV2 = 4;
+inline constexpr uint8_t kRdmaCmsRdmaCm = 1;  // the RDMA IP connection manager
 }  // namespace tsas
 
 }  // namespace pollux::spec::nvmf

@@ -20,11 +20,14 @@ passed = failed = 0
 for target, st in sorted(status.items()):
     cases = None
     if testlogs is not None:
-        xml = testlogs / target[2:].replace(":", "/") / "test.xml"
-        if xml.exists():
+        base = testlogs / target[2:].replace(":", "/")
+        # A sharded target has one test.xml per shard (shard_1_of_4/test.xml, ...).
+        xmls = sorted(base.glob("shard_*_of_*/test.xml"))
+        if not xmls and (base / "test.xml").exists():
+            xmls = [base / "test.xml"]
+        if xmls:
             try:
-                root = ET.parse(xml).getroot()
-                cases = [c for c in root.iter("testcase")]
+                cases = [c for x in xmls for c in ET.parse(x).getroot().iter("testcase")]
             except ET.ParseError:
                 cases = None
     if st in ("PASSED", "FLAKY") and cases:

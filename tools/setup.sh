@@ -19,6 +19,8 @@ PACKAGES=(
   qemu-system-x86 busybox-static nvme-cli
   # reports seen as a reader sees them: headless screenshots (tools/report_screenshot.sh)
   chromium
+  # coverage-guided fuzzing with libFuzzer (tools/fuzz.sh): clang and its fuzzer runtime
+  clang-14 libclang-rt-14-dev
 )
 
 missing=()

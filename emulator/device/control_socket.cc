@@ -18,11 +18,17 @@ ControlSocket::~ControlSocket() {
   }
 }
 
-int ControlSocket::listen(const std::string& path) {
+int ControlSocket::listen(const std::string& path, const std::string& group, std::string* why) {
+  std::string reason;
+  if (why == nullptr) why = &reason;
   sockaddr_un addr{};
   if (path.size() >= sizeof addr.sun_path) return -ENAMETOOLONG;
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -errno;
+  if (const int rc = common::restrict_socket_before_bind(fd, path, group, why); rc != 0) {
+    close(fd);
+    return rc;
+  }
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   if (const int rc = common::claim_socket_path(path); rc != 0) {
@@ -33,6 +39,11 @@ int ControlSocket::listen(const std::string& path) {
     const int e = errno;
     close(fd);
     return -e;
+  }
+  if (const int rc = common::restrict_socket_after_bind(path, group, why); rc != 0) {
+    close(fd);
+    unlink(path.c_str());
+    return rc;
   }
   listen_fd_ = fd;
   path_ = path;

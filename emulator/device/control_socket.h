@@ -18,7 +18,8 @@ class ControlSocket {
   ControlSocket& operator=(const ControlSocket&) = delete;
 
   // 0 or -errno.
-  int listen(const std::string& path);
+  // Owner-only (0600), or 0660 for `group`, as the vfio-user socket (common/unix_socket.h).
+  int listen(const std::string& path, const std::string& group = "", std::string* why = nullptr);
   // Accepts a client, reads what it sent, answers complete lines. Returns lines handled.
   int poll(const std::function<std::string(const std::string& line)>& handle);
 

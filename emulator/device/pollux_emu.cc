@@ -30,10 +30,12 @@ int main(int argc, char** argv) {
   using namespace pollux::emu;
   CLI::App app{"pollux-emu: an emulated NVMe SSD served over vfio-user"};
   std::string socket_path, config_path, profile_name, fidelity, time_mode = "realtime";
-  std::string control_path;
+  std::string control_path, socket_group;
   uint64_t seed = 1;
   bool quiet = false;
-  app.add_option("-s,--socket", socket_path, "UNIX socket to listen on")->required();
+  app.add_option("-s,--socket", socket_path, "UNIX socket to listen on (created 0600)")->required();
+  app.add_option("--socket-group", socket_group,
+                 "let this group use the vfio-user and control sockets too (0660)");
   app.add_option("-c,--config", config_path, "device YAML (default: 2 namespaces, 1 GiB each)");
   app.add_flag("-q,--quiet", quiet, "no start-up banner");
   app.add_option("-p,--profile", profile_name,
@@ -108,18 +110,21 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (const int rc = dev->server().listen(socket_path); rc != 0) {
+  std::string why;
+  if (const int rc = dev->server().listen(socket_path, socket_group, &why); rc != 0) {
     fmt::print(stderr, "pollux-emu: cannot listen on {}: {}\n", socket_path,
-               rc == -EADDRINUSE ? "a running server answers there (another pollux-emu?)"
-                                 : std::strerror(-rc));
+               rc == -EADDRINUSE  ? "a running server answers there (another pollux-emu?)"
+               : !why.empty() ? why
+                              : std::strerror(-rc));
     return rc == -EADDRINUSE ? 2 : 1;
   }
   device::ControlSocket control;
   if (!control_path.empty()) {
-    if (const int rc = control.listen(control_path); rc != 0) {
+    if (const int rc = control.listen(control_path, socket_group, &why); rc != 0) {
       fmt::print(stderr, "pollux-emu: cannot listen on {}: {}\n", control_path,
-                 rc == -EADDRINUSE ? "a running server answers there (another pollux-emu?)"
-                                   : std::strerror(-rc));
+                 rc == -EADDRINUSE  ? "a running server answers there (another pollux-emu?)"
+                 : !why.empty() ? why
+                                : std::strerror(-rc));
       return rc == -EADDRINUSE ? 2 : 1;
     }
     dev->controller().faults().reseed(seed);
@@ -221,6 +226,9 @@ int main(int argc, char** argv) {
       const uint64_t before = sim->now() / timing::kNs;
       lag_ns = server.client_connected() && target > before ? target - before : 0;
       max_lag_ns = std::max(max_lag_ns, lag_ns);
+      // Hosts read it too (log page C0h): pollux-perf says when its figures are not the model's.
+      dev->controller().set_realtime_status(
+          {true, lag_ns, max_lag_ns, static_cast<uint64_t>(warn_lag_us * 1e3)});
       if (!warned && double(lag_ns) > warn_lag_us * 1e3) {
         warned = true;
         fmt::print(stderr,

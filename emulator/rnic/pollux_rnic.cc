@@ -23,7 +23,7 @@ void on_signal(int) {
 int main(int argc, char** argv) {
   using namespace pollux::emu::rnic;
   CLI::App app{"pollux-rnic: emulated RoCEv2 NICs served over vfio-user"};
-  std::string dir;
+  std::string dir, socket_group;
   uint32_t nics = 2;
   uint64_t seed = 1;
   WireFaults faults;
@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--latency-ns", latency_ns, "one-way wire latency");
   app.add_flag("-q,--quiet", quiet, "no start-up banner");
+  app.add_option("--socket-group", socket_group, "let this group use the sockets too (0660)");
   if (auto rc = pollux::cli::parse(app, argc, argv)) return *rc;
 
   Cluster cluster(seed, faults, latency_ns);
@@ -49,8 +50,10 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "pollux-rnic: cannot create NIC %u\n", i);
       return 1;
     }
-    if (const int rc = d->server().listen(path); rc != 0) {
-      std::fprintf(stderr, "pollux-rnic: listen %s: %s\n", path.c_str(), std::strerror(-rc));
+    std::string why;
+    if (const int rc = d->server().listen(path, socket_group, &why); rc != 0) {
+      std::fprintf(stderr, "pollux-rnic: listen %s: %s\n", path.c_str(),
+                   why.empty() ? std::strerror(-rc) : why.c_str());
       return 1;
     }
   }

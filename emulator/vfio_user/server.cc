@@ -580,20 +580,31 @@ void Server::disconnect() {
 
 // -------------------------------------------------------------------------- socket ---
 
-int Server::listen(const std::string& path) {
+int Server::listen(const std::string& path, const std::string& group, std::string* why) {
   if (listen_fd_ >= 0) return -EBUSY;
+  std::string reason;
+  if (why == nullptr) why = &reason;
   sockaddr_un addr{};
   if (path.empty() || path.size() >= sizeof(addr.sun_path)) return -ENAMETOOLONG;
   // A live server keeps its socket; a stale one of an earlier run is replaced.
   if (const int rc = common::claim_socket_path(path); rc != 0) return rc;
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return -errno;
+  if (const int rc = common::restrict_socket_before_bind(fd, path, group, why); rc != 0) {
+    ::close(fd);
+    return rc;
+  }
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.c_str(), path.size());
   if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 4) != 0) {
     const int err = errno;
     ::close(fd);
     return -err;
+  }
+  if (const int rc = common::restrict_socket_after_bind(path, group, why); rc != 0) {
+    ::close(fd);
+    ::unlink(path.c_str());
+    return rc;
   }
   listen_fd_ = fd;
   path_ = path;

@@ -105,7 +105,9 @@ class Server final : public spec::vfio_user::MessageEndpoint {
 
   // ---- UNIX socket transport ----
   // Creates the socket (replacing a stale file at `path`) and listens. 0 or a negative errno.
-  int listen(const std::string& path);
+  // The socket file is the owner's only (0600), or 0660 for `group` (common/unix_socket.h);
+  // a negative errno with *why (if given) saying what is wrong.
+  int listen(const std::string& path, const std::string& group = "", std::string* why = nullptr);
   // Waits up to timeout_ms (0: don't wait, -1: forever) for the listening socket or the
   // client, accepts a client or handles up to max_messages_per_poll complete messages, and
   // returns the number of messages handled (0 is normal), or a negative errno when the

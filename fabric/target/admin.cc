@@ -158,6 +158,7 @@ void AdminCommands::identify_controller(Controller& c, sn::IdentifyController& i
     id.vwc = 0x1 | 0x2 << 1;  // present; a flush to every namespace (FFFFFFFFh) not supported
   }
   id.sgls = sn::sgls::kSupported | 1u << 20;  // SGLs with byte alignment; offsets (in-capsule)
+  if (l.keyed_sgl) id.sgls |= sn::sgls::kKeyed;
   std::memcpy(id.subnqn, cfg.subnqn.data(), std::min(cfg.subnqn.size(), sizeof id.subnqn - 1));
   nf::IdentifyControllerFabrics f{};
   f.ioccsz = (sizeof(sn::SubmissionEntry) + (cfg.discovery ? 0 : l.in_capsule_data_size)) /
@@ -165,7 +166,7 @@ void AdminCommands::identify_controller(Controller& c, sn::IdentifyController& i
   f.iorcsz = sizeof(sn::CompletionEntry) / nf::kCapsuleSizeUnit;
   f.icdoff = 0;
   f.fcatt = 0;  // dynamic controller model
-  f.msdbd = 1;
+  f.msdbd = l.msdbd;
   f.ofcs = nf::kOfcsDisconnect;
   std::memcpy(id.nvmeof, &f, sizeof f);
 }

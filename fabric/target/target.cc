@@ -601,7 +601,13 @@ std::vector<uint8_t> Target::discovery_log(const std::string& hostnqn) const {
       space_pad(e.trsvcid, sizeof e.trsvcid, a.trsvcid);
       std::memcpy(e.subnqn, s->nqn().data(), std::min(s->nqn().size(), sizeof e.subnqn - 1));
       space_pad(e.traddr, sizeof e.traddr, a.traddr);
-      e.tsas[0] = nf::tsas::kSectypeNone;
+      if (e.trtype == nf::trtype::kRdma) {
+        e.tsas[0] = nf::tsas::kRdmaQptypeConnected;
+        e.tsas[1] = nf::tsas::kRdmaPrtypeRoceV2;
+        e.tsas[2] = nf::tsas::kRdmaCmsRdmaCm;
+      } else {
+        e.tsas[0] = nf::tsas::kSectypeNone;
+      }
       entries.push_back(e);
     }
   }

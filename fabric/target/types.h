@@ -35,6 +35,8 @@ struct TransportLimits {
   uint32_t in_capsule_data_size = 4096;    // I/O queues: IOCCSZ = (64 + this) / 16
   uint32_t max_io_size = 131072;           // bytes per command (MDTS)
   uint8_t discovery_trtype = nf::trtype::kTcp;
+  bool keyed_sgl = false;  // data by Keyed SGL Data Blocks (RDMA): Identify SGLS bit 2
+  uint8_t msdbd = 1;       // SGL data block descriptors a command may carry (Identify MSDBD)
 };
 
 // A namespace's identifiers (Identify Namespace NGUID/EUI64, the descriptor list's UUID).

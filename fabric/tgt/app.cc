@@ -80,7 +80,7 @@ Result<std::monostate> TargetApp::start(const AppOptions& o) {
   }
   if (o.bdev_metrics) collector_ = metrics::BdevCollector::start(*mgr_, kBdevStatsPeriodUs);
   if (!o.rpc.empty()) {
-    auto r = RpcServer::start(o.rpc);
+    auto r = RpcServer::start(o.rpc, o.rpc_group);
     if (!r) return make_error(EINVAL, r.error().message);
     rpc_ = std::move(r).value();
     register_rpc_methods();

@@ -26,6 +26,7 @@ namespace pollux::fabric::tgt {
 struct AppOptions {
   std::string json;                              // configuration file ("": none)
   std::string rpc = "/var/tmp/pollux-tgt.sock";  // "": no RPC server
+  std::string rpc_group;  // "": the socket is the owner's only (0600); else 0660 for the group
   bool bdev_metrics = false;                     // gather bdev statistics for --metrics
 };
 

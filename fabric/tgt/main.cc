@@ -81,10 +81,12 @@ void start(void* arg) {
 int main(int argc, char** argv) {
   std::string mask = "0x1", metrics_addr;
   fabric::tgt::AppOptions opts;
-  CLI::App cli{"pollux-tgt: NVMe-oF target over TCP (like SPDK's nvmf_tgt)"};
+  CLI::App cli{"pollux-tgt: NVMe-oF target over TCP and RDMA (like SPDK's nvmf_tgt)"};
   cli.add_option("-m,--core-mask", mask, "reactor cores: hex mask or list ([0,2-3])");
   cli.add_option("--json", opts.json, "configuration (SPDK JSON shape: bdev and nvmf subsystems)");
-  cli.add_option("--rpc", opts.rpc, "JSON-RPC UNIX socket ('' for none)");
+  cli.add_option("--rpc", opts.rpc, "JSON-RPC UNIX socket ('' for none); created 0600");
+  cli.add_option("--rpc-group", opts.rpc_group,
+                 "let this group use the JSON-RPC socket too (0660)");
   cli.add_option("--metrics", metrics_addr, "serve Prometheus metrics on host:port");
   if (auto rc = cli::parse(cli, argc, argv)) return *rc;
 

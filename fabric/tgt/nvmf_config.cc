@@ -5,6 +5,7 @@
 
 #include <cctype>
 
+#include "fabric/rdma/target_transport.h"
 #include "fabric/tcp/target_transport.h"
 
 namespace pollux::fabric::tgt {
@@ -75,7 +76,47 @@ Result<std::optional<std::array<uint8_t, N>>> hex_id(const ConfigParams& p, cons
   return std::optional<std::array<uint8_t, N>>(out);
 }
 
+// trtype RDMA: SPDK's common options, the CQ size per poll group (SPDK's num_cqe) and
+// Pollux's rdma_device (required: "vfio-user:/path.sock", a pollux-rnic NIC).
+Status create_rdma_transport(target::Target& tgt, const ConfigParams& p) {
+  TRY(ok,
+      p.allow_only({"trtype", "max_queue_depth", "max_qpairs_per_ctrlr", "max_io_qpairs_per_ctrlr",
+                    "in_capsule_data_size", "max_io_size", "io_unit_size", "max_aq_depth",
+                    "num_shared_buffers", "buf_cache_size", "num_cqe", "rdma_device"}));
+  if (tgt.transport("RDMA") != nullptr) return p.error("transport RDMA exists already");
+  rdma::RdmaTargetOptions o;
+  for (auto [f, dst] :
+       {std::pair{"max_queue_depth", &o.max_queue_depth},
+        std::pair{"max_io_qpairs_per_ctrlr", &o.max_io_qpairs_per_ctrlr},
+        std::pair{"in_capsule_data_size", &o.in_capsule_data_size},
+        std::pair{"max_io_size", &o.max_io_size}, std::pair{"io_unit_size", &o.io_unit_size},
+        std::pair{"max_aq_depth", &o.max_aq_depth},
+        std::pair{"num_shared_buffers", &o.num_shared_buffers},
+        std::pair{"buf_cache_size", &o.buf_cache_size}, std::pair{"num_cqe", &o.num_cqe}}) {
+    TRY(v, p.u64_or(f, *dst));
+    if (v.value() > UINT32_MAX) return p.error(f, "too large");
+    *dst = static_cast<uint32_t>(v.value());
+  }
+  if (p.has("max_qpairs_per_ctrlr")) {
+    TRY(v, p.u64("max_qpairs_per_ctrlr"));
+    if (v.value() < 2 || v.value() > 65536)
+      return p.error("max_qpairs_per_ctrlr", "must be 2 to 65536");
+    o.max_io_qpairs_per_ctrlr = static_cast<uint32_t>(v.value() - 1);
+  }
+  if (!p.has("rdma_device"))
+    return p.error("rdma_device", "missing (a Pollux RNIC: vfio-user:/path.sock)");
+  TRY(dev, p.string("rdma_device"));
+  auto tr = rdma::RdmaTargetTransport::create_on_device(tgt, o, dev.value());
+  if (!tr) return wrap(p, tr.error());
+  if (auto st = tgt.add_transport(std::move(tr).value()); !st) return wrap(p, st.error());
+  return bdev::ok_status();
+}
+
 Status create_transport(target::Target& tgt, const ConfigParams& p) {
+  if (p.has("trtype")) {
+    TRY(tt, p.string("trtype"));
+    if (strcasecmp(tt.value().c_str(), "RDMA") == 0) return create_rdma_transport(tgt, p);
+  }
   TRY(ok, p.allow_only({"trtype",
                         "max_queue_depth",
                         "max_qpairs_per_ctrlr",
@@ -99,7 +140,7 @@ Status create_transport(target::Target& tgt, const ConfigParams& p) {
   TRY(trtype, p.string("trtype"));
   std::string t = trtype.value();
   for (char& c : t) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  if (t != "TCP") return p.error("trtype", "'" + trtype.value() + "': only TCP is built");
+  if (t != "TCP") return p.error("trtype", "'" + trtype.value() + "': TCP or RDMA");
   if (tgt.transport("TCP") != nullptr) return p.error("transport TCP exists already");
   tcp::TcpTargetOptions o;
   auto u32 = [&](const char* f, uint32_t& dst) -> Status {

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/unix_socket.h"
 #include "common/text.h"
 
 namespace pollux::fabric::tgt {
@@ -51,7 +52,8 @@ std::size_t json_value_end(const std::string& s) {
 RpcServer::RpcServer(std::string path, int fd, event::Thread* thread)
     : path_(std::move(path)), fd_(fd), thread_(thread) {}
 
-Result<std::unique_ptr<RpcServer>> RpcServer::start(const std::string& path) {
+Result<std::unique_ptr<RpcServer>> RpcServer::start(const std::string& path,
+                                                   const std::string& group) {
   event::Thread* self = event::Thread::current();
   if (self == nullptr) return make_error(EINVAL, "rpc: start it on a framework thread");
   sockaddr_un a{};
@@ -62,6 +64,11 @@ Result<std::unique_ptr<RpcServer>> RpcServer::start(const std::string& path) {
   std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return make_error(errno, fmt::format("rpc: socket: {}", std::strerror(errno)));
+  std::string why;
+  if (const int e = common::restrict_socket_before_bind(fd, path, group, &why); e != 0) {
+    ::close(fd);
+    return make_error(-e, fmt::format("--rpc {}: {}", path, why));
+  }
   int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
   if (rc != 0 && errno == EADDRINUSE) {
     // A socket file left behind is replaced; one somebody serves is not.
@@ -79,6 +86,11 @@ Result<std::unique_ptr<RpcServer>> RpcServer::start(const std::string& path) {
     const int e = errno;
     ::close(fd);
     return make_error(e, fmt::format("--rpc {}: {}", path, std::strerror(e)));
+  }
+  if (const int e = common::restrict_socket_after_bind(path, group, &why); e != 0) {
+    ::close(fd);
+    ::unlink(path.c_str());
+    return make_error(-e, fmt::format("--rpc {}: {}", path, why));
   }
   std::unique_ptr<RpcServer> s(new RpcServer(path, fd, self));
   s->poller_ = self->register_poller(poll, s.get(), kPollPeriodUs, "rpc_server");

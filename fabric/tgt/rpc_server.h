@@ -26,7 +26,9 @@ class RpcServer {
 
   // On a framework thread: binds `path` (an existing socket file is replaced only if nobody
   // listens on it).
-  static Result<std::unique_ptr<RpcServer>> start(const std::string& path);
+  // The socket file is the owner's only (0600), or 0660 for `group` (common/unix_socket.h).
+  static Result<std::unique_ptr<RpcServer>> start(const std::string& path,
+                                                   const std::string& group = "");
   ~RpcServer();  // on the same thread: closes every client and removes the socket file
   RpcServer(const RpcServer&) = delete;
   RpcServer& operator=(const RpcServer&) = delete;

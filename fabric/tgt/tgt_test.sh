@@ -105,6 +105,10 @@ timeout 30 "$perf" -r "$(trid $nqn2)" -w read -t 0.2 >"$dir/perf.out" 2>&1 || rc
 grep -qi "connect" "$dir/perf.out" || { cat "$dir/perf.out"; fail "refusal does not mention Connect"; }
 echo "ok: a host not on the list is refused"
 
+# The RPC socket is the owner's only (docs/SECURITY.md).
+[ "$(stat -c %a "$sock")" = 600 ] || fail "RPC socket mode $(stat -c %a "$sock"), not 600"
+echo "ok: the RPC socket is 0600"
+
 # Queries.
 r nvmf_get_subsystems >"$dir/subs.json"
 json_check "$dir/subs.json" "len(j) == 3 and j[0]['subtype'] == 'Discovery' and j[1]['namespaces'][0]['bdev_name'] == 'Malloc0' and j[2]['namespaces'][0]['nsid'] == 7 and j[2]['hosts'] == [{'nqn': 'nqn.2026-11.io.pollux:only-me'}]"

@@ -1,0 +1,336 @@
+#include "fabric/rdma/target_transport.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+
+#include "fabric/net/posix.h"
+#include "fabric/rdma/device.h"
+#include "spec/nvme_rdma.h"
+
+namespace pollux::fabric::rdma {
+
+namespace nr = spec::nvme_rdma;
+
+namespace {
+constexpr uint64_t kAcceptPeriodUs = 100;
+constexpr uint64_t kCmPeriodUs = 100;  // disconnects need no faster notice
+constexpr int kBatch = 32;
+}  // namespace
+
+std::string validate(const RdmaTargetOptions& o) {
+  if (o.max_queue_depth < 2 || o.max_queue_depth > 4096) return "max_queue_depth: 2 to 4096";
+  if (o.max_aq_depth < 2 || o.max_aq_depth > 4096) return "max_aq_depth: 2 to 4096";
+  if (o.max_io_qpairs_per_ctrlr < 1 || o.max_io_qpairs_per_ctrlr > 0xffff)
+    return "max_io_qpairs_per_ctrlr: 1 to 65535";
+  if (o.in_capsule_data_size % 16 != 0 || o.in_capsule_data_size > 128 * 1024)
+    return "in_capsule_data_size: a multiple of 16 up to 131072";
+  if (o.max_io_size < 4096 || o.max_io_size > 16 * 1024 * 1024 - 4096 ||
+      (o.max_io_size & (o.max_io_size - 1)))
+    return "max_io_size: a power of two from 4096 below 16 MiB (a keyed SGL's 24-bit length)";
+  if (o.io_unit_size < o.max_io_size)
+    return "io_unit_size: at least max_io_size (one data buffer per command)";
+  if (o.num_shared_buffers < 1) return "num_shared_buffers: at least 1";
+  if (o.buf_cache_size > env::DmaBufferCache::kMaxCache)
+    return fmt::format("buf_cache_size: at most {}", env::DmaBufferCache::kMaxCache);
+  if (o.num_cqe < 64) return "num_cqe: at least 64";
+  return "";
+}
+
+// ---------------------------------------------------------------------- transport ---
+
+struct RdmaTargetTransport::Listener {
+  target::ListenAddress requested, address;
+  std::unique_ptr<CmListener> cm;
+  event::Poller* poller = nullptr;
+  RdmaTargetTransport* transport = nullptr;
+  std::vector<std::unique_ptr<CmId>> pending;  // connected, REQ not read yet
+};
+
+RdmaTargetTransport::RdmaTargetTransport(target::Target& tgt, const RdmaTargetOptions& o,
+                                         verbs::Context& ctx, net::Network& net,
+                                         env::MemoryRegistry& registry)
+    : tgt_(tgt), opts_(o), ctx_(ctx), net_(net), registry_(registry) {
+  limits_.max_queue_depth = o.max_queue_depth;
+  limits_.max_aq_depth = o.max_aq_depth;
+  limits_.max_io_qpairs_per_ctrlr = o.max_io_qpairs_per_ctrlr;
+  limits_.in_capsule_data_size = o.in_capsule_data_size;
+  limits_.max_io_size = o.max_io_size;
+  limits_.discovery_trtype = spec::nvmf::trtype::kRdma;
+  limits_.keyed_sgl = true;
+  limits_.msdbd = kMaxKeyedSgls;
+}
+
+Result<std::unique_ptr<RdmaTargetTransport>> RdmaTargetTransport::create(
+    target::Target& tgt, const RdmaTargetOptions& o, verbs::Context& ctx, net::Network* cm_network,
+    env::MemoryRegistry* registry) {
+  if (std::string e = validate(o); !e.empty()) return make_error(EINVAL, e);
+  std::unique_ptr<RdmaTargetTransport> t(new RdmaTargetTransport(
+      tgt, o, ctx, cm_network != nullptr ? *cm_network : net::posix_network(),
+      registry != nullptr ? *registry : env::MemoryRegistry::global()));
+  auto pd = ctx.alloc_pd();
+  if (!pd) return make_error(pd.error().code, "RDMA transport PD: " + pd.error().message);
+  t->pd_ = std::move(pd).value();
+  auto pool = env::DmaBufferPool::create(t->registry_, o.max_io_size, o.num_shared_buffers);
+  if (!pool)
+    return make_error(pool.error().code, "RDMA transport buffers: " + pool.error().message);
+  t->pool_ = std::move(pool).value();
+  // READ responses land in the buffers; WRITEs send from them.
+  auto mr = ctx.reg_mr(*t->pd_, t->pool_->region().data(), t->pool_->region().size(),
+                       verbs::access::kLocalWrite);
+  if (!mr) return make_error(mr.error().code, "RDMA transport buffers MR: " + mr.error().message);
+  t->pool_mr_ = std::move(mr).value();
+  for (const auto& g : tgt.groups())
+    t->groups_.push_back(std::make_unique<RdmaTargetGroup>(*t, *g));
+  return t;
+}
+
+Result<std::unique_ptr<RdmaTargetTransport>> RdmaTargetTransport::create_on_device(
+    target::Target& tgt, RdmaTargetOptions o, const std::string& device) {
+  auto ctx = open_rdma_device(device, env::MemoryRegistry::global());
+  if (!ctx) return ctx.error();
+  o.rdma_device = device;
+  auto t = create(tgt, o, *ctx.value());
+  if (!t) return t.error();
+  t.value()->owned_ctx_ = std::move(ctx).value();
+  return t;
+}
+
+RdmaTargetTransport::~RdmaTargetTransport() {
+  listeners_.clear();
+  groups_.clear();  // connections (QPs) and caches go before the MR, the pool and the PD
+  pool_mr_.reset();
+  pool_.reset();
+  pd_.reset();
+  owned_ctx_.reset();
+}
+
+RdmaTargetGroup* RdmaTargetTransport::group_of(target::PollGroup& g) const {
+  return g.index() < groups_.size() ? groups_[g.index()].get() : nullptr;
+}
+
+target::Status RdmaTargetTransport::listen(const target::ListenAddress& a) {
+  std::string fam = a.adrfam;
+  for (char& c : fam) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (fam != "ipv4" && fam != "ipv6")
+    return make_error(EINVAL, "adrfam '" + a.adrfam + "': IPv4 or IPv6");
+  if (a.traddr.empty()) return make_error(EINVAL, "traddr: missing");
+  const std::string port = a.trsvcid.empty() ? std::to_string(nr::kIoPort) : a.trsvcid;
+  auto cm = CmListener::listen(net_, fam, a.traddr, port);
+  if (!cm)
+    return make_error(cm.error().code,
+                      fmt::format("listen {}: {}", a.to_string(), cm.error().message));
+  auto l = std::make_unique<Listener>();
+  l->requested = a;
+  l->cm = std::move(cm).value();
+  l->address = a;
+  l->address.trsvcid = std::to_string(l->cm->port());
+  l->transport = this;
+  l->poller =
+      tgt_.thread()->register_poller(accept_poll, l.get(), kAcceptPeriodUs, "nvmf_rdma_accept");
+  fmt::print(stderr, "nvmf/rdma: listening on {}:{} (CM)\n", a.traddr, l->cm->port());
+  listeners_.push_back(std::move(l));
+  return target::ok_status();
+}
+
+void RdmaTargetTransport::stop_listening(const target::ListenAddress& a) {
+  for (auto it = listeners_.begin(); it != listeners_.end(); ++it) {
+    if (!((*it)->address == a) && !((*it)->requested == a)) continue;
+    tgt_.thread()->unregister_poller((*it)->poller);
+    listeners_.erase(it);
+    return;
+  }
+}
+
+uint16_t RdmaTargetTransport::bound_port(const target::ListenAddress& a) const {
+  for (auto it = listeners_.rbegin(); it != listeners_.rend(); ++it)
+    if ((*it)->address == a || (*it)->requested == a) return (*it)->cm->port();
+  return 0;
+}
+
+// The target thread: new CM connections wait here for their REQ, which then goes with the
+// connection to the next poll group.
+event::PollStatus RdmaTargetTransport::accept_poll(void* arg) {
+  auto& l = *static_cast<Listener*>(arg);
+  RdmaTargetTransport& t = *l.transport;
+  bool any = false;
+  while (auto id = l.cm->get_request()) {
+    l.pending.push_back(std::move(id));
+    any = true;
+  }
+  for (std::size_t i = 0; i < l.pending.size();) {
+    const CmEvent e = l.pending[i]->poll();
+    if (e.type == CmEventType::kNone && l.pending[i]->state() != CmId::State::kClosed) {
+      ++i;
+      continue;
+    }
+    any = true;
+    std::unique_ptr<CmId> id = std::move(l.pending[i]);
+    l.pending.erase(l.pending.begin() + static_cast<std::ptrdiff_t>(i));
+    if (e.type != CmEventType::kConnectRequest) continue;  // it went away
+    target::PollGroup& pg = t.tgt_.next_group();
+    RdmaTargetGroup* tg = t.groups_[pg.index()].get();
+    CmId* raw = id.release();  // a copyable message: owned again on arrival
+    if (!t.tgt_.run_on(pg.thread(), [tg, raw, e, a = l.address] {
+          tg->adopt(std::unique_ptr<CmId>(raw), e, a);
+        }))
+      delete raw;
+  }
+  return any ? event::PollStatus::kBusy : event::PollStatus::kIdle;
+}
+
+void RdmaTargetTransport::add_group(target::PollGroup& g) {
+  if (RdmaTargetGroup* tg = group_of(g)) tg->start();
+}
+
+void RdmaTargetTransport::remove_group(target::PollGroup& g) {
+  if (RdmaTargetGroup* tg = group_of(g)) tg->stop();
+}
+
+nlohmann::json RdmaTargetTransport::options_json() const {
+  return {{"trtype", "RDMA"},
+          {"max_queue_depth", opts_.max_queue_depth},
+          {"max_io_qpairs_per_ctrlr", opts_.max_io_qpairs_per_ctrlr},
+          {"in_capsule_data_size", opts_.in_capsule_data_size},
+          {"max_io_size", opts_.max_io_size},
+          {"io_unit_size", opts_.io_unit_size},
+          {"max_aq_depth", opts_.max_aq_depth},
+          {"num_shared_buffers", opts_.num_shared_buffers},
+          {"buf_cache_size", opts_.buf_cache_size},
+          {"num_cqe", opts_.num_cqe},
+          {"rdma_device", opts_.rdma_device}};
+}
+
+nlohmann::json RdmaTargetTransport::group_stats(target::PollGroup& g) const {
+  RdmaTargetGroup* tg = group_of(g);
+  if (tg == nullptr) return nlohmann::json::object();
+  const auto& s = tg->stats();
+  return {{"trtype", "RDMA"},
+          {"connections", tg->connections()},
+          {"accepted", s.accepted.load()},
+          {"rejected", s.rejected.load()},
+          {"closed", s.closed.load()},
+          {"polls", s.polls.load()},
+          {"busy_polls", s.busy_polls.load()},
+          {"completions", s.completions.load()},
+          {"buffer_waits", s.buffer_waits.load()},
+          {"rdma_reads", s.rdma_reads.load()},
+          {"rdma_writes", s.rdma_writes.load()},
+          {"in_capsule", s.in_capsule.load()},
+          {"bad_sgls", s.bad_sgls.load()},
+          {"error_completions", s.error_completions.load()}};
+}
+
+// ---------------------------------------------------------------------- poll group ---
+
+RdmaTargetGroup::RdmaTargetGroup(RdmaTargetTransport& t, target::PollGroup& g)
+    : t_(t), g_(g), cache_(t.pool(), std::max<std::size_t>(t.options().buf_cache_size, 1)) {}
+
+RdmaTargetGroup::~RdmaTargetGroup() {
+  for (RdmaConnection* c : conns_) delete c;  // QPs before the CQ
+  conns_.clear();
+  cq_.reset();
+}
+
+void RdmaTargetGroup::start() {
+  auto cq = t_.context().create_cq(t_.options().num_cqe);
+  if (!cq) {
+    fmt::print(stderr, "nvmf/rdma: poll group {}: CQ: {}\n", g_.index(), cq.error().message);
+    return;  // connections for this group are rejected (no resources)
+  }
+  cq_ = std::move(cq).value();
+  poller_ = g_.thread()->register_poller(poll, this, 0, "nvmf_rdma_poll_group");
+  cm_poller_ = g_.thread()->register_poller(cm_poll, this, kCmPeriodUs, "nvmf_rdma_cm");
+}
+
+void RdmaTargetGroup::stop() {
+  if (poller_ != nullptr) g_.thread()->unregister_poller(poller_);
+  if (cm_poller_ != nullptr) g_.thread()->unregister_poller(cm_poller_);
+  poller_ = cm_poller_ = nullptr;
+}
+
+bool RdmaTargetGroup::reserve_cq(uint32_t n) {
+  if (!cq_ || cq_used_ + n > cq_->capacity()) return false;
+  cq_used_ += n;
+  return true;
+}
+
+void RdmaTargetGroup::adopt(std::unique_ptr<CmId> cm, CmEvent request,
+                            target::ListenAddress listen) {
+  if (g_.target().stopping()) return;  // the CM stream closes: the host sees it unreachable
+  auto* c = new RdmaConnection(*this, std::move(cm), std::move(listen));
+  if (!c->open(request)) {  // without a CQ (start() failed) it is rejected: no resources
+    ++stats_.rejected;
+    delete c;
+    return;
+  }
+  ++stats_.accepted;
+  conns_.push_back(c);
+}
+
+void RdmaTargetGroup::wait_for_buffer(RdmaRequest& r) {
+  ++stats_.buffer_waits;
+  waits_.push_back(&r);
+}
+
+void RdmaTargetGroup::forget_waits(RdmaConnection& c) {
+  waits_.erase(std::remove_if(waits_.begin(), waits_.end(),
+                              [&](const RdmaRequest* r) { return r->conn == &c; }),
+               waits_.end());
+}
+
+void RdmaTargetGroup::finalize(RdmaConnection* c) {
+  c->finalize();
+  conns_.erase(std::find(conns_.begin(), conns_.end(), c));
+  delete c;
+  ++stats_.closed;
+}
+
+event::PollStatus RdmaTargetGroup::poll(void* arg) {
+  auto& g = *static_cast<RdmaTargetGroup*>(arg);
+  ++g.stats_.polls;
+  bool busy = false;
+  verbs::WorkCompletion wc[kBatch];
+  for (int round = 0; round < 4; ++round) {
+    const int n = g.cq_->poll(wc, kBatch);
+    if (n <= 0) break;
+    busy = true;
+    g.stats_.completions += static_cast<uint64_t>(n);
+    for (int i = 0; i < n; ++i) {
+      const WrKind k = wr_kind(wc[i].wr_id);
+      RdmaConnection* c = k == WrKind::kRecv ? wr_owner<RecvSlot>(wc[i].wr_id)->conn
+                                             : wr_owner<RdmaRequest>(wc[i].wr_id)->conn;
+      c->on_completion(wc[i]);
+    }
+    if (n < kBatch) break;
+  }
+  while (!g.waits_.empty()) {
+    void* b = g.cache_.get();
+    if (b == nullptr) break;
+    RdmaRequest* r = g.waits_.front();
+    g.waits_.erase(g.waits_.begin());
+    r->conn->buffer_ready(*r, b);
+    busy = true;
+  }
+  for (std::size_t i = 0; i < g.conns_.size();) {
+    RdmaConnection* c = g.conns_[i];
+    if (c->finished()) {
+      g.finalize(c);  // after the batch: no completion polled above names it any more
+      busy = true;
+    } else {
+      ++i;
+    }
+  }
+  if (busy) ++g.stats_.busy_polls;
+  return busy ? event::PollStatus::kBusy : event::PollStatus::kIdle;
+}
+
+event::PollStatus RdmaTargetGroup::cm_poll(void* arg) {
+  auto& g = *static_cast<RdmaTargetGroup*>(arg);
+  for (RdmaConnection* c : g.conns_) c->poll_cm();
+  return event::PollStatus::kIdle;
+}
+
+}  // namespace pollux::fabric::rdma

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "emulator/nvme/block_table.h"
 #include "emulator/nvme/result.h"
 
 namespace pollux::emu::nvme {
@@ -40,11 +41,16 @@ class NamespaceStore {
   uint64_t size_;
 };
 
-// Sparse memory: 64 KiB chunks allocated on first write; unwritten ranges read as zeroes;
-// deallocate / write zeroes free whole chunks and zero partial ones.
+// Sparse memory at 4 KiB block ("chunk") granularity: a hash table keyed by block index
+// (block_table.h). A block that is all zeroes is not kept (unwritten, deallocated and
+// zero-written blocks read as zeroes); a block whose bytes are exactly the verification data
+// pattern (common/data_pattern.h, 512 B or 4 KiB pattern blocks) keeps only its seed (LBA,
+// generation) and is regenerated on read; any other block keeps its 4 KiB of bytes. Every
+// write re-examines the whole block it touches, so a partial write over a pattern block
+// stores bytes (or zeroes, or a pattern again) exactly as the block now reads.
 class MemoryStore final : public NamespaceStore {
  public:
-  static constexpr unsigned kChunkShift = 16;
+  static constexpr unsigned kChunkShift = 12;
   static constexpr size_t kChunkSize = size_t{1} << kChunkShift;
 
   explicit MemoryStore(uint64_t size);
@@ -57,21 +63,24 @@ class MemoryStore final : public NamespaceStore {
   bool deallocate(uint64_t off, uint64_t len) override;
   bool flush() override { return true; }
   bool erase_all() override;
-  uint64_t allocated_bytes() const override { return chunks_allocated_ * kChunkSize; }
-  uint64_t chunks_allocated() const { return chunks_allocated_; }
+  // Blocks holding data (bytes or a pattern seed), as if each held its 4 KiB.
+  uint64_t allocated_bytes() const override { return chunks_allocated() * kChunkSize; }
+  uint64_t chunks_allocated() const { return table_.size(); }
+  uint64_t pattern_blocks() const { return table_.size() - byte_blocks_; }
+  uint64_t byte_blocks() const { return byte_blocks_; }
+  // Host memory the store holds: the table and the byte blocks (not the allocator's overhead).
+  uint64_t memory_bytes() const { return table_.memory_bytes() + byte_blocks_ * kChunkSize; }
 
  private:
-  static constexpr unsigned kL2Shift = 9;  // 512 chunk pointers per second-level table
-  using L2 = std::unique_ptr<uint8_t[]>[];
-  uint8_t* chunk(uint64_t idx) const {
-    const auto& t = l1_[idx >> kL2Shift];
-    return t ? t[idx & ((1u << kL2Shift) - 1)].get() : nullptr;
-  }
-  uint8_t* chunk_for_write(uint64_t idx);
-  void drop_chunk(uint64_t idx);
+  // The bytes of block `idx` as they read now, into `out` (kChunkSize bytes).
+  void materialise(uint64_t idx, uint8_t* out) const;
+  // Keeps `data` (a whole block) as block `idx`: nothing, a pattern seed or bytes.
+  bool store_block(uint64_t idx, const uint8_t* data);
+  void drop(BlockTable::Slot* s);
 
-  std::vector<std::unique_ptr<L2>> l1_;
-  uint64_t chunks_allocated_ = 0;
+  BlockTable table_;
+  uint64_t byte_blocks_ = 0;
+  std::unique_ptr<uint8_t[]> scratch_{new uint8_t[kChunkSize]};
 };
 
 // A file, created if missing and extended to the namespace size (sparse where the file

@@ -112,7 +112,7 @@ Ftl::Ftl(const FtlConfig& c, NandArray& nand) : nand_(nand), cfg_(c), g_(nand.ge
   implicit_ = c.precondition != Precondition::kNone;
   unmapped_ = implicit_ ? kTrimmed : 0;
 
-  fwd_ = LazyTable(logical_units_);
+  fwd_ = SparseMap();
   rev_ = LazyTable(physical_units_);
   valid_.assign(blocks, 0);
   next_.assign(blocks, kNoBlock);

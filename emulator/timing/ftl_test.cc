@@ -666,5 +666,25 @@ TEST(FtlLarge, An800GbDriveIsCheapToBuild) {
   }
 }
 
+TEST(FtlLarge, ScatteredWritesOnA4TbDriveCostTensOfBytesEach) {
+  // gen4-tlc with 4x the blocks (pollux-sim -p gen4-tlc --scale-blocks 2760): 4.0 TB.
+  const NandGeometry g = Geo(8, 8, 4, 2760, 384);
+  const uint64_t logical = 4 * 1'953'525'168ull * 512;
+  FtlConfig c = Config(logical / kUnit, Precondition::kSequential);
+  ASSERT_EQ(Ftl::validate(c, g), "");
+  NandArray nand(g, Timing());
+  Ftl ftl(c, nand);
+  const uint64_t built = ftl.map_memory_bytes();
+  EXPECT_LT(built, 16ull << 20);  // the reverse map's directory: 8 B per 1024 physical units
+  std::mt19937_64 rng(9);
+  constexpr uint64_t kWrites = 200'000;  // about one per 5,000 LPNs: no two share a 4 KiB page
+  for (uint64_t i = 0; i < kWrites; ++i) ftl.write(0, rng() % ftl.logical_units());
+  EXPECT_GE(ftl.mapped_lpns(), kWrites * 99 / 100);
+  const uint64_t per_write = (ftl.map_memory_bytes() - built) / kWrites;
+  std::printf("4 TB, %llu scattered writes: %llu B of map per write\n",
+              static_cast<unsigned long long>(kWrites), static_cast<unsigned long long>(per_write));
+  EXPECT_LE(per_write, 64u);  // a forward-map slot (16 B, at least 3/8 full) + 4 B reverse
+}
+
 }  // namespace
 }  // namespace pollux::emu::timing

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "emulator/timing/sim_time.h"
+#include "emulator/timing/sparse_map.h"
 #include "emulator/timing/timeline.h"
 
 namespace pollux::emu::timing {
@@ -125,12 +126,15 @@ struct FtlStats {
 //    capacity; with that, some die can always take a host page group.
 //  * Host page groups go to dies in round-robin order, channel first (die index i is channel
 //    i % channels, die i / channels), so consecutive groups use different channels.
-//  * The forward map (LPN -> physical unit) and the reverse map (physical unit -> LPN) live in
-//    lazily allocated anonymous memory: entries never written cost nothing. After a
+//  * The forward map (LPN -> physical unit) is a hash map (sparse_map.h) holding only the
+//    LPNs written or trimmed: random writes over a drive of any size cost 16-32 B per LPN.
+//    The reverse map (physical unit -> LPN) is a table of 4 KiB chunks allocated on first
+//    touch (physical units are written in order, so its chunks fill up). After a
 //    kSequential/kSteady precondition a forward entry of 0 means "implicit": the LPN is still
 //    where the sequential fill put it, a position computed from the LPN (the fill is exactly
 //    the round-robin stripe above), not stored. With kNone, 0 means unmapped.
-// Single-threaded; no allocation per operation after construction.
+// Single-threaded; after construction, allocation only when a map grows (doubling, or a
+// reverse-map chunk on first touch).
 class Ftl {
  public:
   // Errors (physical capacity smaller than logical, bad mapping unit) are reported by
@@ -182,6 +186,9 @@ class Ftl {
   // kSteady: untimed host units written after the sequential fill, and the WA of the last
   // settling window (the stats are reset to zero after preconditioning).
   uint64_t precondition_host_units() const { return precond_host_units_; }
+  // Host memory of the two maps (not the per-superblock arrays, O(blocks)).
+  uint64_t map_memory_bytes() const { return fwd_.memory_bytes() + rev_.memory_bytes(); }
+  uint64_t mapped_lpns() const { return fwd_.size(); }  // forward entries held
   double precondition_write_amplification() const { return precond_wa_; }
 
  private:
@@ -205,6 +212,7 @@ class Ftl {
       if (!c) {
         if (v == 0) return;
         c = std::make_unique<uint32_t[]>(kMask + 1);  // value-initialised: zeroes
+        ++chunks_;
       }
       c[i & kMask] = v;
     }
@@ -223,9 +231,13 @@ class Ftl {
     };
     Ref operator[](uint64_t i) { return Ref(*this, i); }
     uint32_t operator[](uint64_t i) const { return get(i); }
+    uint64_t memory_bytes() const {
+      return dir_.size() * sizeof(dir_[0]) + chunks_ * (kMask + 1) * sizeof(uint32_t);
+    }
    private:
     static constexpr uint64_t kMask = (uint64_t{1} << kChunkShift) - 1;
     std::vector<std::unique_ptr<uint32_t[]>> dir_;
+    uint64_t chunks_ = 0;
   };
 
   struct DieState {
@@ -277,7 +289,7 @@ class Ftl {
   uint32_t unmapped_ = 0;       // forward entry of a trimmed LPN
   uint64_t precond_groups_ = 0; // page groups the sequential fill wrote
 
-  LazyTable fwd_;  // LPN -> 0 (implicit/unmapped), physical unit + 1, buffer slot, trimmed
+  SparseMap fwd_;  // LPN -> 0 (implicit/unmapped), physical unit + 1, buffer slot, trimmed
   LazyTable rev_;  // physical unit -> LPN + 1, 0 = none (explicitly written superblocks only)
   std::vector<uint32_t> valid_, next_, prev_;  // per superblock; next/prev: bucket or free list
   std::vector<uint8_t> state_, precond_;       // precond_: still holds the sequential fill

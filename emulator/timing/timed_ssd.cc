@@ -429,6 +429,8 @@ TimedSsdStats TimedSsd::stats() const {
   s.cache_stalls = cache_->core().stalls();
   if (ftl_) {
     s.ftl = ftl_->core().stats();
+    s.ftl_map_bytes = ftl_->core().map_memory_bytes();
+    s.ftl_mapped_lpns = ftl_->core().mapped_lpns();
     s.nand_reads = nand_->core().reads();
     s.nand_programs = nand_->core().programs();
     s.nand_erases = nand_->core().erases();

@@ -29,6 +29,8 @@ struct TimedSsdStats {
   uint64_t dropped_by_reset = 0;   // in flight when the controller was reset or failed (CFS)
   uint64_t cache_stalls = 0;
   FtlStats ftl;                    // NAND media only
+  uint64_t ftl_map_bytes = 0;      // NAND: host memory of the FTL's maps
+  uint64_t ftl_mapped_lpns = 0;    // NAND: forward-map entries held
   uint64_t nand_reads = 0, nand_programs = 0, nand_erases = 0;
   uint64_t link_upstream_bytes = 0, link_downstream_bytes = 0;
 };

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "driver/env/pattern.h"
+
 namespace pollux::sim {
 
 PerfJob::PerfJob(nvme::Controller& ctrl, uint32_t nsid, const JobOptions& o,
@@ -65,6 +67,9 @@ uint64_t PerfJob::next_lba() {
 bool PerfJob::submit(Io& io) {
   const bool read = o_.read_percent >= 100 || (rng_() % 100) < o_.read_percent;
   const uint64_t lba = next_lba();
+  if (!read && o_.write_pattern) {
+    env::fill_pattern(io.buf, lba, static_cast<uint32_t>(io_blocks_), ns_->block_size, ++writes_);
+  }
   io.submitted_ns = clock_.now();
   const int rc = read ? qp_->read(*ns_, io.buf, lba, static_cast<uint32_t>(io_blocks_),
                                   &PerfJob::on_complete, &io)

@@ -31,6 +31,9 @@ struct JobOptions {
   uint64_t max_ios = 0;         // or after this many submissions (0: no limit)
   uint64_t series_window_ns = 0;  // > 0: also count completions per window of this length
   bool track_latency = false;     // the queue pair's latency histogram (metrics)
+  // Writes carry the verification data pattern (LBA, generation = the job's write count), as
+  // pollux-perf's verify workloads write; otherwise the buffers' zeroes.
+  bool write_pattern = false;
 };
 
 struct JobResult {
@@ -82,6 +85,7 @@ class PerfJob {
   State state_ = State::kIdle;
   uint64_t start_ns_ = 0, measure_from_ns_ = 0, stop_ns_ = 0, last_done_ns_ = 0;
   uint64_t submitted_ = 0, outstanding_ = 0, seq_lba_ = 0, blocks_ = 0, io_blocks_ = 0;
+  uint64_t writes_ = 0;
   JobResult result_;
 };
 

@@ -46,6 +46,10 @@ int main(int argc, char** argv) {
   app.add_option("--ios", ios, "stop after this many I/Os per device instead of a time");
   app.add_option("-s,--seed", seed, "seed of every random choice");
   app.add_flag("--json", json, "one JSON object on stdout");
+  bool write_pattern = false;
+  app.add_flag("--write-pattern", write_pattern,
+               "writes carry the verification data pattern (LBA, generation) instead of zeroes: "
+               "the emulator keeps such blocks as their seed");
   double interval_ms = 0;
   app.add_option("-S,--interval-ms", interval_ms,
                  "results per window of this much simulated time (IOPS, mean and max latency, "
@@ -124,6 +128,7 @@ int main(int argc, char** argv) {
   spec.job.duration_ns = ios ? 0 : static_cast<uint64_t>(time_ms * 1e6);
   spec.job.max_ios = ios;
   spec.job.series_window_ns = static_cast<uint64_t>(interval_ms * 1e6);
+  spec.job.write_pattern = write_pattern;
   if (!json) {
     std::printf("pollux-sim: profile %s (%s), fidelity %s, %u device(s), seed %" PRIu64 "\n",
                 spec.profile.name.c_str(), spec.profile.description.c_str(),
@@ -185,10 +190,13 @@ int main(int argc, char** argv) {
       const auto& d = r.devices[i];
       std::printf(
           "%s{\"iops\":%.1f,\"mean_us\":%.3f,\"p50_us\":%.3f,\"p99_us\":%.3f,"
-          "\"errors\":%" PRIu64 ",\"write_amplification\":%.3f,\"engine_mismatches\":%" PRIu64,
+          "\"errors\":%" PRIu64 ",\"write_amplification\":%.3f,\"engine_mismatches\":%" PRIu64
+          ",\"store_pattern_blocks\":%" PRIu64 ",\"store_byte_blocks\":%" PRIu64
+          ",\"store_memory_bytes\":%" PRIu64 ",\"ftl_map_bytes\":%" PRIu64,
           i ? "," : "", d.job.iops(), d.job.latency_ns.mean() / 1e3,
           d.job.latency_ns.quantile(0.5) / 1e3, d.job.latency_ns.quantile(0.99) / 1e3, d.job.errors,
-          d.device.ftl.write_amplification(), d.device.engine_mismatches);
+          d.device.ftl.write_amplification(), d.device.engine_mismatches, d.store.pattern_blocks,
+          d.store.byte_blocks, d.store.memory_bytes, d.device.ftl_map_bytes);
       if (spec.job.series_window_ns) {
         std::printf(",\"interval_ms\":%g,\"intervals\":[", interval_ms);
         for (size_t w = 0; w < std::min(windows, d.job.series.size()); ++w) {
@@ -225,6 +233,15 @@ int main(int argc, char** argv) {
                   d.device.ftl.write_amplification(), d.device.ftl.host_units_written,
                   d.device.ftl.nand_units_written, d.device.ftl.gc_relocations,
                   d.device.ftl.erases);
+      std::printf("            FTL maps %.1f MB (%" PRIu64 " forward entries)\n",
+                  double(d.device.ftl_map_bytes) / 1e6, d.device.ftl_mapped_lpns);
+    }
+    if (d.store.memory) {
+      const uint64_t kept = d.store.pattern_blocks + d.store.byte_blocks;
+      std::printf("            store: %" PRIu64 " blocks as pattern seeds, %" PRIu64
+                  " as bytes, %.1f MB (%.0f B per kept block)\n",
+                  d.store.pattern_blocks, d.store.byte_blocks, double(d.store.memory_bytes) / 1e6,
+                  kept ? double(d.store.memory_bytes) / double(kept) : 0.0);
     }
   }
   std::printf("  total:    %10.0f IOPS\n", r.total_iops);

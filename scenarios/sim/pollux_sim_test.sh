@@ -44,4 +44,12 @@ s = json.load(open(sys.argv[1]))["per_device"][0]["intervals"]
 assert len(s) >= 9 and [round(x["end_ms"]) for x in s] == [2 * (i + 1) for i in range(len(s))], s
 assert s[0]["iops"] > 10 * s[-1]["iops"] and s[-1]["mean_us"] > 10 * s[0]["mean_us"], s
 PY
+# The emulator's memory store: zero writes keep nothing; --write-pattern writes are kept as
+# their seeds (no bytes); the FTL's forward map holds the LPNs written.
+timeout 60 "$sim" -p gen4-tlc -w randwrite -q 16 --time-ms 1 --json >"$err.out" || fail "zero writes"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["per_device"][0]; sys.exit(0 if d["store_pattern_blocks"] == 0 and d["store_byte_blocks"] == 0 and d["store_memory_bytes"] == 0 and d["ftl_map_bytes"] > 0 else 1)' \
+  "$err.out" || fail "zero writes were kept: $(cat "$err.out")"
+timeout 60 "$sim" -p gen4-tlc -w randwrite -q 16 --time-ms 1 --write-pattern --json >"$err.out" || fail "pattern writes"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["per_device"][0]; sys.exit(0 if d["store_pattern_blocks"] > 500 and d["store_byte_blocks"] == 0 and d["store_memory_bytes"] < 100 * d["store_pattern_blocks"] else 1)' \
+  "$err.out" || fail "pattern writes not kept as seeds: $(cat "$err.out")"
 echo PASS

@@ -6,6 +6,7 @@
 #include "driver/metrics/event_source.h"
 #include "driver/metrics/nvme_source.h"
 #include "emulator/device/metrics.h"
+#include "emulator/nvme/namespace_store.h"
 #include "scenarios/sim/rig.h"
 
 namespace pollux::sim {
@@ -91,6 +92,10 @@ RunReport run_perf(const RunSpec& spec) {
     DeviceReport d;
     d.job = jobs[i]->result();
     d.device = rig->sim().device(i).stats();
+    if (const auto* m = dynamic_cast<const emu::nvme::MemoryStore*>(
+            rig->device(i).controller().namespace_store(1))) {
+      d.store = StoreReport{true, m->pattern_blocks(), m->byte_blocks(), m->memory_bytes()};
+    }
     rep.total_iops += d.job.iops();
     rep.total_ios += jobs[i]->qpair()->stats().completed;
     rep.devices.push_back(d);

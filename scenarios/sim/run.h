@@ -24,9 +24,16 @@ struct RunSpec {
   metrics::Snapshot* metrics = nullptr;
 };
 
+// What the emulator's memory store keeps at the end of the run (namespace 1).
+struct StoreReport {
+  bool memory = false;  // a MemoryStore (the other fields are 0 otherwise)
+  uint64_t pattern_blocks = 0, byte_blocks = 0, memory_bytes = 0;
+};
+
 struct DeviceReport {
   JobResult job;
   emu::timing::TimedSsdStats device;
+  StoreReport store;
 };
 
 struct RunReport {

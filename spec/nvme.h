@@ -553,7 +553,28 @@ inline constexpr uint8_t kSmartHealth = 0x02;
 inline constexpr uint8_t kFirmwareSlot = 0x03;
 inline constexpr uint8_t kChangedNamespaceList = 0x04;
 inline constexpr uint8_t kCommandsSupportedEffects = 0x05;
+// Vendor specific (C0h-FFh): the Pollux emulator's own status, read by hosts that want to
+// know whether the timings they measured are the model's (PolluxEmulatorStatus).
+inline constexpr uint8_t kPolluxEmulatorStatus = 0xc0;
 }  // namespace log
+
+// Log page C0h of a Pollux emulator (its Identify MN says so). A realtime model keeps the wall
+// clock with the simulated one; when it falls behind (a busy host), the latencies a host
+// measures are the host machine's, not the profile's.
+struct PolluxEmulatorStatus {
+  char signature[4];          // "PLXE"
+  uint32_t version;           // 1
+  uint8_t realtime;           // 1: a timed model paced to the wall clock
+  uint8_t fell_behind;        // 1: the lag has exceeded warn_lag_ns since the start
+  uint8_t reserved0[6];
+  uint64_t lag_ns;            // now
+  uint64_t max_lag_ns;        // since the start
+  uint64_t warn_lag_ns;       // the threshold (pollux-emu --warn-lag-us)
+  uint8_t reserved[472];
+};
+static_assert(sizeof(PolluxEmulatorStatus) == 512);
+static_assert(offsetof(PolluxEmulatorStatus, lag_ns) == 16 &&
+              offsetof(PolluxEmulatorStatus, warn_lag_ns) == 32);
 
 struct ErrorLogEntry {
   uint64_t error_count;

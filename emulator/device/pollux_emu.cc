@@ -226,6 +226,9 @@ int main(int argc, char** argv) {
       const uint64_t before = sim->now() / timing::kNs;
       lag_ns = server.client_connected() && target > before ? target - before : 0;
       max_lag_ns = std::max(max_lag_ns, lag_ns);
+      // Hosts read it too (log page C0h): pollux-perf says when its figures are not the model's.
+      dev->controller().set_realtime_status(
+          {true, lag_ns, max_lag_ns, static_cast<uint64_t>(warn_lag_us * 1e3)});
       if (!warned && double(lag_ns) > warn_lag_us * 1e3) {
         warned = true;
         fmt::print(stderr,

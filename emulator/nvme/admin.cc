@@ -268,6 +268,19 @@ uint16_t Controller::admin_get_log_page(const sp::SubmissionEntry& sqe) {
       event_type = sp::aer::kTypeNotice;
       break;
     }
+    case sp::log::kPolluxEmulatorStatus: {
+      size = sizeof(sp::PolluxEmulatorStatus);
+      auto* st = reinterpret_cast<sp::PolluxEmulatorStatus*>(buf);
+      std::memcpy(st->signature, "PLXE", 4);
+      st->version = 1;
+      st->realtime = realtime_status_.realtime;
+      st->lag_ns = realtime_status_.lag_ns;
+      st->max_lag_ns = realtime_status_.max_lag_ns;
+      st->warn_lag_ns = realtime_status_.warn_lag_ns;
+      st->fell_behind = realtime_status_.realtime && realtime_status_.warn_lag_ns > 0 &&
+                        realtime_status_.max_lag_ns > realtime_status_.warn_lag_ns;
+      break;
+    }
     default:
       return cmd_err(sp::sc_cmd::kInvalidLogPage);
   }

@@ -497,6 +497,27 @@ TEST_F(Admin, SmartLogAndLogErrors) {
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(buf + 8), 3), "0.1");
 }
 
+// Log page C0h: the emulator's own status, for hosts that check whether their figures are the
+// model's (pollux-perf warns when a realtime model fell behind).
+TEST_F(Admin, PolluxEmulatorStatusLog) {
+  ASSERT_TRUE(ok(admin(TestHost::get_log(sp::log::kPolluxEmulatorStatus, 512, iova()))));
+  const auto* st = reinterpret_cast<const sp::PolluxEmulatorStatus*>(buf);
+  EXPECT_EQ(std::string(st->signature, 4), "PLXE");
+  EXPECT_EQ(st->version, 1u);
+  EXPECT_EQ(st->realtime, 0);  // nobody paces this one
+  EXPECT_EQ(st->fell_behind, 0);
+  h.ctrl().set_realtime_status({true, 300'000, 2'500'000, 1'000'000});
+  ASSERT_TRUE(ok(admin(TestHost::get_log(sp::log::kPolluxEmulatorStatus, 512, iova()))));
+  EXPECT_EQ(st->realtime, 1);
+  EXPECT_EQ(st->lag_ns, 300'000u);
+  EXPECT_EQ(st->max_lag_ns, 2'500'000u);
+  EXPECT_EQ(st->warn_lag_ns, 1'000'000u);
+  EXPECT_EQ(st->fell_behind, 1);  // 2.5 ms at most, above the 1 ms threshold
+  h.ctrl().set_realtime_status({true, 0, 900'000, 1'000'000});
+  ASSERT_TRUE(ok(admin(TestHost::get_log(sp::log::kPolluxEmulatorStatus, 512, iova()))));
+  EXPECT_EQ(st->fell_behind, 0);
+}
+
 TEST_F(Admin, ChangedNamespaceListAndNotice) {
   ASSERT_TRUE(ok(admin(TestHost::set_features(sp::feature::kAsyncEventConfig, 1u << 8))));
   h.submit(h.admin_queue(), aer());

@@ -142,6 +142,13 @@ class Controller {
   void notify_namespace_changed(uint32_t nsid);
   // Composite temperature reported by SMART (kelvin); crossing a threshold raises an event.
   void set_composite_temperature(uint16_t kelvin);
+  // What log page C0h (spec::nvme::PolluxEmulatorStatus) reports: a realtime model's lag
+  // behind the wall clock, set by the program that paces it (pollux-emu), on the device thread.
+  struct RealtimeStatus {
+    bool realtime = false;
+    uint64_t lag_ns = 0, max_lag_ns = 0, warn_lag_ns = 0;
+  };
+  void set_realtime_status(const RealtimeStatus& s) { realtime_status_ = s; }
 
   // ---- Faults (driven by fault injection) ---------------------------------------------------
   // Controller Fatal Status: CSTS.CFS is set; nothing is fetched or posted until the host
@@ -367,6 +374,7 @@ class Controller {
   uint64_t media_errors_ = 0, unsafe_shutdowns_ = 0;
   uint16_t temperature_ = 313;  // 40 C
   uint8_t critical_warning_ = 0;
+  RealtimeStatus realtime_status_;
   uint64_t err_lba_ = 0;  // LBA of the failing command, for the error log
 };
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include "common/text.h"
 
@@ -153,6 +154,68 @@ std::string svg_chart(const RunResult& r, const std::string& title, const std::s
 
 // The busiest pollers' busy-run share over time (the Grafana reactors dashboard's
 // "busy-run %" panel), so a reader without Grafana sees it too.
+// Shares of I/Os per latency band, four bands per decade on a log axis from 1 us: the whole
+// run and the I/Os outside fault windows side by side, so a fault's tail shows as the bars
+// that only "all I/O" has.
+std::string latency_distribution_chart(const RunResult& r) {
+  constexpr int kPerDecade = 4, kW = 900, kL = 60, kR = 10, kT = 24, kPlot = 166, kB = 44;
+  using H = env::LatencyHistogram;
+  const uint64_t top_ns = std::max<uint64_t>(r.latency.max(), 1000);
+  const int bands = std::max(kPerDecade, static_cast<int>(std::ceil(
+                                             kPerDecade * std::log10(double(top_ns) / 1e3) + 1e-9)));
+  auto band_of = [](double ns) {  // band 0: below 1.78 us (and everything under 1 us)
+    return ns < 1e3 ? 0 : static_cast<int>(std::floor(kPerDecade * std::log10(ns / 1e3)));
+  };
+  auto shares = [&](const H& h) {
+    std::vector<double> v(static_cast<std::size_t>(bands), 0.0);
+    if (h.count() == 0) return v;
+    for (int b = 0; b < H::kBuckets; ++b) {
+      if (h.bucket_count(b) == 0) continue;
+      const int band = std::min(bands - 1, band_of(double(H::bucket_floor(b))));
+      v[static_cast<std::size_t>(band)] += 100.0 * double(h.bucket_count(b)) / double(h.count());
+    }
+    return v;
+  };
+  const std::vector<double> all = shares(r.latency), outside = shares(r.latency_outside);
+  double top = 1;
+  for (double x : all) top = std::max(top, x);
+  for (double x : outside) top = std::max(top, x);
+  const double ystep = tick_step(top, 4);
+  top = std::ceil(top / ystep) * ystep;
+  const double bw = double(kW - kL - kR) / bands;
+  auto y = [&](double v) { return kT + kPlot * (1 - v / top); };
+  std::string s = fmt::format(
+      "<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' class='chart'>"
+      "<text x='{}' y='16' class='title'>Latency distribution (% of I/Os per band, log scale)"
+      "</text><line x1='{}' y1='{}' x2='{}' y2='{}' class='axis'/>",
+      kW, kT + kPlot + kB, kL, kL, kT + kPlot, kW - kR, kT + kPlot);
+  for (double v = 0; v <= top + ystep / 2; v += ystep)
+    s += fmt::format(
+        "<line x1='{}' y1='{:.1f}' x2='{}' y2='{:.1f}' class='grid'/>"
+        "<text x='{}' y='{:.1f}' class='tick' text-anchor='end'>{}%</text>",
+        kL, y(v), kW - kR, y(v), kL - 4, y(v) + 3, si(v));
+  for (int b = 0; b < bands; ++b) {
+    const double x0 = kL + b * bw;
+    for (const auto& [v, colour, off] :
+         {std::tuple{all[static_cast<std::size_t>(b)], "#06c", 0.1},
+          std::tuple{outside[static_cast<std::size_t>(b)], "#6a6", 0.5}})
+      if (v > 0)
+        s += fmt::format("<rect x='{:.1f}' y='{:.1f}' width='{:.1f}' height='{:.1f}' fill='{}' "
+                         "class='bar'><title>{:.2f}%</title></rect>",
+                         x0 + off * bw, y(v), 0.4 * bw, kT + kPlot - y(v), colour, v);
+  }
+  for (int b = 0; b <= bands; b += kPerDecade)  // a tick per decade: 1us, 10us, ...
+    s += fmt::format("<text x='{:.1f}' y='{}' class='tick' text-anchor='middle'>{}</text>",
+                     kL + b * bw, kT + kPlot + 14,
+                     format_ns(static_cast<uint64_t>(std::pow(10.0, 3 + b / kPerDecade))));
+  s += fmt::format(
+      "<rect x='{0}' y='{1}' width='12' height='8' fill='#06c'/><text x='{2}' y='{3}' "
+      "class='tick'>all I/O</text><rect x='{4}' y='{1}' width='12' height='8' fill='#6a6'/>"
+      "<text x='{5}' y='{3}' class='tick'>outside fault windows</text>",
+      kL, kT + kPlot + 26, kL + 16, kT + kPlot + 34, kL + 90, kL + 106);
+  return s + "</svg>";
+}
+
 std::string poller_chart(const RunResult& r) {
   static const char* kColours[] = {"#06c", "#c60", "#080", "#a0a", "#c00", "#088"};
   constexpr std::size_t kMax = sizeof kColours / sizeof kColours[0];
@@ -381,6 +444,7 @@ std::string report_html(const RunResult& r) {
     h += "<td>" + us(hist->max()) + " us</td></tr>";
   }
   h += "</table>";
+  h += latency_distribution_chart(r);
   if (!r.notes.empty()) {
     h += "<h2>Logical volumes</h2><ul>";
     for (const std::string& n : r.notes) h += "<li>" + html_escape(n) + "</li>";

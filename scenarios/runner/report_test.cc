@@ -74,6 +74,19 @@ TEST(Report, ChartsShowFaultWindowsTheReinsertionAndRoundTicks) {
   EXPECT_NE(html.find("profile p4800x"), std::string::npos);
   EXPECT_NE(html.find("<h2>Latency</h2>"), std::string::npos);
   EXPECT_NE(html.find("Latency over time"), std::string::npos);  // mean and p99 per bucket
+  // The distribution: bars of both series whose shares add up to 100% each.
+  const auto dist = html.find("Latency distribution");
+  ASSERT_NE(dist, std::string::npos);
+  double all = 0, outside = 0;
+  for (auto at = html.find("class='bar'>", dist); at != std::string::npos;
+       at = html.find("class='bar'>", at + 1)) {
+    const auto fill = html.rfind("fill='", at);
+    const double share = std::stod(html.substr(html.find("<title>", at) + 7));
+    (html.compare(fill + 6, 4, "#06c") == 0 ? all : outside) += share;
+  }
+  EXPECT_NEAR(all, 100, 0.1);
+  EXPECT_NEAR(outside, 100, 0.1);
+  EXPECT_NE(html.find(">1us</text>", dist), std::string::npos) << "a decade tick";
   uint64_t with_p99 = 0;
   for (const Bucket& b : r.series) with_p99 += b.latency_p99_ns > 0;
   EXPECT_GT(with_p99, r.series.size() / 2);

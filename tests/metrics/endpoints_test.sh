@@ -82,6 +82,9 @@ expect "$emu_ep" pollux_emu_commands_total pollux_emu_nand_reads_total \
 wait "${pids[-1]}"
 [ "$(grep -c "pollux-emu: WARNING: the model fell .* behind the wall clock" "$dir/emu.log")" -eq 1 ] ||
   { cat "$dir/emu.log"; echo "FAIL: no single lag warning"; exit 1; }
+# The host hears of it too (log page C0h): pollux-perf's figures are flagged as this machine's.
+grep -q "pollux-perf: WARNING: vfio-user:.*the emulator's model fell up to .* us behind" "$dir/perf.log" ||
+  { cat "$dir/perf.log"; echo "FAIL: pollux-perf did not carry the emulator's lag warning"; exit 1; }
 
 # pollux-sim: the whole stack in virtual time; --linger keeps the final state up.
 "$sim" --profile gen4-tlc --qd 16 --rw randrw --time-ms 20 --metrics 127.0.0.1:0 --linger 30 \

@@ -550,6 +550,17 @@ int Controller::poll_recovery() {
 }
 
 Result<std::unique_ptr<Qpair>> Controller::alloc_io_qpair(const QpairOptions& options) {
+  return new_io_qpair(options, /*connect=*/true);
+}
+
+Result<std::unique_ptr<Qpair>> Controller::alloc_disconnected_io_qpair(
+    const QpairOptions& options) {
+  if (!transport_->fabrics())
+    return make_error(ENOTSUP, "only a fabrics queue pair can wait for its connection");
+  return new_io_qpair(options, /*connect=*/false);
+}
+
+Result<std::unique_ptr<Qpair>> Controller::new_io_qpair(const QpairOptions& options, bool connect) {
   if (state_ != InitState::kReady) return make_error(ENODEV, "controller not ready");
   QpairOptions o = options;
   o.queue_size = std::min(o.queue_size, max_queue_entries());
@@ -576,12 +587,14 @@ Result<std::unique_ptr<Qpair>> Controller::alloc_io_qpair(const QpairOptions& op
     o.overdue_cb = on_io_overdue;
     o.timeout_ctx = hook.get();
   }
-  auto qp = make_queue(qid, o);
+  auto qp = make_queue(qid, o, connect);
   if (!qp) {
     release_qid();
     return qp.error();
   }
-  if (std::string e = start_io_queue(**qp); !e.empty()) {
+  if (!connect) {
+    (*qp)->pause();  // nothing goes out until a reset connects it (recreate_io_queues)
+  } else if (std::string e = start_io_queue(**qp); !e.empty()) {
     release_qid();
     return make_error(EIO, e);
   }
@@ -822,13 +835,15 @@ void Controller::enable_controller() {
 }
 
 // A queue pair on a queue of the transport's (created, not yet known to the controller).
-Result<std::unique_ptr<Qpair>> Controller::make_queue(uint16_t qid, const QpairOptions& o) {
+Result<std::unique_ptr<Qpair>> Controller::make_queue(uint16_t qid, const QpairOptions& o,
+                                                      bool connect) {
   QueueParams p;
   p.qid = qid;
   p.entries = o.queue_size;
   p.page_size = 4096;  // CC.MPS = 0
   p.prefer_sgl = o.prefer_sgl;
   p.sgl_supported = sgl_supported_;
+  p.connect = connect;
   auto queue = transport_->create_queue(p);
   if (!queue) return queue.error();
   return Qpair::create(qctx_, std::move(queue).value(), qid, o);

@@ -124,6 +124,12 @@ class Controller {
 
   // Creates the CQ then the SQ with admin commands (synchronous; any thread).
   Result<std::unique_ptr<Qpair>> alloc_io_qpair(const QpairOptions& options = {});
+  // Fabrics: the queue pair without its connection, for an owner that creates queues while
+  // the association is lost (SPDK's bdev_nvme keeps an I/O channel whose qpair could not be
+  // connected, and connects it with the reset). Submissions wait in it; connections_ok() is
+  // false until the next reset() connects it with the others, or a failed controller fails
+  // what it holds. ENOTSUP on PCIe.
+  Result<std::unique_ptr<Qpair>> alloc_disconnected_io_qpair(const QpairOptions& options = {});
   // Deletes the SQ then the CQ. Outstanding I/O is aborted by the device (SQ deletion).
   int free_io_qpair(std::unique_ptr<Qpair> qpair);
 
@@ -212,7 +218,9 @@ class Controller {
   void wait_turn();
   void enable_controller();  // the admin queue's registers, then CC.EN = 1
   std::string start_io_queue(Qpair& qp);
-  Result<std::unique_ptr<Qpair>> make_queue(uint16_t qid, const QpairOptions& options);
+  Result<std::unique_ptr<Qpair>> make_queue(uint16_t qid, const QpairOptions& options,
+                                            bool connect = true);
+  Result<std::unique_ptr<Qpair>> new_io_qpair(const QpairOptions& options, bool connect);
   Result<sn::CompletionEntry> set_number_of_queues(uint32_t pairs);
   std::string enable_async_events();
   int recreate_io_queues();

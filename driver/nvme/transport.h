@@ -70,6 +70,9 @@ struct QueueParams {
   uint32_t page_size = 4096;   // CC.MPS
   bool prefer_sgl = false;     // describe data with SGLs where the controller takes them
   bool sgl_supported = false;  // Identify SGLS
+  // Fabrics: false creates the queue without its connection (broken() until the controller's
+  // reset() connects it with the others). Ignored by PCIe.
+  bool connect = true;
 };
 
 // Admin commands a transport issues for itself while setting queues up (PCIe: Create and

@@ -75,7 +75,11 @@ Result<std::unique_ptr<nvme::QueueTransport>> TcpTransport::create_queue(
   // what Identify Controller says.
   const uint32_t in_capsule = p.qid == 0 ? nt::kAdminInCapsuleDataSize : io_in_capsule_;
   auto q = std::make_unique<TcpQueue>(paths_, p, options_, in_capsule);
-  if (std::string e = q->open(); !e.empty()) return make_error(ECONNREFUSED, e);
+  if (!p.connect) {
+    q->mark_broken();  // no connection yet: the controller's reset() opens it
+  } else if (std::string e = q->open(); !e.empty()) {
+    return make_error(ECONNREFUSED, e);
+  }
   return std::unique_ptr<nvme::QueueTransport>(std::move(q));
 }
 

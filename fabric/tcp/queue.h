@@ -28,6 +28,8 @@ class TcpQueue final : public nvme::QueueTransport {
   // connect_timeout_ms per path). The admin queue leads a failover: when the active path does
   // not answer, the others are tried in turn. "" or what failed.
   std::string open();
+  // Not connected (yet): what a queue created without its connection starts as.
+  void mark_broken() { broken_.store(true, std::memory_order_release); }
 
   int init_requests(uint32_t n) override;
   int map_data(uint16_t index, sn::SubmissionEntry& cmd, const iovec* iov, int iovcnt,

@@ -20,7 +20,8 @@ size_t Recorder::open_window(uint32_t device, uint64_t from_ns, uint64_t to_ns) 
 
 bool Recorder::overlaps_window(uint32_t device, uint64_t from, uint64_t to) const {
   for (const Window& w : windows_)
-    if (w.device == device && w.from_ns <= to && from <= w.to_ns) return true;
+    if ((w.device == device || w.device == kEveryDevice) && w.from_ns <= to && from <= w.to_ns)
+      return true;
   return false;
 }
 

@@ -13,9 +13,12 @@
 namespace pollux::scenarios {
 
 inline constexpr uint64_t kOpenWindow = std::numeric_limits<uint64_t>::max();
+// A window of every device: a fabric fault acts on the link or the target, which carry the
+// connections of every controller behind it.
+inline constexpr uint32_t kEveryDevice = std::numeric_limits<uint32_t>::max();
 
 struct Window {
-  uint32_t device;
+  uint32_t device;  // or kEveryDevice
   uint64_t from_ns;
   uint64_t to_ns;  // kOpenWindow until known (a removed device not yet back)
 };
@@ -37,7 +40,8 @@ class Recorder {
   size_t open_window(uint32_t device, uint64_t from_ns, uint64_t to_ns);
   void close_window(size_t index, uint64_t to_ns) { windows_[index].to_ns = to_ns; }
   const Window& window(size_t index) const { return windows_[index]; }
-  // An I/O submitted at `from` and completed at `to` overlaps a window of its device.
+  // An I/O submitted at `from` and completed at `to` overlaps a window of its device (or of
+  // every device).
   bool overlaps_window(uint32_t device, uint64_t from, uint64_t to) const;
 
   // One completed I/O (read, write or flush) of a workload on `device`.

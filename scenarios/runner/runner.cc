@@ -321,7 +321,10 @@ void Engine::fire(Fault& f, uint64_t t) {
       break;
     }
   }
-  f.window = rec_->open_window(d, t, window == kOpenWindow - t ? kOpenWindow : t + window);
+  // A fabric fault hits every controller whose connections cross the link or the target (all
+  // of them): its window is every device's, not only the default device's its outcome names.
+  f.window = rec_->open_window(is_fabric_fault(s.kind) ? kEveryDevice : d, t,
+                               window == kOpenWindow - t ? kOpenWindow : t + window);
 }
 
 void Engine::insert(Fault& f, uint64_t t) {

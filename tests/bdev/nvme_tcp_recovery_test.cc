@@ -259,6 +259,44 @@ TEST_F(NvmeTcpRecoveryTest, IoWaitsThroughAnOutageAndCompletesWhenTheTargetRetur
   expect_read_data(again);
 }
 
+// A bdev opened while its controller is lost (SPDK's rule): the channel is created with its
+// queue pair unconnected rather than failed — before, its I/O queue's Connect was tried at
+// once, cut off by the target, and get_io_channel() returned nothing, so a workload could not
+// open its bdev until the controller had been reset. I/O issued on it waits, and completes
+// with the data once the target is back and the reset has connected the queue.
+TEST_F(NvmeTcpRecoveryTest, AChannelCreatedWhileLostWaitsForTheReconnect) {
+  attach([](bdev::NvmeBdevOptions& o) {
+    o.reconnect_delay_us = 50'000;
+    o.ctrlr_loss_timeout_us = bdev::NvmeBdevOptions::kRetryForever;
+  });
+  write_pattern();
+  close();
+  run_for(20);  // the channel (and its queue pair) goes
+  go_down();
+  run_until([&] { return stats().lost; }, 5);
+  {
+    CurrentThreadScope on(t0_);
+    auto d = mgr_->open("Nvme0n1", true, Events::fn, &events_);
+    ASSERT_TRUE(d.ok()) << d.error().message;
+    o_.desc = *d;
+    o_.ch = mgr_->get_io_channel(o_.desc);
+  }
+  ASSERT_NE(o_.ch, nullptr) << "no channel while the controller is lost";
+  std::vector<Each> r(16);
+  submit_reads(r);
+  run_for(300);
+  EXPECT_EQ(completed(r), 0) << "I/O ended while the controller was lost without fast-fail";
+  come_back();
+  run_until([&] { return completed(r) == 16; }, 10);
+  for (const Each& e : r) {
+    EXPECT_EQ(e.n, 1);
+    EXPECT_EQ(e.status, IoStatus::kSuccess) << bdev::to_string(e.status);
+  }
+  expect_read_data(r);
+  EXPECT_FALSE(stats().lost);
+  EXPECT_EQ(events_.removes, 0);
+}
+
 // fast_io_fail_timeout: what waits fails once the controller has been lost that long (not
 // before), new I/O fails at once meanwhile, and I/O works again once the target is back.
 TEST_F(NvmeTcpRecoveryTest, FastIoFailEndsWaitingIoAfterItsTimeoutAndNewIoAtOnce) {

@@ -625,7 +625,21 @@ int NvmeCtrlr::channel_create(void* io_device, void* ctx) {
       std::lock_guard lock(self->mu_);
       paused = self->pausing_;
     }
-    qp = self->ctrlr_->alloc_io_qpair(self->opts_.qpair);
+    // A fabrics controller whose association is lost (or that is being recovered) cannot
+    // connect a queue now: connecting would only block this thread (a refused connect, or
+    // the whole connect timeout) and fail. As SPDK's bdev_nvme does, the channel is created
+    // anyway with its queue pair unconnected: I/O waits in it, and the reset that recovers the
+    // controller connects it with the others (or fails what it holds, as for any queue pair).
+    nvme::Controller& c = *self->ctrlr_;
+    const bool fabrics = c.transport().fabrics();
+    const bool lost = fabrics && (self->lost_since_.load(std::memory_order_relaxed) != 0 ||
+                                  self->reset_again_.load(std::memory_order_acquire) ||
+                                  !c.healthy());
+    if (!lost) qp = c.alloc_io_qpair(self->opts_.qpair);
+    if (fabrics && !self->failed() && !c.failed() &&
+        (lost || (!qp && (qp.error().code == EIO || qp.error().code == ECONNREFUSED)))) {
+      qp = c.alloc_disconnected_io_qpair(self->opts_.qpair);
+    }
   }
   if (!qp) return qp.error().code;
   auto* ch = new (ctx) NvmeChannel;

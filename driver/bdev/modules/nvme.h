@@ -30,6 +30,11 @@
 // created or freed while nvme::Controller::reset() walks them (a channel created during a
 // reset starts paused). After max_reset_failures failed resets the controller is failed:
 // what it held ends with the driver's DNR status, new I/O fails at once with kFailed.
+// Fabrics: a channel created while its controller's association is lost (or whose I/O
+// queue cannot connect) is created anyway, as SPDK's bdev_nvme does, with its queue pair
+// unconnected: I/O waits in it and the reset that recovers the controller connects it (a
+// failed controller fails what it holds). Nothing blocks the thread on a connect that cannot
+// succeed, and a bdev stays open through the loss.
 //
 // Hot-plug: nvme_hotplug_start() runs SPDK's hot-plug poller: it attaches devices that
 // appear in the given slots (e.g. a re-inserted drive once its removed controller is freed).

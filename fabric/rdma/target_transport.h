@@ -17,19 +17,12 @@
 #include "fabric/rdma/cm.h"
 #include "fabric/rdma/target_connection.h"
 #include "fabric/target/target.h"
+#include "fabric/target/transport_options.h"
 
 namespace pollux::fabric::rdma {
 
 // nvmf_create_transport's parameters for RDMA (SPDK's names and defaults where they exist).
-struct RdmaTargetOptions {
-  uint32_t max_queue_depth = 128;
-  uint32_t max_io_qpairs_per_ctrlr = 127;
-  uint32_t in_capsule_data_size = 4096;
-  uint32_t max_io_size = 131072;
-  uint32_t io_unit_size = 131072;  // one data buffer per command: at least max_io_size
-  uint32_t max_aq_depth = 128;
-  uint32_t num_shared_buffers = 511;
-  uint32_t buf_cache_size = 32;
+struct RdmaTargetOptions : target::CommonTransportOptions {
   // Each poll group's CQ: a queue of N entries reserves 7N + 4 (every receive and send WQE
   // it may hold, for the flush of a QP in error); the device allows up to 32,768.
   uint32_t num_cqe = 16384;

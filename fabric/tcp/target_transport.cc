@@ -19,20 +19,10 @@ constexpr int kMaxEvents = 64;
 }  // namespace
 
 std::string validate(const TcpTargetOptions& o) {
-  if (o.max_queue_depth < 2 || o.max_queue_depth > 4096) return "max_queue_depth: 2 to 4096";
-  if (o.max_aq_depth < 2 || o.max_aq_depth > 4096) return "max_aq_depth: 2 to 4096";
-  if (o.max_io_qpairs_per_ctrlr < 1 || o.max_io_qpairs_per_ctrlr > 0xffff)
-    return "max_io_qpairs_per_ctrlr: 1 to 65535";
-  if (o.in_capsule_data_size % 16 != 0 || o.in_capsule_data_size > 128 * 1024)
-    return "in_capsule_data_size: a multiple of 16 up to 131072";
-  if (o.max_io_size < 4096 || o.max_io_size > 16 * 1024 * 1024 ||
-      (o.max_io_size & (o.max_io_size - 1)))
-    return "max_io_size: a power of two from 4096 to 16 MiB";
-  if (o.io_unit_size < o.max_io_size)
-    return "io_unit_size: at least max_io_size (one data buffer per command)";
-  if (o.num_shared_buffers < 1) return "num_shared_buffers: at least 1";
-  if (o.buf_cache_size > env::DmaBufferCache::kMaxCache)
-    return fmt::format("buf_cache_size: at most {}", env::DmaBufferCache::kMaxCache);
+  if (std::string e = target::validate_common(o, 16 * 1024 * 1024,
+                                             "a power of two from 4096 to 16 MiB");
+      !e.empty())
+    return e;
   if (o.max_h2c_data_size < nt::kMinMaxH2cData || o.max_h2c_data_size % 4 != 0)
     return "max_h2c_data_size: a multiple of 4, at least 4096";
   if (o.sock_priority != 0) return "sock_priority: not supported (must be 0)";
@@ -156,17 +146,10 @@ void TcpTargetTransport::remove_group(target::PollGroup& g) {
 }
 
 nlohmann::json TcpTargetTransport::options_json() const {
-  return {{"trtype", "TCP"},
-          {"max_queue_depth", opts_.max_queue_depth},
-          {"max_io_qpairs_per_ctrlr", opts_.max_io_qpairs_per_ctrlr},
-          {"in_capsule_data_size", opts_.in_capsule_data_size},
-          {"max_io_size", opts_.max_io_size},
-          {"io_unit_size", opts_.io_unit_size},
-          {"max_aq_depth", opts_.max_aq_depth},
-          {"num_shared_buffers", opts_.num_shared_buffers},
-          {"buf_cache_size", opts_.buf_cache_size},
-          {"c2h_success", opts_.c2h_success},
-          {"max_h2c_data_size", opts_.max_h2c_data_size}};
+  nlohmann::json j = target::common_options_json(opts_, "TCP");
+  j["c2h_success"] = opts_.c2h_success;
+  j["max_h2c_data_size"] = opts_.max_h2c_data_size;
+  return j;
 }
 
 nlohmann::json TcpTargetTransport::group_stats(target::PollGroup& g) const {

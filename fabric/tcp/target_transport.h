@@ -15,20 +15,13 @@
 #include "driver/env/owner_counter.h"
 #include "fabric/net/socket.h"
 #include "fabric/target/target.h"
+#include "fabric/target/transport_options.h"
 #include "fabric/tcp/target_connection.h"
 
 namespace pollux::fabric::tcp {
 
 // nvmf_create_transport's parameters (SPDK's names and defaults, plus max_h2c_data_size).
-struct TcpTargetOptions {
-  uint32_t max_queue_depth = 128;
-  uint32_t max_io_qpairs_per_ctrlr = 127;
-  uint32_t in_capsule_data_size = 4096;
-  uint32_t max_io_size = 131072;
-  uint32_t io_unit_size = 131072;  // one data buffer per command: at least max_io_size
-  uint32_t max_aq_depth = 128;
-  uint32_t num_shared_buffers = 511;
-  uint32_t buf_cache_size = 32;
+struct TcpTargetOptions : target::CommonTransportOptions {
   bool c2h_success = true;              // SUCCESS flag on C2HData (queues without SQ flow control)
   uint32_t max_h2c_data_size = 131072;  // ICResp MAXH2CDATA, and the length of each R2T
   uint32_t sock_priority = 0;           // accepted for SPDK configs; must stay 0

@@ -76,6 +76,36 @@ Result<std::optional<std::array<uint8_t, N>>> hex_id(const ConfigParams& p, cons
   return std::optional<std::array<uint8_t, N>>(out);
 }
 
+// An unsigned option that fits 32 bits, or its default.
+Status read_u32(const ConfigParams& p, const char* f, uint32_t& dst) {
+  TRY(v, p.u64_or(f, dst));
+  if (v.value() > UINT32_MAX) return p.error(f, "too large");
+  dst = static_cast<uint32_t>(v.value());
+  return bdev::ok_status();
+}
+
+// The options every transport shares (SPDK's names), and SPDK's older max_qpairs_per_ctrlr
+// (the admin queue included).
+Status read_common_options(const ConfigParams& p, target::CommonTransportOptions& o) {
+  for (auto [f, dst] :
+       {std::pair{"max_queue_depth", &o.max_queue_depth},
+        std::pair{"max_io_qpairs_per_ctrlr", &o.max_io_qpairs_per_ctrlr},
+        std::pair{"in_capsule_data_size", &o.in_capsule_data_size},
+        std::pair{"max_io_size", &o.max_io_size}, std::pair{"io_unit_size", &o.io_unit_size},
+        std::pair{"max_aq_depth", &o.max_aq_depth},
+        std::pair{"num_shared_buffers", &o.num_shared_buffers},
+        std::pair{"buf_cache_size", &o.buf_cache_size}}) {
+    if (auto st = read_u32(p, f, *dst); !st) return st;
+  }
+  if (p.has("max_qpairs_per_ctrlr")) {
+    TRY(v, p.u64("max_qpairs_per_ctrlr"));
+    if (v.value() < 2 || v.value() > 65536)
+      return p.error("max_qpairs_per_ctrlr", "must be 2 to 65536");
+    o.max_io_qpairs_per_ctrlr = static_cast<uint32_t>(v.value() - 1);
+  }
+  return bdev::ok_status();
+}
+
 // trtype RDMA: SPDK's common options, the CQ size per poll group (SPDK's num_cqe) and
 // Pollux's rdma_device (required: "vfio-user:/path.sock", a pollux-rnic NIC).
 Status create_rdma_transport(target::Target& tgt, const ConfigParams& p) {
@@ -85,24 +115,8 @@ Status create_rdma_transport(target::Target& tgt, const ConfigParams& p) {
                     "num_shared_buffers", "buf_cache_size", "num_cqe", "rdma_device"}));
   if (tgt.transport("RDMA") != nullptr) return p.error("transport RDMA exists already");
   rdma::RdmaTargetOptions o;
-  for (auto [f, dst] :
-       {std::pair{"max_queue_depth", &o.max_queue_depth},
-        std::pair{"max_io_qpairs_per_ctrlr", &o.max_io_qpairs_per_ctrlr},
-        std::pair{"in_capsule_data_size", &o.in_capsule_data_size},
-        std::pair{"max_io_size", &o.max_io_size}, std::pair{"io_unit_size", &o.io_unit_size},
-        std::pair{"max_aq_depth", &o.max_aq_depth},
-        std::pair{"num_shared_buffers", &o.num_shared_buffers},
-        std::pair{"buf_cache_size", &o.buf_cache_size}, std::pair{"num_cqe", &o.num_cqe}}) {
-    TRY(v, p.u64_or(f, *dst));
-    if (v.value() > UINT32_MAX) return p.error(f, "too large");
-    *dst = static_cast<uint32_t>(v.value());
-  }
-  if (p.has("max_qpairs_per_ctrlr")) {
-    TRY(v, p.u64("max_qpairs_per_ctrlr"));
-    if (v.value() < 2 || v.value() > 65536)
-      return p.error("max_qpairs_per_ctrlr", "must be 2 to 65536");
-    o.max_io_qpairs_per_ctrlr = static_cast<uint32_t>(v.value() - 1);
-  }
+  if (auto st = read_common_options(p, o); !st) return st;
+  if (auto st = read_u32(p, "num_cqe", o.num_cqe); !st) return st;
   if (!p.has("rdma_device"))
     return p.error("rdma_device", "missing (a Pollux RNIC: vfio-user:/path.sock)");
   TRY(dev, p.string("rdma_device"));
@@ -143,29 +157,10 @@ Status create_transport(target::Target& tgt, const ConfigParams& p) {
   if (t != "TCP") return p.error("trtype", "'" + trtype.value() + "': TCP or RDMA");
   if (tgt.transport("TCP") != nullptr) return p.error("transport TCP exists already");
   tcp::TcpTargetOptions o;
-  auto u32 = [&](const char* f, uint32_t& dst) -> Status {
-    TRY(v, p.u64_or(f, dst));
-    if (v.value() > UINT32_MAX) return p.error(f, "too large");
-    dst = static_cast<uint32_t>(v.value());
-    return bdev::ok_status();
-  };
-  for (auto [f, dst] :
-       {std::pair{"max_queue_depth", &o.max_queue_depth},
-        std::pair{"max_io_qpairs_per_ctrlr", &o.max_io_qpairs_per_ctrlr},
-        std::pair{"in_capsule_data_size", &o.in_capsule_data_size},
-        std::pair{"max_io_size", &o.max_io_size}, std::pair{"io_unit_size", &o.io_unit_size},
-        std::pair{"max_aq_depth", &o.max_aq_depth},
-        std::pair{"num_shared_buffers", &o.num_shared_buffers},
-        std::pair{"buf_cache_size", &o.buf_cache_size},
-        std::pair{"max_h2c_data_size", &o.max_h2c_data_size},
-        std::pair{"sock_priority", &o.sock_priority}}) {
-    if (auto st = u32(f, *dst); !st) return st;
-  }
-  if (p.has("max_qpairs_per_ctrlr")) {  // SPDK's older name, the admin queue included
-    TRY(v, p.u64("max_qpairs_per_ctrlr"));
-    if (v.value() < 2 || v.value() > 65536)
-      return p.error("max_qpairs_per_ctrlr", "must be 2 to 65536");
-    o.max_io_qpairs_per_ctrlr = static_cast<uint32_t>(v.value() - 1);
+  if (auto st = read_common_options(p, o); !st) return st;
+  for (auto [f, dst] : {std::pair{"max_h2c_data_size", &o.max_h2c_data_size},
+                        std::pair{"sock_priority", &o.sock_priority}}) {
+    if (auto st = read_u32(p, f, *dst); !st) return st;
   }
   TRY(c2h, p.bool_or("c2h_success", o.c2h_success));
   o.c2h_success = c2h.value();

@@ -24,6 +24,16 @@ constexpr uint32_t kSqe = nr::kCommandCapsuleHeader;
 uint32_t start_psn(uint32_t qp_num) {
   return (qp_num * 2654435761u) & 0xffffff;
 }
+// A keyed data block with an address (0h), or one whose key the host asks to have invalidated
+// (Fh; Linux's host sends every keyed descriptor so). The answer is a plain SEND either way:
+// without Send with Invalidate the host invalidates its key itself, as the RDMA transport
+// binding allows.
+bool keyed_subtype_ok(uint8_t id) {
+  return id == sn::SglDescriptor::make_id(sn::sgl::kTypeKeyedDataBlock,
+                                          sn::sgl::kSubtypeAddress) ||
+         id == sn::SglDescriptor::make_id(sn::sgl::kTypeKeyedDataBlock,
+                                          nf::sgl::kSubtypeInvalidateKey);
+}
 }  // namespace
 
 RdmaConnection::RdmaConnection(RdmaTargetGroup& group, std::unique_ptr<CmId> cm,
@@ -111,7 +121,8 @@ bool RdmaConnection::open(const CmEvent& request) {
   mr_ = std::move(mr).value();
   qp_ = std::move(qp).value();
   const uint32_t psn = start_psn(qp_->qp_num());
-  if (int rc = connect_qp(*qp_, request.peer, psn, o.qp); rc != 0) {
+  if (int rc = cm_->ready_qp(*qp_, request, psn, o.qp); rc != 0) {
+    fmt::print(stderr, "nvmf/rdma {}: QP to RTS: {}\n", peer_, std::strerror(-rc));
     reject(nr::cm_status::kNoResources);
     return false;
   }
@@ -245,8 +256,7 @@ void RdmaConnection::start(RdmaRequest& r, RecvSlot& s) {
     post_recv(s);  // the capsule is copied out
     nf::KeyedSglDescriptor k;
     std::memcpy(&k, &sgl, sizeof k);
-    // Subtype Fh (invalidate the key) needs send-with-invalidate: not supported.
-    if (k.id != sn::SglDescriptor::make_id(sn::sgl::kTypeKeyedDataBlock, sn::sgl::kSubtypeAddress))
+    if (!keyed_subtype_ok(k.id))
       return fail_command(r, target::generic(sn::sc::kSglDescriptorTypeInvalid));
     if (r.xfer == target::Xfer::kNone || k.length() == 0) return to_core(r);
     if (r.xfer == target::Xfer::kBidirectional)
@@ -314,8 +324,7 @@ uint16_t RdmaConnection::take_segment(RdmaRequest& r, const RecvSlot& s) {
   for (uint32_t i = 0; i < n; ++i) {
     nf::KeyedSglDescriptor k;
     std::memcpy(&k, s.buf + kSqe + sgl.address + i * sizeof k, sizeof k);
-    if (k.id != sn::SglDescriptor::make_id(sn::sgl::kTypeKeyedDataBlock, sn::sgl::kSubtypeAddress))
-      return target::generic(sn::sc::kSglDescriptorTypeInvalid);
+    if (!keyed_subtype_ok(k.id)) return target::generic(sn::sc::kSglDescriptorTypeInvalid);
     r.sgl[i] = RdmaRequest::Keyed{k.address, k.length(), k.key()};
     total += k.length();
   }

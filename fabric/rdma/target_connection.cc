@@ -148,7 +148,10 @@ bool RdmaConnection::open(const CmEvent& request) {
   acc.recfmt = nr::kRecfmt10;
   acc.crqsize = static_cast<uint16_t>(std::min<uint32_t>(recvs, 0xffff));
   const CmQpInfo local{qp_->qp_num(), transport_.context().port_address(), psn};
-  if (cm_->accept(local, &acc, sizeof acc) != 0) return false;
+  if (cm_->accept(local, &acc, sizeof acc) != 0) {
+    begin_close("the CM accept failed");
+    return false;
+  }
   return true;
 }
 
@@ -173,11 +176,25 @@ void RdmaConnection::post_recv(RecvSlot& s) {
   wr.sg_list = &sge;
   wr.num_sge = 1;
   const verbs::RecvWr* bad = nullptr;
-  if (qp_->post_recv(wr, &bad) != 0) begin_close("a receive could not be posted");
+  if (qp_->post_recv(wr, &bad) != 0) return begin_close("a receive could not be posted");
+  ++recvs_posted_;
+}
+
+void RdmaConnection::on_drain_marker() {
+  send_drained_ = true;
+  const env::Clock& clock = tg_.group().thread()->clock();
+  drain_deadline_ = clock.now() + clock.ticks_per_second() / 20;
+}
+
+bool RdmaConnection::finished() const {
+  if (!closing_ || in_core_ != 0 || !send_drained_) return false;
+  return recvs_posted_ == 0 || tg_.group().thread()->clock().now() >= drain_deadline_;
 }
 
 void RdmaConnection::on_completion(const verbs::WorkCompletion& wc) {
   const WrKind kind = wr_kind(wc.wr_id);
+  if (kind == WrKind::kDrainSend) return on_drain_marker();
+  if (kind == WrKind::kRecv) --recvs_posted_;
   if (wc.status != verbs::WcStatus::kSuccess) {
     if (!closing_ && wc.status != verbs::WcStatus::kWrFlushErr) {
       ++stats_.error_completions;
@@ -209,6 +226,8 @@ void RdmaConnection::on_completion(const verbs::WorkCompletion& wc) {
     case WrKind::kSend:
       release(*wr_owner<RdmaRequest>(wc.wr_id));
       return;
+    case WrKind::kDrainSend:
+      return;  // taken above
   }
 }
 
@@ -488,6 +507,15 @@ void RdmaConnection::begin_close(const char* why) {
     verbs::QpAttr a;
     a.qp_state = verbs::QpState::kErr;
     (void)qp_->modify(a, verbs::qp_attr::kState);  // what is posted completes flushed
+    // A marker behind everything posted on the send queue (see finished()).
+    verbs::SendWr sm;
+    sm.wr_id = make_wr_id(this, WrKind::kDrainSend);
+    sm.opcode = verbs::WrOpcode::kSend;
+    sm.send_flags = verbs::send_flag::kSignaled;
+    const verbs::SendWr* sbad = nullptr;
+    if (qp_->post_send(sm, &sbad) != 0) on_drain_marker();  // nothing more will come
+  } else {
+    send_drained_ = true;
   }
   target::qpair_closing(*this);  // held AERs come back through complete()
   for (RdmaRequest& r : reqs_) {

@@ -249,7 +249,11 @@ void RdmaTargetGroup::adopt(std::unique_ptr<CmId> cm, CmEvent request,
   auto* c = new RdmaConnection(*this, std::move(cm), std::move(listen));
   if (!c->open(request)) {  // without a CQ (start() failed) it is rejected: no resources
     ++stats_.rejected;
-    delete c;
+    if (c->closing()) {
+      conns_.push_back(c);  // work requests were posted: it goes once they have drained
+    } else {
+      delete c;
+    }
     return;
   }
   ++stats_.accepted;
@@ -287,7 +291,8 @@ event::PollStatus RdmaTargetGroup::poll(void* arg) {
     for (int i = 0; i < n; ++i) {
       const WrKind k = wr_kind(wc[i].wr_id);
       RdmaConnection* c = k == WrKind::kRecv ? wr_owner<RecvSlot>(wc[i].wr_id)->conn
-                                             : wr_owner<RdmaRequest>(wc[i].wr_id)->conn;
+                          : k == WrKind::kDrainSend ? wr_owner<RdmaConnection>(wc[i].wr_id)
+                              : wr_owner<RdmaRequest>(wc[i].wr_id)->conn;
       c->on_completion(wc[i]);
     }
     if (n < kBatch) break;

@@ -439,8 +439,7 @@ Result<std::unique_ptr<Context>> wrap_ibverbs(ibv_context* ctx, ReleaseFn releas
 Result<std::unique_ptr<Context>> open_ibverbs(const std::string& name) {
   int n = 0;
   ibv_device** list = ibv_get_device_list(&n);
-  if (list == nullptr)
-    return ibv_error(errno, "libibverbs device '" + name + "': no RDMA devices");
+  if (list == nullptr) return ibv_error(errno, "libibverbs device '" + name + "': no RDMA devices");
   ibv_context* ctx = nullptr;
   int err = ENODEV;
   for (int i = 0; i < n && ctx == nullptr; ++i) {
@@ -453,10 +452,10 @@ Result<std::unique_ptr<Context>> open_ibverbs(const std::string& name) {
     const auto names = ibverbs_device_names();
     std::string have;
     for (const auto& s : names) have += (have.empty() ? "" : ", ") + s;
-    return make_error(err, "libibverbs device '" + name + "': " +
-                               (err == ENODEV ? "not found (devices: " +
-                                                    (have.empty() ? "none" : have) + ")"
-                                              : std::string(std::strerror(err))));
+    return make_error(
+        err, "libibverbs device '" + name + "': " +
+                 (err == ENODEV ? "not found (devices: " + (have.empty() ? "none" : have) + ")"
+                                : std::string(std::strerror(err))));
   }
   return wrap_ibverbs(
       ctx, [](void* c) { ibv_close_device(static_cast<ibv_context*>(c)); }, ctx);

@@ -69,7 +69,7 @@ struct QpTiming {
 class CmId {
  public:
   enum class State : uint8_t {
-    kConnecting,   // active: the stream is being set up (the address and route resolved), then REQ sent
+    kConnecting,   // active: connecting (the stream, or the address and route), then REQ sent
     kAwaitingReq,  // passive: accepted from the listener, no REQ yet
     kRequested,    // passive: REQ in, no answer yet
     kResponded,    // active: REP in, RTU not sent yet / passive: REP sent, waiting for RTU
@@ -136,9 +136,9 @@ class CmListener {
 class ConnectionManager {
  public:
   virtual ~ConnectionManager() = default;
-  virtual Result<std::unique_ptr<CmId>> connect(const std::string& address,
-                                                const std::string& port, const CmQpInfo& local,
-                                                const void* private_data, std::size_t len) = 0;
+  virtual Result<std::unique_ptr<CmId>> connect(const std::string& address, const std::string& port,
+                                                const CmQpInfo& local, const void* private_data,
+                                                std::size_t len) = 0;
   virtual Result<std::unique_ptr<CmListener>> listen(const std::string& adrfam,
                                                      const std::string& address,
                                                      const std::string& port) = 0;

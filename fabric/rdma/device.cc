@@ -39,8 +39,8 @@ Result<std::unique_ptr<pollux::rdma::Context>> open_ibverbs_for_cm(const std::st
     have += (have.empty() ? "" : ", ") + std::string(dev);
   }
   rdma_free_devices(list);
-  return make_error(ENODEV, address + ": no libibverbs device '" + name + "' (devices: " + have +
-                                ")");
+  return make_error(ENODEV,
+                    address + ": no libibverbs device '" + name + "' (devices: " + have + ")");
 }
 
 }  // namespace

@@ -21,7 +21,9 @@ class OtherContext final : public verbs::Context {
   Result<std::unique_ptr<verbs::Mr>> reg_mr(verbs::Pd&, void*, std::size_t, uint32_t) override {
     return make_error(ENOSYS, "-");
   }
-  Result<std::unique_ptr<verbs::Cq>> create_cq(uint32_t) override { return make_error(ENOSYS, "-"); }
+  Result<std::unique_ptr<verbs::Cq>> create_cq(uint32_t) override {
+    return make_error(ENOSYS, "-");
+  }
   Result<std::unique_ptr<verbs::Srq>> create_srq(verbs::Pd&, uint32_t, uint32_t) override {
     return make_error(ENOSYS, "-");
   }

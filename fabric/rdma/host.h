@@ -38,7 +38,7 @@ namespace pollux::fabric::rdma {
 namespace sn = spec::nvme;
 
 struct RdmaHostOptions {
-  verbs::Context* context = nullptr;        // the RDMA device (required)
+  verbs::Context* context = nullptr;  // the RDMA device (required)
   // The stream CM's network, for a Pollux RNIC (default: the kernel's TCP). A libibverbs device
   // connects through rdma_cm instead (device.h: connection_manager_for).
   net::Network* cm_network = nullptr;

@@ -67,8 +67,8 @@ rdma_event_channel* open_channel(std::string* err) {
 }
 
 // A numeric address and port (getaddrinfo, no name lookup beyond what the caller typed).
-bool resolve(const std::string& address, const std::string& port, int family,
-             sockaddr_storage* out, std::string* err) {
+bool resolve(const std::string& address, const std::string& port, int family, sockaddr_storage* out,
+             std::string* err) {
   addrinfo hints{};
   hints.ai_family = family;
   hints.ai_socktype = SOCK_STREAM;
@@ -101,8 +101,7 @@ class RdmaCmId final : public CmId {
   int reject(const void* pd, std::size_t len) override;
   int establish() override;
   void disconnect() override;
-  int ready_qp(verbs::Qp& qp, const CmEvent& e, uint32_t our_start_psn,
-               const QpTiming& t) override;
+  int ready_qp(verbs::Qp& qp, const CmEvent& e, uint32_t our_start_psn, const QpTiming& t) override;
   void wait(uint64_t deadline_ns) override;
   std::string peer_name() const override { return peer_name_; }
 
@@ -136,8 +135,7 @@ class RdmaCmId final : public CmId {
 
 class RdmaCmListener final : public CmListener {
  public:
-  RdmaCmListener(RdmaCm& cm, rdma_cm_id* id, rdma_event_channel* ch)
-      : cm_(cm), id_(id), ch_(ch) {}
+  RdmaCmListener(RdmaCm& cm, rdma_cm_id* id, rdma_event_channel* ch) : cm_(cm), id_(id), ch_(ch) {}
   ~RdmaCmListener() override {
     rdma_destroy_id(id_);
     rdma_destroy_event_channel(ch_);
@@ -172,8 +170,7 @@ class RdmaCm final : public ConnectionManager {
       return make_error(ENODEV, err);
     }
     auto cid = std::make_unique<RdmaCmId>(*this, id, ch, CmId::State::kConnecting);
-    if (err = cid->start_connect(reinterpret_cast<sockaddr*>(&dst), local, pd, len);
-        !err.empty())
+    if (err = cid->start_connect(reinterpret_cast<sockaddr*>(&dst), local, pd, len); !err.empty())
       return make_error(EHOSTUNREACH, address + ":" + port + ": " + err);
     return std::unique_ptr<CmId>(std::move(cid));
   }
@@ -350,10 +347,10 @@ int RdmaCmId::ready_qp(verbs::Qp& qp, const CmEvent&, uint32_t, const QpTiming& 
   const bool passive = state_ == State::kRequested;
   if (passive) {
     // What we grant: READs we issue (bounded by what the peer answers), READs we answer.
-    initiator_depth_ = std::min({t.max_rd_atomic, cm_.attr().max_qp_init_rd_atom,
-                                 peer_initiator_depth_});
-    responder_resources_ = std::min({t.max_dest_rd_atomic, cm_.attr().max_qp_rd_atom,
-                                     peer_responder_resources_});
+    initiator_depth_ =
+        std::min({t.max_rd_atomic, cm_.attr().max_qp_init_rd_atom, peer_initiator_depth_});
+    responder_resources_ =
+        std::min({t.max_dest_rd_atomic, cm_.attr().max_qp_rd_atom, peer_responder_resources_});
   }
   for (const ibv_qp_state s : {IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS}) {
     ibv_qp_attr a{};

@@ -29,8 +29,7 @@ uint32_t start_psn(uint32_t qp_num) {
 // without Send with Invalidate the host invalidates its key itself, as the RDMA transport
 // binding allows.
 bool keyed_subtype_ok(uint8_t id) {
-  return id == sn::SglDescriptor::make_id(sn::sgl::kTypeKeyedDataBlock,
-                                          sn::sgl::kSubtypeAddress) ||
+  return id == sn::SglDescriptor::make_id(sn::sgl::kTypeKeyedDataBlock, sn::sgl::kSubtypeAddress) ||
          id == sn::SglDescriptor::make_id(sn::sgl::kTypeKeyedDataBlock,
                                           nf::sgl::kSubtypeInvalidateKey);
 }

@@ -134,10 +134,10 @@ class alignas(8) RdmaConnection final : public target::Qpair {
   uint32_t icd_size_ = 0;
   uint32_t cq_reserved_ = 0;
   bool closing_ = false;
-  bool send_drained_ = false;   // the drain marker (a SEND posted in ERR) completed
+  bool send_drained_ = false;    // the drain marker (a SEND posted in ERR) completed
   uint64_t drain_deadline_ = 0;  // clock ticks: receives not flushed by then never will be
   uint32_t recvs_posted_ = 0;    // receive WRs posted and not completed
-  uint32_t in_core_ = 0;  // requests the core holds
+  uint32_t in_core_ = 0;         // requests the core holds
 
   std::unique_ptr<verbs::Qp> qp_;
   std::unique_ptr<env::DmaRegion> region_;  // receive buffers, then response buffers

@@ -290,9 +290,9 @@ event::PollStatus RdmaTargetGroup::poll(void* arg) {
     g.stats_.completions += static_cast<uint64_t>(n);
     for (int i = 0; i < n; ++i) {
       const WrKind k = wr_kind(wc[i].wr_id);
-      RdmaConnection* c = k == WrKind::kRecv ? wr_owner<RecvSlot>(wc[i].wr_id)->conn
+      RdmaConnection* c = k == WrKind::kRecv        ? wr_owner<RecvSlot>(wc[i].wr_id)->conn
                           : k == WrKind::kDrainSend ? wr_owner<RdmaConnection>(wc[i].wr_id)
-                              : wr_owner<RdmaRequest>(wc[i].wr_id)->conn;
+                                                    : wr_owner<RdmaRequest>(wc[i].wr_id)->conn;
       c->on_completion(wc[i]);
     }
     if (n < kBatch) break;

@@ -1,13 +1,12 @@
 // libibverbs and librdmacm link and answer. The machines that run CI have no RDMA device (the
 // QEMU guest's soft-RoCE covers devices: tests/hil), so this checks the libraries themselves:
 // their names for statuses and events, and a clear error where there is no device.
+#include <gtest/gtest.h>
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
 #include <cerrno>
 #include <string>
-
-#include <gtest/gtest.h>
 
 TEST(Ibverbs, NamesCompletionStatuses) {
   EXPECT_EQ(std::string(ibv_wc_status_str(IBV_WC_SUCCESS)), "success");

@@ -1,13 +1,11 @@
 """hil_test: a test in the QEMU guest (qemu_run.sh boots it with a guest script and binaries)."""
 
-def hil_test(name, guest_script, binaries, host_tools = [], host_files = [], hotplug = "", env = {},
-             timeout = None):
+def hil_test(name, guest_script, binaries, host_tools = [], host_files = [], hotplug = "", env = {}):
     """Boots the guest with guest_script as /hil/run.sh and binaries (labels) on its PATH.
 
     host_tools: names of host programs packed too (found on PATH, e.g. nvme-cli's "nvme").
     host_files: absolute paths of host files packed at the same path in the guest (e.g.
       libibverbs' rxe provider and its /etc/libibverbs.d entry).
-    timeout: Bazel's test timeout (default: that of size "large").
     hotplug: one namespace on a -blockdev and qmp_hotplug.py on the host side, asked by
       console markers ("console") or on the guest's /dev/ttyS1 ("agent").
     """
@@ -22,7 +20,6 @@ def hil_test(name, guest_script, binaries, host_tools = [], host_files = [], hot
     native.sh_test(
         name = name,
         size = "large",
-        timeout = timeout,
         srcs = ["qemu_run.sh"],
         args = args,
         data = data,

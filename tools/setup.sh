@@ -17,6 +17,9 @@ PACKAGES=(
   prometheus
   # hardware-in-the-loop: a QEMU guest with an emulated IOMMU and QEMU's NVMe controller
   qemu-system-x86 busybox-static nvme-cli
+  # RDMA: libibverbs and librdmacm (real NICs; soft-RoCE in the HIL guest, whose rxe provider,
+  # rdma tool and rping come from these too)
+  rdma-core libibverbs-dev librdmacm-dev ibverbs-providers rdmacm-utils
   # reports seen as a reader sees them: headless screenshots (tools/report_screenshot.sh)
   chromium
   # coverage-guided fuzzing with libFuzzer (tools/fuzz.sh): clang and its fuzzer runtime

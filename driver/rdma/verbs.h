@@ -1,9 +1,9 @@
 // A verbs-shaped RDMA API (in the manner of libibverbs): an open device (Context), protection
 // domains, memory regions, completion queues, queue pairs and shared receive queues, with
 // post_send / post_recv / poll on the hot path. The interfaces are abstract so that more than
-// one provider can stand behind them: today the Pollux RNIC (rnic_provider.h: rings and
-// doorbells of the emulated NIC, through a PciDevice); later libibverbs for real hardware and
-// soft-RoCE.
+// one provider can stand behind them: the Pollux RNIC (rnic_provider.h: rings and doorbells of
+// the emulated NIC, through a PciDevice) and libibverbs (ibverbs_provider.h: real hardware and
+// soft-RoCE).
 //
 // Conventions: 0 or a negative errno (-EINVAL for a malformed request or a call in the wrong
 // QP state, -ENOMEM for a full queue, as verbs return them, but negative as in the rest of

@@ -16,8 +16,73 @@ inline constexpr uint8_t kDreq = 5;
 inline constexpr uint8_t kVersion = 1;
 }  // namespace
 
+// The stream CM's id: CM messages over a byte stream of the Network seam.
+class StreamCmId final : public CmId {
+ public:
+  StreamCmId(std::unique_ptr<net::Socket> s, State st) : CmId(st), sock_(std::move(s)) {}
+  CmEvent poll() override;
+  int accept(const CmQpInfo& local, const void* private_data, std::size_t len) override;
+  int reject(const void* private_data, std::size_t len) override;
+  int establish() override;
+  void disconnect() override;
+  int ready_qp(verbs::Qp& qp, const CmEvent& e, uint32_t our_start_psn,
+               const QpTiming& t) override {
+    return connect_qp(qp, e.peer, our_start_psn, t);
+  }
+  void wait(uint64_t deadline_ns) override {
+    if (sock_) sock_->wait(false, deadline_ns);
+  }
+  std::string peer_name() const override { return sock_ ? sock_->peer() : ""; }
+  void queue(uint8_t type, const CmQpInfo& info, const void* pd, std::size_t len);
+
+ private:
+  struct Message;
+  bool flush();  // false: the stream broke
+  CmEvent closed(CmEventType t);
+
+  std::unique_ptr<net::Socket> sock_;
+  bool close_after_send_ = false;
+  uint8_t out_[2 * 80] = {};
+  std::size_t out_len_ = 0;
+  uint8_t in_[80] = {};
+  std::size_t in_len_ = 0;
+};
+
+class StreamCmListener final : public CmListener {
+ public:
+  explicit StreamCmListener(std::unique_ptr<net::Listener> l) : listener_(std::move(l)) {}
+  std::unique_ptr<CmId> get_request() override {
+    auto s = listener_->accept();
+    if (!s) return nullptr;
+    return std::make_unique<StreamCmId>(std::move(s), CmId::State::kAwaitingReq);
+  }
+  uint16_t port() const override { return listener_->port(); }
+
+ private:
+  std::unique_ptr<net::Listener> listener_;
+};
+
+class StreamCm final : public ConnectionManager {
+ public:
+  explicit StreamCm(net::Network& net) : net_(net) {}
+  Result<std::unique_ptr<CmId>> connect(const std::string& address, const std::string& port,
+                                        const CmQpInfo& local, const void* pd,
+                                        std::size_t len) override {
+    return CmId::connect(net_, address, port, local, pd, len);
+  }
+  Result<std::unique_ptr<CmListener>> listen(const std::string& adrfam, const std::string& address,
+                                             const std::string& port) override {
+    return CmListener::listen(net_, adrfam, address, port);
+  }
+  uint64_t now_ns() const override { return net_.now_ns(); }
+  const char* kind() const override { return "stream"; }
+
+ private:
+  net::Network& net_;
+};
+
 // One CM message on the stream, fixed size (Pollux's own out-of-band format, little-endian).
-struct CmId::Message {
+struct StreamCmId::Message {
   uint8_t version;
   uint8_t type;
   uint8_t private_data_len;
@@ -55,14 +120,16 @@ Result<std::unique_ptr<CmId>> CmId::connect(net::Network& net, const std::string
   if (len > kCmPrivateDataMax) return make_error(EINVAL, "CM private data: 56 bytes at most");
   auto s = net.connect(address, port);
   if (!s) return s.error();
-  std::unique_ptr<CmId> id(new CmId(std::move(s).value(), State::kConnecting));
+  auto id = std::make_unique<StreamCmId>(std::move(s).value(), State::kConnecting);
   id->queue(type::kReq, local, private_data, len);  // leaves once the stream is up
-  return id;
+  return std::unique_ptr<CmId>(std::move(id));
 }
 
-CmId::~CmId() = default;
+std::unique_ptr<ConnectionManager> stream_cm(net::Network& net) {
+  return std::make_unique<StreamCm>(net);
+}
 
-void CmId::queue(uint8_t t, const CmQpInfo& info, const void* pd, std::size_t len) {
+void StreamCmId::queue(uint8_t t, const CmQpInfo& info, const void* pd, std::size_t len) {
   static_assert(sizeof(Message) == sizeof in_);  // in_ and out_ hold whole messages
   Message m{};
   m.version = kVersion;
@@ -76,7 +143,7 @@ void CmId::queue(uint8_t t, const CmQpInfo& info, const void* pd, std::size_t le
   out_len_ += sizeof m;
 }
 
-bool CmId::flush() {
+bool StreamCmId::flush() {
   while (out_len_ > 0) {
     const iovec v{out_, out_len_};
     const ssize_t n = sock_->send(&v, 1);
@@ -92,7 +159,7 @@ bool CmId::flush() {
   return true;
 }
 
-CmEvent CmId::closed(CmEventType t) {
+CmEvent StreamCmId::closed(CmEventType t) {
   state_ = State::kClosed;
   sock_.reset();
   CmEvent e;
@@ -100,7 +167,7 @@ CmEvent CmId::closed(CmEventType t) {
   return e;
 }
 
-CmEvent CmId::poll() {
+CmEvent StreamCmId::poll() {
   if (state_ == State::kClosed) {
     if (sock_ && !flush()) sock_.reset();  // a DREQ or REJ still leaving
     return CmEvent{};
@@ -171,28 +238,28 @@ CmEvent CmId::poll() {
   }
 }
 
-int CmId::accept(const CmQpInfo& local, const void* pd, std::size_t len) {
+int StreamCmId::accept(const CmQpInfo& local, const void* pd, std::size_t len) {
   if (state_ != State::kRequested || len > kCmPrivateDataMax) return -EINVAL;
   queue(type::kRep, local, pd, len);
   state_ = State::kResponded;
   return flush() ? 0 : -ECONNRESET;
 }
 
-int CmId::reject(const void* pd, std::size_t len) {
+int StreamCmId::reject(const void* pd, std::size_t len) {
   if (state_ != State::kRequested || len > kCmPrivateDataMax) return -EINVAL;
   queue(type::kRej, CmQpInfo{}, pd, len);
   close_after_send_ = true;
   return flush() ? 0 : -ECONNRESET;
 }
 
-int CmId::establish() {
+int StreamCmId::establish() {
   if (state_ != State::kResponded || !sock_) return -EINVAL;
   queue(type::kRtu, CmQpInfo{}, nullptr, 0);
   state_ = State::kEstablished;
   return flush() ? 0 : -ECONNRESET;
 }
 
-void CmId::disconnect() {
+void StreamCmId::disconnect() {
   if (!sock_ || state_ == State::kClosed) return;
   if (out_len_ + sizeof(Message) <= sizeof out_) queue(type::kDreq, CmQpInfo{}, nullptr, 0);
   close_after_send_ = true;
@@ -206,13 +273,7 @@ Result<std::unique_ptr<CmListener>> CmListener::listen(net::Network& net, const 
                                                        const std::string& port) {
   auto l = net.listen(adrfam, address, port);
   if (!l) return l.error();
-  return std::unique_ptr<CmListener>(new CmListener(std::move(l).value()));
-}
-
-std::unique_ptr<CmId> CmListener::get_request() {
-  auto s = listener_->accept();
-  if (!s) return nullptr;
-  return std::unique_ptr<CmId>(new CmId(std::move(s), CmId::State::kAwaitingReq));
+  return std::unique_ptr<CmListener>(new StreamCmListener(std::move(l).value()));
 }
 
 int connect_qp(verbs::Qp& qp, const CmQpInfo& peer, uint32_t our_start_psn, const QpTiming& t) {

@@ -8,7 +8,11 @@
 // Network seam (SimNetwork in virtual time, deterministic under its seed; the kernel's TCP in
 // real time), carrying what REQ and REP carry: the sender's QP number, its port address and
 // its starting PSN, and up to 56 bytes of private data (rdma_cm's limit for a REQ over IB).
-// The owner moves its QP through INIT/RTR/RTS itself with what the peer sent (connect_qp()).
+// The owner moves its QP through INIT/RTR/RTS with CmId::ready_qp() (here connect_qp(), with what
+// the peer sent).
+//
+// CmId and CmListener are the seam: the ConnectionManager picks the implementation — this
+// stream exchange for the Pollux RNIC, librdmacm (rdma_cm.h) for libibverbs devices.
 #pragma once
 
 #include <cstddef>
@@ -51,74 +55,6 @@ struct CmEvent {
   uint8_t private_data_len = 0;
 };
 
-class CmId {
- public:
-  enum class State : uint8_t {
-    kConnecting,   // active: the stream is being set up, then REQ sent
-    kAwaitingReq,  // passive: accepted from the listener, no REQ yet
-    kRequested,    // passive: REQ in, no answer yet
-    kResponded,    // active: REP in, RTU not sent yet / passive: REP sent, waiting for RTU
-    kEstablished,
-    kClosed,  // rejected, unreachable, disconnected
-  };
-
-  // Active side: starts connecting to address:port and sends REQ once connected (set-up path;
-  // poll() drives it). private data: up to kCmPrivateDataMax bytes.
-  static Result<std::unique_ptr<CmId>> connect(net::Network& net, const std::string& address,
-                                               const std::string& port, const CmQpInfo& local,
-                                               const void* private_data, std::size_t len);
-  ~CmId();
-  CmId(const CmId&) = delete;
-  CmId& operator=(const CmId&) = delete;
-
-  // Sends what is queued, reads what arrived: the next event, or kNone.
-  CmEvent poll();
-  // Passive, after kConnectRequest: REP with our QP and private data. 0 or -EINVAL (state).
-  int accept(const CmQpInfo& local, const void* private_data, std::size_t len);
-  // Passive, after kConnectRequest: REJ with private data; the id is closed after it is sent.
-  int reject(const void* private_data, std::size_t len);
-  // Active, after kConnectResponse (the QP is ready): RTU; established.
-  int establish();
-  // DREQ (if set up), then the stream closes; the peer sees kDisconnected. Idempotent.
-  void disconnect();
-
-  State state() const { return state_; }
-  const CmQpInfo& peer() const { return peer_; }
-  std::string peer_name() const { return sock_ ? sock_->peer() : ""; }
-  net::Socket* socket() const { return sock_.get(); }
-
- private:
-  friend class CmListener;
-  CmId(std::unique_ptr<net::Socket> s, State st) : sock_(std::move(s)), state_(st) {}
-  struct Message;
-  void queue(uint8_t type, const CmQpInfo& info, const void* pd, std::size_t len);
-  bool flush();  // false: the stream broke
-  CmEvent closed(CmEventType t);
-
-  std::unique_ptr<net::Socket> sock_;
-  State state_;
-  CmQpInfo peer_;
-  bool close_after_send_ = false;
-  uint8_t out_[2 * 80] = {};
-  std::size_t out_len_ = 0;
-  uint8_t in_[80] = {};
-  std::size_t in_len_ = 0;
-};
-
-class CmListener {
- public:
-  static Result<std::unique_ptr<CmListener>> listen(net::Network& net, const std::string& adrfam,
-                                                    const std::string& address,
-                                                    const std::string& port);
-  // A new connection (its REQ arrives as its first event, kConnectRequest), or nullptr.
-  std::unique_ptr<CmId> get_request();
-  uint16_t port() const { return listener_->port(); }
-
- private:
-  explicit CmListener(std::unique_ptr<net::Listener> l) : listener_(std::move(l)) {}
-  std::unique_ptr<net::Listener> listener_;
-};
-
 // Timing of the QP a CM exchange sets up (verbs' attributes; see driver/rdma/verbs.h).
 struct QpTiming {
   verbs::Mtu mtu = verbs::Mtu::k1024;
@@ -129,6 +65,89 @@ struct QpTiming {
   uint8_t max_rd_atomic = 16;  // RDMA READs in flight as requester
   uint8_t max_dest_rd_atomic = 16;
 };
+
+class CmId {
+ public:
+  enum class State : uint8_t {
+    kConnecting,   // active: connecting (the stream, or the address and route), then REQ sent
+    kAwaitingReq,  // passive: accepted from the listener, no REQ yet
+    kRequested,    // passive: REQ in, no answer yet
+    kResponded,    // active: REP in, RTU not sent yet / passive: REP sent, waiting for RTU
+    kEstablished,
+    kClosed,  // rejected, unreachable, disconnected
+  };
+
+  // The stream CM (below) as it always was: connect to address:port over `net`, REQ once
+  // connected (set-up path; poll() drives it). Private data: up to kCmPrivateDataMax bytes.
+  static Result<std::unique_ptr<CmId>> connect(net::Network& net, const std::string& address,
+                                               const std::string& port, const CmQpInfo& local,
+                                               const void* private_data, std::size_t len);
+  virtual ~CmId() = default;
+  CmId(const CmId&) = delete;
+  CmId& operator=(const CmId&) = delete;
+
+  // Sends what is queued, reads what arrived: the next event, or kNone. Never blocks.
+  virtual CmEvent poll() = 0;
+  // Passive, after kConnectRequest: REP with our QP and private data. 0 or -EINVAL (state).
+  virtual int accept(const CmQpInfo& local, const void* private_data, std::size_t len) = 0;
+  // Passive, after kConnectRequest: REJ with private data; the id is closed after it is sent.
+  virtual int reject(const void* private_data, std::size_t len) = 0;
+  // Active, after kConnectResponse (the QP is ready): RTU; established.
+  virtual int establish() = 0;
+  // DREQ (if set up), then the id closes; the peer sees kDisconnected. Idempotent.
+  virtual void disconnect() = 0;
+  // Moves `qp` RESET -> INIT -> RTR -> RTS for the connection `e` describes (the REQ, passive,
+  // before accept(); the REP, active, before establish()). our_start_psn: what our REQ/REP
+  // said (rdma_cm picks PSNs and the path itself). 0 or a negative errno.
+  virtual int ready_qp(verbs::Qp& qp, const CmEvent& e, uint32_t our_start_psn,
+                       const QpTiming& t) = 0;
+  // Set-up path: blocks until something may have arrived for poll(), or deadline_ns (the
+  // ConnectionManager's clock; in virtual time one turn of the network instead).
+  virtual void wait(uint64_t deadline_ns) = 0;
+  // Who the peer is, for messages ("10.0.0.2:53122").
+  virtual std::string peer_name() const = 0;
+  // Why the id closed, when the implementation knows more than the event says ("" if not).
+  virtual std::string reason() const { return ""; }
+
+  State state() const { return state_; }
+  const CmQpInfo& peer() const { return peer_; }
+
+ protected:
+  explicit CmId(State st) : state_(st) {}
+  State state_;
+  CmQpInfo peer_;
+};
+
+class CmListener {
+ public:
+  // The stream CM's listener over `net`.
+  static Result<std::unique_ptr<CmListener>> listen(net::Network& net, const std::string& adrfam,
+                                                    const std::string& address,
+                                                    const std::string& port);
+  virtual ~CmListener() = default;
+  // A new connection (its REQ arrives as its first event, kConnectRequest), or nullptr.
+  virtual std::unique_ptr<CmId> get_request() = 0;
+  virtual uint16_t port() const = 0;
+};
+
+// The seam: where connections are made. stream_cm() is Pollux's out-of-band exchange (above),
+// for the Pollux RNIC; rdma_cm (rdma_cm.h) is librdmacm, for libibverbs devices, and speaks
+// to any RDMA peer (the Linux kernel's nvme-rdma and nvmet-rdma, SPDK).
+class ConnectionManager {
+ public:
+  virtual ~ConnectionManager() = default;
+  virtual Result<std::unique_ptr<CmId>> connect(const std::string& address, const std::string& port,
+                                                const CmQpInfo& local, const void* private_data,
+                                                std::size_t len) = 0;
+  virtual Result<std::unique_ptr<CmListener>> listen(const std::string& adrfam,
+                                                     const std::string& address,
+                                                     const std::string& port) = 0;
+  // The clock of wait()'s deadlines, in ns.
+  virtual uint64_t now_ns() const = 0;
+  virtual const char* kind() const = 0;  // "stream" or "rdma_cm"
+};
+
+std::unique_ptr<ConnectionManager> stream_cm(net::Network& net);
 
 // RESET -> INIT -> RTR -> RTS against the peer a CM event named; sq_psn is what our REQ/REP
 // said. 0 or a negative errno.

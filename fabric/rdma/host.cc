@@ -37,6 +37,9 @@ Result<std::unique_ptr<RdmaTransport>> RdmaTransport::create(const nvme::Transpo
   auto pd = options.context->alloc_pd();
   if (!pd) return make_error(pd.error().code, "RDMA PD: " + pd.error().message);
   shared->pd = std::move(pd).value();
+  auto cm = connection_manager_for(*options.context, options.cm_network, options.qp);
+  if (!cm) return make_error(cm.error().code, "RDMA CM: " + cm.error().message);
+  shared->cm = std::move(cm).value();
   if (std::string e = options.registry->add_listener(shared.get()); !e.empty())
     return make_error(EIO, "RDMA host: " + e);
   shared->listening = true;
@@ -100,14 +103,17 @@ void register_rdma_transport() {
         }
         if (o.context == nullptr) {
           // A program that sets no device (pollux-perf) names one in the environment.
-          const char* dev = std::getenv("POLLUX_RDMA_DEVICE");
-          if (dev == nullptr || *dev == '\0')
-            return make_error(ENODEV,
-                              "trtype:rdma: no RDMA device (set POLLUX_RDMA_DEVICE, e.g. "
-                              "vfio-user:/tmp/rnic/rnic1.sock)");
+          // Unset: the machine's first libibverbs device, if it has one.
+          const char* env = std::getenv("POLLUX_RDMA_DEVICE");
+          const std::string dev = env != nullptr && *env != '\0' ? env : "ibverbs:";
           std::lock_guard<std::mutex> lock(default_mu);
           if (default_options.context == nullptr) {
             auto ctx = open_rdma_device(dev, registry);
+            if (!ctx && env == nullptr)
+              return make_error(ctx.error().code,
+                                "trtype:rdma: no RDMA device (" + ctx.error().message +
+                                    "); set POLLUX_RDMA_DEVICE, e.g. ibverbs:rxe0 or "
+                                    "vfio-user:/tmp/rnic/rnic1.sock");
             if (!ctx) return ctx.error();
             // Kept for the process's life: controllers may outlive any one connect.
             default_options.context = ctx.value().release();

@@ -38,8 +38,10 @@ namespace pollux::fabric::rdma {
 namespace sn = spec::nvme;
 
 struct RdmaHostOptions {
-  verbs::Context* context = nullptr;        // the RDMA device (required)
-  net::Network* cm_network = nullptr;       // the CM exchange (default: the kernel's TCP)
+  verbs::Context* context = nullptr;  // the RDMA device (required)
+  // The stream CM's network, for a Pollux RNIC (default: the kernel's TCP). A libibverbs device
+  // connects through rdma_cm instead (device.h: connection_manager_for).
+  net::Network* cm_network = nullptr;
   env::MemoryRegistry* registry = nullptr;  // data buffers (default: the factory's registry)
   uint32_t connect_timeout_ms = 5000;       // the CM exchange, in the network's time
   QpTiming qp;
@@ -72,6 +74,7 @@ class RdmaTransport final : public nvme::Transport {
     RdmaHostOptions options;
     std::string traddr, trsvcid;
     std::unique_ptr<verbs::Pd> pd;
+    std::unique_ptr<ConnectionManager> cm;  // the device's (stream CM or rdma_cm)
     // Bumped when a region leaves the registry: a queue's MR over it must go before another
     // region can take its addresses (the queue checks it with one load per keyed command).
     std::atomic<uint64_t> regions_removed{0};

@@ -4,7 +4,6 @@
 #include <cerrno>
 #include <cstring>
 
-#include "fabric/net/posix.h"
 #include "spec/nvme_fabrics.h"
 #include "spec/nvme_rdma.h"
 
@@ -123,22 +122,21 @@ std::string RdmaQueue::open_qp() {
   req.hsqsize = static_cast<uint16_t>(entries - 1);
   req.cntlid = 0xffff;  // the dynamic model: the Connect command names the controller
   const uint32_t psn = start_psn(qp_->qp_num());
-  net::Network& net =
-      shared_->options.cm_network != nullptr ? *shared_->options.cm_network : net::posix_network();
-  auto cm = CmId::connect(net, shared_->traddr, shared_->trsvcid,
-                          CmQpInfo{qp_->qp_num(), ctx.port_address(), psn}, &req, sizeof req);
+  ConnectionManager& cmgr = *shared_->cm;
+  auto cm = cmgr.connect(shared_->traddr, shared_->trsvcid,
+                         CmQpInfo{qp_->qp_num(), ctx.port_address(), psn}, &req, sizeof req);
   if (!cm) return where + ": CM: " + cm.error().message;
   cm_ = std::move(cm).value();
   const uint64_t deadline =
-      net.now_ns() + uint64_t{shared_->options.connect_timeout_ms} * 1'000'000;
+      cmgr.now_ns() + uint64_t{shared_->options.connect_timeout_ms} * 1'000'000;
   for (;;) {
     const CmEvent e = cm_->poll();
     switch (e.type) {
       case CmEventType::kNone:
-        if (net.now_ns() >= deadline)
+        if (cmgr.now_ns() >= deadline)
           return where + ": no answer within " +
                  std::to_string(shared_->options.connect_timeout_ms) + " ms";
-        if (cm_->socket() != nullptr) cm_->socket()->wait(false, deadline);
+        cm_->wait(deadline);
         continue;
       case CmEventType::kRejected: {
         nr::CmReject rej{};
@@ -156,7 +154,7 @@ std::string RdmaQueue::open_qp() {
           return where + ": the controller's receive queue (" + std::to_string(acc.crqsize) +
                  ") is smaller than the queue (" + std::to_string(entries) + ")";
         crqsize_ = acc.crqsize;
-        if (int rc = connect_qp(*qp_, e.peer, psn, shared_->options.qp); rc != 0)
+        if (int rc = cm_->ready_qp(*qp_, e, psn, shared_->options.qp); rc != 0)
           return where + ": QP: cannot move to RTS (" + std::to_string(rc) + ")";
         for (uint32_t i = 0; i < entries; ++i)
           if (!post_recv(i)) return where + ": receives could not be posted";
@@ -164,8 +162,10 @@ std::string RdmaQueue::open_qp() {
         broken_.store(false, std::memory_order_release);
         return "";
       }
-      default:
-        return where + ": " + to_string(e.type);
+      default: {
+        const std::string why = cm_->reason();
+        return where + ": " + to_string(e.type) + (why.empty() ? "" : " (" + why + ")");
+      }
     }
   }
 }

@@ -24,6 +24,15 @@ constexpr uint32_t kSqe = nr::kCommandCapsuleHeader;
 uint32_t start_psn(uint32_t qp_num) {
   return (qp_num * 2654435761u) & 0xffffff;
 }
+// A keyed data block with an address (0h), or one whose key the host asks to have invalidated
+// (Fh; Linux's host sends every keyed descriptor so). The answer is a plain SEND either way:
+// without Send with Invalidate the host invalidates its key itself, as the RDMA transport
+// binding allows.
+bool keyed_subtype_ok(uint8_t id) {
+  return id == sn::SglDescriptor::make_id(sn::sgl::kTypeKeyedDataBlock, sn::sgl::kSubtypeAddress) ||
+         id == sn::SglDescriptor::make_id(sn::sgl::kTypeKeyedDataBlock,
+                                          nf::sgl::kSubtypeInvalidateKey);
+}
 }  // namespace
 
 RdmaConnection::RdmaConnection(RdmaTargetGroup& group, std::unique_ptr<CmId> cm,
@@ -111,7 +120,8 @@ bool RdmaConnection::open(const CmEvent& request) {
   mr_ = std::move(mr).value();
   qp_ = std::move(qp).value();
   const uint32_t psn = start_psn(qp_->qp_num());
-  if (int rc = connect_qp(*qp_, request.peer, psn, o.qp); rc != 0) {
+  if (int rc = cm_->ready_qp(*qp_, request, psn, o.qp); rc != 0) {
+    fmt::print(stderr, "nvmf/rdma {}: QP to RTS: {}\n", peer_, std::strerror(-rc));
     reject(nr::cm_status::kNoResources);
     return false;
   }
@@ -137,7 +147,10 @@ bool RdmaConnection::open(const CmEvent& request) {
   acc.recfmt = nr::kRecfmt10;
   acc.crqsize = static_cast<uint16_t>(std::min<uint32_t>(recvs, 0xffff));
   const CmQpInfo local{qp_->qp_num(), transport_.context().port_address(), psn};
-  if (cm_->accept(local, &acc, sizeof acc) != 0) return false;
+  if (cm_->accept(local, &acc, sizeof acc) != 0) {
+    begin_close("the CM accept failed");
+    return false;
+  }
   return true;
 }
 
@@ -162,11 +175,25 @@ void RdmaConnection::post_recv(RecvSlot& s) {
   wr.sg_list = &sge;
   wr.num_sge = 1;
   const verbs::RecvWr* bad = nullptr;
-  if (qp_->post_recv(wr, &bad) != 0) begin_close("a receive could not be posted");
+  if (qp_->post_recv(wr, &bad) != 0) return begin_close("a receive could not be posted");
+  ++recvs_posted_;
+}
+
+void RdmaConnection::on_drain_marker() {
+  send_drained_ = true;
+  const env::Clock& clock = tg_.group().thread()->clock();
+  drain_deadline_ = clock.now() + clock.ticks_per_second() / 20;
+}
+
+bool RdmaConnection::finished() const {
+  if (!closing_ || in_core_ != 0 || !send_drained_) return false;
+  return recvs_posted_ == 0 || tg_.group().thread()->clock().now() >= drain_deadline_;
 }
 
 void RdmaConnection::on_completion(const verbs::WorkCompletion& wc) {
   const WrKind kind = wr_kind(wc.wr_id);
+  if (kind == WrKind::kDrainSend) return on_drain_marker();
+  if (kind == WrKind::kRecv) --recvs_posted_;
   if (wc.status != verbs::WcStatus::kSuccess) {
     if (!closing_ && wc.status != verbs::WcStatus::kWrFlushErr) {
       ++stats_.error_completions;
@@ -198,6 +225,8 @@ void RdmaConnection::on_completion(const verbs::WorkCompletion& wc) {
     case WrKind::kSend:
       release(*wr_owner<RdmaRequest>(wc.wr_id));
       return;
+    case WrKind::kDrainSend:
+      return;  // taken above
   }
 }
 
@@ -245,8 +274,7 @@ void RdmaConnection::start(RdmaRequest& r, RecvSlot& s) {
     post_recv(s);  // the capsule is copied out
     nf::KeyedSglDescriptor k;
     std::memcpy(&k, &sgl, sizeof k);
-    // Subtype Fh (invalidate the key) needs send-with-invalidate: not supported.
-    if (k.id != sn::SglDescriptor::make_id(sn::sgl::kTypeKeyedDataBlock, sn::sgl::kSubtypeAddress))
+    if (!keyed_subtype_ok(k.id))
       return fail_command(r, target::generic(sn::sc::kSglDescriptorTypeInvalid));
     if (r.xfer == target::Xfer::kNone || k.length() == 0) return to_core(r);
     if (r.xfer == target::Xfer::kBidirectional)
@@ -314,8 +342,7 @@ uint16_t RdmaConnection::take_segment(RdmaRequest& r, const RecvSlot& s) {
   for (uint32_t i = 0; i < n; ++i) {
     nf::KeyedSglDescriptor k;
     std::memcpy(&k, s.buf + kSqe + sgl.address + i * sizeof k, sizeof k);
-    if (k.id != sn::SglDescriptor::make_id(sn::sgl::kTypeKeyedDataBlock, sn::sgl::kSubtypeAddress))
-      return target::generic(sn::sc::kSglDescriptorTypeInvalid);
+    if (!keyed_subtype_ok(k.id)) return target::generic(sn::sc::kSglDescriptorTypeInvalid);
     r.sgl[i] = RdmaRequest::Keyed{k.address, k.length(), k.key()};
     total += k.length();
   }
@@ -479,6 +506,15 @@ void RdmaConnection::begin_close(const char* why) {
     verbs::QpAttr a;
     a.qp_state = verbs::QpState::kErr;
     (void)qp_->modify(a, verbs::qp_attr::kState);  // what is posted completes flushed
+    // A marker behind everything posted on the send queue (see finished()).
+    verbs::SendWr sm;
+    sm.wr_id = make_wr_id(this, WrKind::kDrainSend);
+    sm.opcode = verbs::WrOpcode::kSend;
+    sm.send_flags = verbs::send_flag::kSignaled;
+    const verbs::SendWr* sbad = nullptr;
+    if (qp_->post_send(sm, &sbad) != 0) on_drain_marker();  // nothing more will come
+  } else {
+    send_drained_ = true;
   }
   target::qpair_closing(*this);  // held AERs come back through complete()
   for (RdmaRequest& r : reqs_) {

@@ -27,8 +27,9 @@ class RdmaTargetGroup;
 class RdmaTargetTransport;
 class RdmaConnection;
 
-// A work request's owner and kind, in wr_id: the pointer's low 3 bits carry the kind.
-enum class WrKind : uint8_t { kRecv = 0, kRead = 1, kWrite = 2, kSend = 3 };
+// A work request's owner and kind, in wr_id: the pointer's low 3 bits carry the kind. The drain
+// marker's owner is the RdmaConnection itself.
+enum class WrKind : uint8_t { kRecv = 0, kRead = 1, kWrite = 2, kSend = 3, kDrainSend = 4 };
 inline uint64_t make_wr_id(const void* p, WrKind k) {
   return reinterpret_cast<uintptr_t>(p) | static_cast<uint64_t>(k);
 }
@@ -67,14 +68,15 @@ struct alignas(8) RdmaRequest : target::Request {
   } sgl[kMaxKeyedSgls];
 };
 
-class RdmaConnection final : public target::Qpair {
+class alignas(8) RdmaConnection final : public target::Qpair {
  public:
   RdmaConnection(RdmaTargetGroup& group, std::unique_ptr<CmId> cm, target::ListenAddress listen);
   ~RdmaConnection() override;
 
   // The group's thread, once: validates the connect request's private data, sets the QP and
   // buffers up and accepts, or rejects with the status the specification names. false:
-  // rejected (the group deletes it).
+  // rejected (the group deletes it, or, if it is closing() — work requests were posted —
+  // keeps it until they have drained).
   bool open(const CmEvent& request);
 
   // ---- target::Qpair
@@ -88,8 +90,15 @@ class RdmaConnection final : public target::Qpair {
   void on_completion(const verbs::WorkCompletion& wc);
   void poll_cm();  // the RTU, a DREQ or the stream's end
   void buffer_ready(RdmaRequest& r, void* buf);
-  // Closing and nothing with the core: the group may finalize and delete it.
-  bool finished() const { return closing_ && in_core_ == 0; }
+  // Closing, nothing with the core and nothing more of its QP to come into the group's CQ: the
+  // group may finalize and delete it. A destroyed QP's completions can stay in the CQ on real
+  // devices, so the QP goes only once drained: the send queue by a marker posted behind
+  // everything in ERR (send queues flush in order, with completions, everywhere); the receive
+  // queue by counting its flushed receives — Linux 6.1's rxe drops a receive queue in ERR
+  // without completions (later kernels flush it), so those are waited for 50 ms at most after
+  // the send queue has drained.
+  bool finished() const;
+  void on_drain_marker();
   bool closing() const { return closing_; }
   void finalize();
   uint32_t cq_entries() const { return cq_reserved_; }
@@ -125,7 +134,10 @@ class RdmaConnection final : public target::Qpair {
   uint32_t icd_size_ = 0;
   uint32_t cq_reserved_ = 0;
   bool closing_ = false;
-  uint32_t in_core_ = 0;  // requests the core holds
+  bool send_drained_ = false;    // the drain marker (a SEND posted in ERR) completed
+  uint64_t drain_deadline_ = 0;  // clock ticks: receives not flushed by then never will be
+  uint32_t recvs_posted_ = 0;    // receive WRs posted and not completed
+  uint32_t in_core_ = 0;         // requests the core holds
 
   std::unique_ptr<verbs::Qp> qp_;
   std::unique_ptr<env::DmaRegion> region_;  // receive buffers, then response buffers

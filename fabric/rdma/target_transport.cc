@@ -6,7 +6,6 @@
 #include <cctype>
 #include <cerrno>
 
-#include "fabric/net/posix.h"
 #include "fabric/rdma/device.h"
 #include "spec/nvme_rdma.h"
 
@@ -41,9 +40,8 @@ struct RdmaTargetTransport::Listener {
 };
 
 RdmaTargetTransport::RdmaTargetTransport(target::Target& tgt, const RdmaTargetOptions& o,
-                                         verbs::Context& ctx, net::Network& net,
-                                         env::MemoryRegistry& registry)
-    : tgt_(tgt), opts_(o), ctx_(ctx), net_(net), registry_(registry) {
+                                         verbs::Context& ctx, env::MemoryRegistry& registry)
+    : tgt_(tgt), opts_(o), ctx_(ctx), registry_(registry) {
   limits_.max_queue_depth = o.max_queue_depth;
   limits_.max_aq_depth = o.max_aq_depth;
   limits_.max_io_qpairs_per_ctrlr = o.max_io_qpairs_per_ctrlr;
@@ -59,8 +57,10 @@ Result<std::unique_ptr<RdmaTargetTransport>> RdmaTargetTransport::create(
     env::MemoryRegistry* registry) {
   if (std::string e = validate(o); !e.empty()) return make_error(EINVAL, e);
   std::unique_ptr<RdmaTargetTransport> t(new RdmaTargetTransport(
-      tgt, o, ctx, cm_network != nullptr ? *cm_network : net::posix_network(),
-      registry != nullptr ? *registry : env::MemoryRegistry::global()));
+      tgt, o, ctx, registry != nullptr ? *registry : env::MemoryRegistry::global()));
+  auto cm = connection_manager_for(ctx, cm_network, o.qp);
+  if (!cm) return make_error(cm.error().code, "RDMA CM: " + cm.error().message);
+  t->cm_ = std::move(cm).value();
   auto pd = ctx.alloc_pd();
   if (!pd) return make_error(pd.error().code, "RDMA transport PD: " + pd.error().message);
   t->pd_ = std::move(pd).value();
@@ -91,7 +91,8 @@ Result<std::unique_ptr<RdmaTargetTransport>> RdmaTargetTransport::create_on_devi
 
 RdmaTargetTransport::~RdmaTargetTransport() {
   listeners_.clear();
-  groups_.clear();  // connections (QPs) and caches go before the MR, the pool and the PD
+  groups_.clear();
+  cm_.reset();  // connections (QPs) and caches go before the MR, the pool and the PD
   pool_mr_.reset();
   pool_.reset();
   pd_.reset();
@@ -109,7 +110,7 @@ target::Status RdmaTargetTransport::listen(const target::ListenAddress& a) {
     return make_error(EINVAL, "adrfam '" + a.adrfam + "': IPv4 or IPv6");
   if (a.traddr.empty()) return make_error(EINVAL, "traddr: missing");
   const std::string port = a.trsvcid.empty() ? std::to_string(nr::kIoPort) : a.trsvcid;
-  auto cm = CmListener::listen(net_, fam, a.traddr, port);
+  auto cm = cm_->listen(fam, a.traddr, port);
   if (!cm)
     return make_error(cm.error().code,
                       fmt::format("listen {}: {}", a.to_string(), cm.error().message));
@@ -121,7 +122,8 @@ target::Status RdmaTargetTransport::listen(const target::ListenAddress& a) {
   l->transport = this;
   l->poller =
       tgt_.thread()->register_poller(accept_poll, l.get(), kAcceptPeriodUs, "nvmf_rdma_accept");
-  fmt::print(stderr, "nvmf/rdma: listening on {}:{} (CM)\n", a.traddr, l->cm->port());
+  fmt::print(stderr, "nvmf/rdma: listening on {}:{} ({})\n", a.traddr, l->cm->port(),
+             std::string(cm_->kind()) == "stream" ? "stream CM" : cm_->kind());
   listeners_.push_back(std::move(l));
   return target::ok_status();
 }
@@ -247,7 +249,11 @@ void RdmaTargetGroup::adopt(std::unique_ptr<CmId> cm, CmEvent request,
   auto* c = new RdmaConnection(*this, std::move(cm), std::move(listen));
   if (!c->open(request)) {  // without a CQ (start() failed) it is rejected: no resources
     ++stats_.rejected;
-    delete c;
+    if (c->closing()) {
+      conns_.push_back(c);  // work requests were posted: it goes once they have drained
+    } else {
+      delete c;
+    }
     return;
   }
   ++stats_.accepted;
@@ -284,8 +290,9 @@ event::PollStatus RdmaTargetGroup::poll(void* arg) {
     g.stats_.completions += static_cast<uint64_t>(n);
     for (int i = 0; i < n; ++i) {
       const WrKind k = wr_kind(wc[i].wr_id);
-      RdmaConnection* c = k == WrKind::kRecv ? wr_owner<RecvSlot>(wc[i].wr_id)->conn
-                                             : wr_owner<RdmaRequest>(wc[i].wr_id)->conn;
+      RdmaConnection* c = k == WrKind::kRecv        ? wr_owner<RecvSlot>(wc[i].wr_id)->conn
+                          : k == WrKind::kDrainSend ? wr_owner<RdmaConnection>(wc[i].wr_id)
+                                                    : wr_owner<RdmaRequest>(wc[i].wr_id)->conn;
       c->on_completion(wc[i]);
     }
     if (n < kBatch) break;

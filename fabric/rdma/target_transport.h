@@ -38,12 +38,13 @@ class RdmaTargetGroup;
 class RdmaTargetTransport final : public target::Transport {
  public:
   // On the target thread. ctx: the RDMA device (its memory must be reachable: registry).
-  // cm_network: where the CM exchange runs (default: the kernel's TCP).
+  // Connections: rdma_cm for a libibverbs device; else the stream CM over cm_network (default:
+  // the kernel's TCP).
   static Result<std::unique_ptr<RdmaTargetTransport>> create(
       target::Target& tgt, const RdmaTargetOptions& o, verbs::Context& ctx,
       net::Network* cm_network = nullptr, env::MemoryRegistry* registry = nullptr);
-  // The same on a device it opens and owns (device.h: "vfio-user:/path.sock"), the CM on the
-  // kernel's TCP: pollux-tgt's nvmf_create_transport with "rdma_device".
+  // The same on a device it opens and owns (device.h: "vfio-user:/path.sock", "ibverbs:rxe0"):
+  // pollux-tgt's nvmf_create_transport with "rdma_device".
   static Result<std::unique_ptr<RdmaTargetTransport>> create_on_device(target::Target& tgt,
                                                                        RdmaTargetOptions o,
                                                                        const std::string& device);
@@ -62,6 +63,7 @@ class RdmaTargetTransport final : public target::Transport {
   const RdmaTargetOptions& options() const { return opts_; }
   target::Target& target() const { return tgt_; }
   verbs::Context& context() const { return ctx_; }
+  const char* cm_kind() const { return cm_->kind(); }
   verbs::Pd& pd() const { return *pd_; }
   env::DmaBufferPool& pool() const { return *pool_; }
   uint32_t pool_lkey() const { return pool_mr_->lkey(); }
@@ -70,7 +72,7 @@ class RdmaTargetTransport final : public target::Transport {
 
  private:
   RdmaTargetTransport(target::Target& tgt, const RdmaTargetOptions& o, verbs::Context& ctx,
-                      net::Network& net, env::MemoryRegistry& registry);
+                      env::MemoryRegistry& registry);
   struct Listener;
   static event::PollStatus accept_poll(void* arg);
 
@@ -78,7 +80,7 @@ class RdmaTargetTransport final : public target::Transport {
   RdmaTargetOptions opts_;
   std::unique_ptr<verbs::Context> owned_ctx_;  // create_on_device(); goes last
   verbs::Context& ctx_;
-  net::Network& net_;
+  std::unique_ptr<ConnectionManager> cm_;
   env::MemoryRegistry& registry_;
   target::TransportLimits limits_;
   std::unique_ptr<verbs::Pd> pd_;

@@ -50,7 +50,7 @@ for _ in $(seq 400); do
   kill -0 "$pid" 2>/dev/null || fail "pollux-tgt exited before it was ready"
   sleep 0.05
 done
-port=$(sed -n 's/^nvmf\/rdma: listening on 127.0.0.1:\([0-9]*\) (CM)$/\1/p' "$dir/tgt.err" | head -1)
+port=$(sed -n 's/^nvmf\/rdma: listening on 127.0.0.1:\([0-9]*\) (stream CM)$/\1/p' "$dir/tgt.err" | head -1)
 [ -n "$port" ] || fail "no listening line"
 echo "target's CM on port $port"
 

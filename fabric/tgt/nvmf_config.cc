@@ -107,7 +107,8 @@ Status read_common_options(const ConfigParams& p, target::CommonTransportOptions
 }
 
 // trtype RDMA: SPDK's common options, the CQ size per poll group (SPDK's num_cqe) and
-// Pollux's rdma_device (required: "vfio-user:/path.sock", a pollux-rnic NIC).
+// Pollux's rdma_device: "vfio-user:/path.sock" (a pollux-rnic NIC) or "ibverbs:NAME" (a
+// libibverbs device, connected through rdma_cm); absent: the machine's first libibverbs device.
 Status create_rdma_transport(target::Target& tgt, const ConfigParams& p) {
   TRY(ok,
       p.allow_only({"trtype", "max_queue_depth", "max_qpairs_per_ctrlr", "max_io_qpairs_per_ctrlr",
@@ -117,10 +118,12 @@ Status create_rdma_transport(target::Target& tgt, const ConfigParams& p) {
   rdma::RdmaTargetOptions o;
   if (auto st = read_common_options(p, o); !st) return st;
   if (auto st = read_u32(p, "num_cqe", o.num_cqe); !st) return st;
-  if (!p.has("rdma_device"))
-    return p.error("rdma_device", "missing (a Pollux RNIC: vfio-user:/path.sock)");
-  TRY(dev, p.string("rdma_device"));
-  auto tr = rdma::RdmaTargetTransport::create_on_device(tgt, o, dev.value());
+  std::string dev = "ibverbs:";
+  if (p.has("rdma_device")) {
+    TRY(d, p.string("rdma_device"));
+    dev = d.value();
+  }
+  auto tr = rdma::RdmaTargetTransport::create_on_device(tgt, o, dev);
   if (!tr) return wrap(p, tr.error());
   if (auto st = tgt.add_transport(std::move(tr).value()); !st) return wrap(p, st.error());
   return bdev::ok_status();

@@ -1,6 +1,7 @@
 #!/bin/sh
 # In the guest: the Linux kernel's NVMe-oF target (nvmet) over TCP, set up through configfs,
-# for NVMe/TCP hosts to be tested against (the kernel's own through nvme-cli, Pollux's).
+# for NVMe/TCP hosts to be tested against (the kernel's own through nvme-cli, Pollux's) — or
+# over RDMA (NVMET_TRTYPE=rdma: nvmet-rdma on the soft-RoCE device rxe.sh set up).
 #   nvmet_tcp.sh setup      load nvmet, nvmet-tcp, null_blk, crc32c; a RAM-backed namespace
 #                           (null_blk, memory_backed=1: it stores what is written); the
 #                           subsystem (allow_any_host) with it as namespace 1; a TCP port;
@@ -18,6 +19,8 @@
 #   NVMET_PORT_ID=1  NVMET_SIZE_MB=64  NVMET_BLOCK_SIZE=512
 #   NVMET_INLINE_DATA_SIZE  (the port's in-capsule data size in bytes; unset: the transport's
 #                            default, 4 pages for nvmet-tcp; the host sees it as IOCCSZ)
+#   NVMET_TRTYPE=tcp        or rdma (the address must be the rxe device's: rxe.sh setup;
+#                            "listening" is then an RDMA CM id in state LISTEN, `rdma resource`)
 # No header/data digest setting on the target: Linux 6.1's nvmet-tcp grants what the host's
 # ICReq asks (nvme connect -g / -G), which is why crc32c is loaded.
 # Every line it prints starts with "hil: nvmet:"; a failure prints what configfs said, the
@@ -31,6 +34,7 @@ port_id=${NVMET_PORT_ID:-1}
 size_mb=${NVMET_SIZE_MB:-64}
 bs=${NVMET_BLOCK_SIZE:-512}
 inline=${NVMET_INLINE_DATA_SIZE:-}
+trtype=${NVMET_TRTYPE:-tcp}
 cfs=/sys/kernel/config
 nullb=$cfs/nullb/pollux-nvmet
 subsys=$cfs/nvmet/subsystems/$nqn
@@ -55,7 +59,7 @@ die() {
   say "FAILED: $msg"
   for d in "$@"; do say "$d:"; show "$d"; done
   say "kernel log (nvmet, null_blk, nvme: the last 15 lines):"
-  dmesg | grep -E 'nvme|null_blk|configfs' | tail -15 | sed 's/^/hil: nvmet:   /' || true
+  dmesg | grep -E 'nvme|null_blk|configfs|rdma|rxe' | tail -15 | sed 's/^/hil: nvmet:   /' || true
   exit 1
 }
 
@@ -98,7 +102,13 @@ $addr
 EOF
   printf '%02X%02X%02X%02X:%04X' "$d" "$c" "$b" "$a" "$port"
 }
-listening() { awk -v a="$(hexaddr)" '$2 == a && $4 == "0A" { f = 1 } END { exit !f }' /proc/net/tcp; }
+listening() {
+  if [ "$trtype" = rdma ]; then  # a listening RDMA CM id on the address (iproute2's rdma)
+    rdma resource show cm_id 2>/dev/null | grep "state LISTEN" | grep -q "src-addr $addr:$port "
+    return
+  fi
+  awk -v a="$(hexaddr)" '$2 == a && $4 == "0A" { f = 1 } END { exit !f }' /proc/net/tcp
+}
 
 nullb_dev() {  # sets dev: the null_blk's block device, once it is there
   for dev in "/dev/${nullb##*/}" "/dev/nullb$(cat "$nullb/index")"; do
@@ -119,7 +129,11 @@ setup() {
   if [ ! -d /sys/module/null_blk ]; then
     out=$(modprobe null_blk nr_devices=0 2>&1) || die "modprobe null_blk: ${out:-failed}"
   fi
-  load crc32c_generic configfs nvmet nvmet_tcp
+  case $trtype in
+    tcp) load crc32c_generic configfs nvmet nvmet_tcp ;;
+    rdma) load configfs nvmet nvmet_rdma ;;
+    *) die "NVMET_TRTYPE '$trtype': tcp or rdma" ;;
+  esac
   grep -q " $cfs configfs " /proc/mounts || mount -t configfs none "$cfs" ||
     die "mount configfs on $cfs"
   ip link set lo up || die "ip link set lo up"
@@ -157,7 +171,7 @@ setup() {
   else
     check=put
   fi
-  $check "$portdir/addr_trtype" tcp "$portdir"
+  $check "$portdir/addr_trtype" "$trtype" "$portdir"
   $check "$portdir/addr_adrfam" ipv4 "$portdir"
   $check "$portdir/addr_traddr" "$addr" "$portdir"
   $check "$portdir/addr_trsvcid" "$port" "$portdir"
@@ -170,7 +184,7 @@ setup() {
 
   say "subsystem $nqn (allow_any_host), namespace 1 = $dev" \
     "($size_mb MiB, $bs-byte blocks, null_blk memory_backed)"
-  say "port $port_id: tcp ipv4 $addr:$port listening, in-capsule data up to" \
+  say "port $port_id: $trtype ipv4 $addr:$port listening, in-capsule data up to" \
     "$(cat "$portdir/param_inline_data_size") bytes (param_inline_data_size)"
 }
 

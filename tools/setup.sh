@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   # build
-  bazel-bootstrap bazel-platforms g++ python3
+  bazel-bootstrap bazel-platforms g++ python3 clang-format-14
   # test and benchmark
   libgtest-dev libgmock-dev libbenchmark-dev valgrind
   # simulation

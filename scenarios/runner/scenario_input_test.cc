@@ -233,6 +233,33 @@ TEST(ScenarioInput, BadFabricInputIsRefusedWithTheFieldNamed) {
       "faults[0]: 'partition' is a fabric fault: it needs topology.fabric");
 }
 
+// Real sockets: realtime only, and only the knob the kernel's loopback does not set itself.
+TEST(ScenarioInput, AKernelSocketFabricNeedsRealtimeAndTakesOnlyTheUserTimeout) {
+  auto has = [](const std::string& yaml, const std::string& what) {
+    const std::string e = error_of(yaml);
+    EXPECT_NE(e.find(what), std::string::npos) << "got: " << e;
+  };
+  const std::string realtime = "time: realtime\n";
+  auto ok = parse_scenario(realtime + fabric("{network: kernel, link: {user_timeout: 20ms}}"));
+  ASSERT_TRUE(ok.ok()) << ok.error();
+  EXPECT_EQ(ok.value().fabric->network, "kernel");
+  EXPECT_EQ(ok.value().fabric->link.user_timeout_ns, 20'000'000u);
+  EXPECT_EQ(parse_scenario(fabric("{}")).value().fabric->network, "simulated");
+  has(fabric("{network: kernel}"),
+      "topology.fabric.network: kernel sockets run on the wall clock, not in virtual time "
+      "(time: realtime) (line 4)");
+  has(realtime + fabric("{network: kernel, link: {latency: 1ms}}"),
+      "topology.fabric.link.latency: not with network: kernel");
+  has(realtime + fabric("{network: rdma}"), "topology.fabric.network: 'rdma' (expected simulated");
+  // --time virtual on a file that says realtime: refused by the run, before anything starts.
+  RunOptions o;
+  o.time = "virtual";
+  const RunResult r = run_scenario(ok.value(), o);
+  EXPECT_NE(r.error.find("kernel sockets run on the wall clock: they cannot run in virtual time"),
+            std::string::npos)
+      << r.error;
+}
+
 TEST(ScenarioInput, LvolWorkloadsParseAndBadOnesAreRefused) {
   auto ok = parse_scenario(base("{name: nvme0, profile: p4800x}",
                                 "{name: v, bdev: nvme0n1, range: 1MiB, "

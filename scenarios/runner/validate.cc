@@ -156,6 +156,10 @@ Status fabric_rules(const Scenario& s) {
     }
   }
   if (!s.fabric) return {};
+  if (s.fabric->network == "kernel" && s.time != "realtime") {
+    return err("topology.fabric.network: kernel sockets run on the wall clock, not in virtual " +
+               std::string("time (time: realtime)") + line_of(s.fabric->line));
+  }
   for (const DeviceSpec& d : s.devices) {
     if (d.type != DeviceType::kEmulated) {
       return err("topology.fabric: the target serves emulated devices ('" + d.name +

@@ -98,8 +98,15 @@ class FabricScenarioTarget final : public EmulatedTarget {
       faults_ = sim_.get();
     }
     for (const DeviceSpec& d : sc.devices) subsystems_.push_back({nqn_of(d.name), {d.name + "n1"}});
+    for (const FaultSpec& f : sc.faults)
+      hotplug_ |= f.kind == FaultKind::kHotRemove || f.kind == FaultKind::kHotInsert;
+    readd_.assign(sc.devices.size(), false);
   }
   ~FabricScenarioTarget() override {
+    if (target_ && hotplug_) {  // nothing re-attaches a drive while the target lets go of them
+      event::CurrentThreadScope scope(&target_->thread());
+      bdev::nvme_hotplug_stop(target_->bdevs());
+    }
     // The host's controllers are gone (the engine detached them); the target, then its drives.
     if (target_ && !target_->shutdown([this] { rig_->lockstep().wait_turn(); })) {
       std::fprintf(stderr, "fabric target: could not stop (I/O held by a drive); left in memory\n");
@@ -129,6 +136,7 @@ class FabricScenarioTarget final : public EmulatedTarget {
     // blocking.
     if (sim_) sim_->set_wait_hook([&ls] { ls.wait_turn(); });
     if (kernel_) kernel_->set_wait_hook([&ls] { ls.wait_turn(); });
+    bdev::NvmeBdevOptions base;
     for (uint32_t d = 0; d < rig_->devices(); ++d) {
       auto ctrl = rig_->connect(d, &err);
       if (!ctrl) return "target: drive " + specs_[d].name + ": " + err;
@@ -142,6 +150,28 @@ class FabricScenarioTarget final : public EmulatedTarget {
       o.qpair.timeout_us = host_.io_timeout_us;
       auto names = bdev::nvme_attach_controller(target_->bdevs(), std::move(ctrl), o);
       if (!names) return "target: attach " + o.name + ": " + names.error().message;
+      base = o;
+    }
+    if (hotplug_) {
+      // A pulled drive comes back through the target's bdev_nvme hot-plug poller (SPDK's): it
+      // attaches the drive again once its removed controller is freed.
+      std::vector<bdev::NvmeHotplugSlot> slots;
+      for (uint32_t d = 0; d < rig_->devices(); ++d) {
+        slots.push_back(bdev::NvmeHotplugSlot{
+            specs_[d].name, [this, d] { return rig_->device(d).present(); },
+            [this, d]() -> Result<std::unique_ptr<nvme::Controller>> {
+              std::string e;
+              auto c = rig_->connect(d, &e);
+              if (!c) return make_error(ENODEV, e);
+              return c;
+            }});
+      }
+      event::CurrentThreadScope scope(&target_->thread());
+      base.name.clear();
+      const uint64_t period = host_.hotplug_poll_us ? host_.hotplug_poll_us : 500;
+      if (int rc = bdev::nvme_hotplug_start(target_->bdevs(), std::move(slots), period, base);
+          rc != 0)
+        return "target: hot-plug poller: error " + std::to_string(rc);
     }
     return target_->start(subsystems_, [&ls] { ls.wait_turn(); });
   }
@@ -189,12 +219,21 @@ class FabricScenarioTarget final : public EmulatedTarget {
     if (kernel_ && !on) return "topology.fabric.network: kernel sockets cannot run in virtual time";
     return EmulatedTarget::set_realtime(on);
   }
-  std::string hot_remove(uint32_t) override {
-    return "hot_remove behind a fabric target: not supported";
+  // Hot-plug of a drive behind the target: the target's bdev_nvme sees it go (its bdev goes,
+  // the subsystem's namespace with it: a changed-namespace notice to the hosts, whose
+  // bdev_nvme drops the namespace's bdev), re-attaches it when it is back (the hot-plug
+  // poller), and the namespace is added again as an operator's nvmf_subsystem_add_ns would
+  // (SPDK does not re-add one by itself either): another notice, and the host's bdev returns.
+  std::string hot_remove(uint32_t d) override {
+    rig_->hot_remove(d);
+    readd_[d] = true;
+    return "";
   }
-  std::string hot_insert(uint32_t) override {
-    return "hot_insert behind a fabric target: not supported";
+  std::string hot_insert(uint32_t d) override {
+    rig_->hot_insert(d);
+    return "";
   }
+  bool coming_back(uint32_t d) const override { return readd_[d] && rig_->device(d).present(); }
 
   InjectResult inject(uint32_t d, const FaultSpec& s, uint64_t range_blocks,
                       uint64_t seed) override {
@@ -307,7 +346,24 @@ class FabricScenarioTarget final : public EmulatedTarget {
       }
     }
     if (now < frozen_until_) return false;
-    return target_->step();
+    const bool work = target_->step();
+    if (std::find(readd_.begin(), readd_.end(), true) != readd_.end()) readd_namespaces();
+    return work;
+  }
+  // A re-inserted drive's bdev is back on the target: its namespace 1 is added again (an
+  // old one still draining, or the old bdev still going: the next step tries again).
+  void readd_namespaces() {
+    if (!target_->running() || target_->stopping()) return;
+    for (uint32_t d = 0; d < readd_.size(); ++d) {
+      if (!readd_[d] || !rig_->device(d).present()) continue;
+      const std::string bdev = specs_[d].name + "n1";
+      if (target_->bdevs().find(bdev) == nullptr) continue;
+      event::CurrentThreadScope scope(&target_->thread());
+      fabric::target::NamespaceOptions no;
+      no.bdev_name = bdev;
+      no.nsid = 1;
+      if (target_->target().add_namespace(nqn_of(specs_[d].name), no)) readd_[d] = false;
+    }
   }
   uint64_t next_event_ns() {
     uint64_t next = sim_ ? sim_->next_event_ns() : UINT64_MAX;
@@ -331,6 +387,8 @@ class FabricScenarioTarget final : public EmulatedTarget {
   uint64_t frozen_until_ = 0;
   bool restart_requested_ = false;
   uint64_t back_at_ = 0;  // a restarted target is back then (0: no restart pending)
+  bool hotplug_ = false;     // the timeline pulls drives: the target re-attaches them
+  std::vector<bool> readd_;  // per drive: pulled, its namespace to be added again
   std::vector<std::string> errors_;
 };
 

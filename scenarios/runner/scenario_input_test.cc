@@ -183,6 +183,12 @@ TEST(ScenarioInput, AFabricTopologyParsesWithItsKnobs) {
   EXPECT_EQ(faults[5].kind, FaultKind::kFatal);  // device faults apply behind the target
 }
 
+TEST(ScenarioInput, ADriveBehindTheFabricTargetMayBePulledAndReinserted) {
+  auto s = parse_scenario(fabric("{}", "[{at: 1ms, action: hot_remove, reinsert_after: 2ms}]"));
+  ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_EQ(s.value().faults[0].kind, FaultKind::kHotRemove);
+}
+
 TEST(ScenarioInput, FabricFaultsMayNameOnePath) {
   auto s = parse_scenario(fabric("{paths: 2}",
                                  "[{at: 1ms, action: partition, path: 1, "
@@ -219,8 +225,6 @@ TEST(ScenarioInput, BadFabricInputIsRefusedWithTheFieldNamed) {
       "faults[0].rate: '2' (expected a number in [0, 1])");
   has(fabric("{}", "[{at: 1ms, action: connection_drop, device: nvme0}]"),
       "faults[0].device: a fabric fault acts on the fabric");
-  has(fabric("{}", "[{at: 1ms, action: hot_remove}]"),
-      "faults[0]: 'hot_remove' of a drive behind the fabric target is not supported yet");
   has(fabric("{}", "[{at: 1ms, action: connection_drop}]", "{name: nvme0, type: qemu}"),
       "the target serves emulated devices");
   has(fabric("{paths: 2}", "[{at: 1ms, action: partition, path: 2, duration: 1ms}]"),

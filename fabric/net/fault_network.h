@@ -37,7 +37,10 @@
 // nothing is held; the hold buffer is allocated on a socket's first held byte.
 //
 // Threads: each socket has one owner thread (as on PosixNetwork); faults may be injected from
-// any thread (a mutex guards the set of sockets; injection is not on the I/O path).
+// any thread (a mutex guards the set of sockets; injection is not on the I/O path). A fault
+// reaches a socket at its owner's next call (a readiness group's next poll for a target's).
+// The network outlives its sockets, listeners and groups. drop() counts connection *ends*
+// in this process (a connection between two of its sockets: 2).
 #pragma once
 
 #include <atomic>

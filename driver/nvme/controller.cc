@@ -304,31 +304,83 @@ bool Controller::identify_namespaces() {
   }
   for (uint32_t nsid : list) {
     if (nsid == 0) break;
-    Namespace ns;
-    ns.id = nsid;
-    sn::SubmissionEntry id{};
-    id.opcode = sn::admin::kIdentify;
-    id.nsid = nsid;
-    id.cdw10 = sn::cns::kNamespace;
-    auto r = admin_sync(id, &ns.data, sizeof ns.data);
-    if (!r) {
-      init_error_ = "identify namespace " + std::to_string(nsid) + ": " + r.error().message;
+    auto ns = std::make_unique<Namespace>();
+    auto usable = identify_namespace(nsid, ns.get());
+    if (!usable) {
+      init_error_ = "identify namespace " + std::to_string(nsid) + ": " + usable.error().message;
       return false;
     }
-    const sn::LbaFormat& f = ns.data.lbaf[ns.data.flbas & 0xf];
-    if (f.lbads < 9 || f.lbads > 16) continue;  // not a usable format: skip the namespace
-    ns.block_size = 1u << f.lbads;
-    ns.num_blocks = ns.data.nsze;
-    ns.max_io_blocks = qctx_.max_transfer ? qctx_.max_transfer / ns.block_size : 0;
+    if (!*usable) continue;  // not a usable format: skip the namespace
     nsids_.push_back(nsid);
-    namespaces_[nsid] = ns;
+    namespaces_[nsid] = std::move(ns);
   }
   return true;
 }
 
+Result<bool> Controller::identify_namespace(uint32_t nsid, Namespace* ns) {
+  ns->id = nsid;
+  sn::SubmissionEntry id{};
+  id.opcode = sn::admin::kIdentify;
+  id.nsid = nsid;
+  id.cdw10 = sn::cns::kNamespace;
+  auto r = admin_sync(id, &ns->data, sizeof ns->data);
+  if (!r) return r.error();
+  const sn::LbaFormat& f = ns->data.lbaf[ns->data.flbas & 0xf];
+  if (f.lbads < 9 || f.lbads > 16 || ns->data.nsze == 0) return false;
+  ns->block_size = 1u << f.lbads;
+  ns->num_blocks = ns->data.nsze;
+  ns->max_io_blocks = qctx_.max_transfer ? qctx_.max_transfer / ns->block_size : 0;
+  return true;
+}
+
+Result<std::vector<uint32_t>> Controller::refresh_namespaces() {
+  // The log page first: reading it (RAE clear) lets the controller report the next change.
+  std::array<uint32_t, 1024> changed{};
+  sn::SubmissionEntry log{};
+  log.opcode = sn::admin::kGetLogPage;
+  log.nsid = 0xffffffff;
+  log.cdw10 = sn::log::kChangedNamespaceList | ((sizeof changed / 4 - 1) << 16);
+  if (auto r = admin_sync(log, changed.data(), sizeof changed); !r) {
+    return make_error(EIO, "changed namespace list: " + r.error().message);
+  }
+  std::array<uint32_t, 1024> list{};
+  sn::SubmissionEntry cmd{};
+  cmd.opcode = sn::admin::kIdentify;
+  cmd.cdw10 = sn::cns::kActiveNamespaceList;
+  if (auto r = admin_sync(cmd, list.data(), sizeof list); !r) {
+    return make_error(EIO, "active namespace list: " + r.error().message);
+  }
+  std::vector<uint32_t> active;
+  std::map<uint32_t, std::unique_ptr<Namespace>> next;
+  for (uint32_t nsid : list) {
+    if (nsid == 0) break;
+    auto ns = std::make_unique<Namespace>();
+    auto usable = identify_namespace(nsid, ns.get());
+    if (!usable) {
+      return make_error(EIO, "identify namespace " + std::to_string(nsid) + ": " +
+                                 usable.error().message);
+    }
+    if (!*usable) continue;
+    auto old = namespaces_.find(nsid);
+    if (old != namespaces_.end() && old->second->block_size == ns->block_size &&
+        old->second->num_blocks == ns->num_blocks &&
+        std::memcmp(old->second->data.nguid, ns->data.nguid, sizeof ns->data.nguid) == 0) {
+      next[nsid] = std::move(old->second);  // the same namespace: its pointer stays
+    } else {
+      next[nsid] = std::move(ns);
+    }
+    active.push_back(nsid);
+  }
+  for (auto& [nsid, ns] : namespaces_)
+    if (ns) retired_.push_back(std::move(ns));
+  namespaces_ = std::move(next);
+  nsids_ = active;
+  return active;
+}
+
 const Namespace* Controller::ns(uint32_t nsid) const {
   auto it = namespaces_.find(nsid);
-  return it == namespaces_.end() ? nullptr : &it->second;
+  return it == namespaces_.end() ? nullptr : it->second.get();
 }
 
 int Controller::admin_submit(const sn::SubmissionEntry& cmd, void* buf, uint32_t len,

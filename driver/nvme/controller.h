@@ -117,6 +117,12 @@ class Controller {
   const sn::IdentifyController& identify() const { return cdata_; }
   const std::vector<uint32_t>& namespace_ids() const { return nsids_; }
   const Namespace* ns(uint32_t nsid) const;
+  // After a Namespace Attribute Changed notice (set-up path, the admin thread): reads the
+  // Changed Namespace List log (which re-arms the notice) and the active namespace list, and
+  // identifies what is new or changed. A namespace that went (or changed) leaves
+  // namespace_ids(), but a pointer ns() gave out stays valid for the controller's life (its
+  // bdev may still be draining). Returns the active namespace ids, or the error.
+  Result<std::vector<uint32_t>> refresh_namespaces();
   uint32_t io_queues_granted() const { return io_queues_granted_; }
   uint32_t max_transfer_bytes() const { return qctx_.max_transfer; }
   uint32_t max_queue_entries() const { return static_cast<uint32_t>(sn::cap::mqes(cap_)) + 1; }
@@ -226,6 +232,8 @@ class Controller {
   int recreate_io_queues();
   int fail_reset(int rc);
   bool identify_namespaces();
+  // Identify Namespace of nsid into *ns (block size etc. filled); false: not usable.
+  Result<bool> identify_namespace(uint32_t nsid, Namespace* ns);
   void arm_async_event();
   static void on_async_event(void* ctx, const sn::CompletionEntry& cpl);
   static void on_io_timeout(void* ctx, Qpair& qp, uint16_t cid);
@@ -264,7 +272,8 @@ class Controller {
 
   sn::IdentifyController cdata_{};
   std::vector<uint32_t> nsids_;
-  std::map<uint32_t, Namespace> namespaces_;
+  std::map<uint32_t, std::unique_ptr<Namespace>> namespaces_;  // active, usable
+  std::vector<std::unique_ptr<Namespace>> retired_;  // went or changed: ns() pointers stay valid
   uint32_t io_queues_granted_ = 0;
   std::vector<bool> qid_used_;
   std::vector<Qpair*> io_qpairs_;  // allocated I/O queue pairs (recreated by reset())

@@ -70,6 +70,10 @@ class PosixSocket final : public Socket {
     return errno == EAGAIN || errno == EINTR ? kAgain : -errno;
   }
   void shutdown_write() override { ::shutdown(fd_, SHUT_WR); }
+  void reset_on_close() override {
+    const linger l{1, 0};  // close() sends a RST and drops what is queued
+    ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+  }
   bool connected(int* error) override {
     if (!connecting_) return true;
     pollfd pf{fd_, POLLOUT, 0};

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "driver/env/clock.h"
+#include "fabric/net/faults.h"
 #include "fabric/net/socket.h"
 
 namespace pollux::fabric::net {
@@ -51,7 +52,7 @@ struct SimNetworkStats {
            resets = 0, partitions = 0;
 };
 
-class SimNetwork final : public Network {
+class SimNetwork final : public Network, public NetworkFaults {
  public:
   // clock: 1 tick = 1 ns (a VirtualClock the lockstep engine owns).
   SimNetwork(const env::Clock& clock, uint64_t seed);
@@ -62,13 +63,13 @@ class SimNetwork final : public Network {
   void set_link(const std::string& link, const LinkConfig& c);
   const LinkConfig& link_config(const std::string& link);
   // Connection drop: every connection on the link is reset, both ends, now.
-  uint32_t drop(const std::string& link);
+  uint32_t drop(const std::string& link) override;
   // Nothing crosses the link for `duration`; at least the user timeout: connections reset.
-  void partition(const std::string& link, uint64_t duration_ns);
+  void partition(const std::string& link, uint64_t duration_ns) override;
   // Extra one-way latency on segments sent in the next `duration`.
-  void add_latency(const std::string& link, uint64_t extra_ns, uint64_t duration_ns);
+  void add_latency(const std::string& link, uint64_t extra_ns, uint64_t duration_ns) override;
   // Segments sent in the next `duration` are corrupted with probability `rate`.
-  void corrupt(const std::string& link, double rate, uint64_t duration_ns);
+  void corrupt(const std::string& link, double rate, uint64_t duration_ns) override;
   // A set-up path's wait (Socket::wait) calls this to advance the world; default: nothing.
   void set_wait_hook(std::function<void()> fn) { wait_hook_ = std::move(fn); }
 

@@ -1,7 +1,8 @@
 // The socket seam of the fabric transports: a connected non-blocking byte stream, a listener,
 // a readiness group (what epoll does for a target's poll group) and the network that makes
 // them. PosixNetwork (posix.h) is the kernel's TCP; SimNetwork (sim_network.h) an in-process
-// wire in virtual time whose every fault is drawn from a seed.
+// wire in virtual time whose every fault is drawn from a seed; FaultNetwork (fault_network.h)
+// the same faults in front of another network (the kernel's TCP) on the wall clock.
 //
 // Hot path: send/recv/wait_ready are one virtual call onto one syscall (POSIX) or a ring copy
 // (sim); nothing allocates, locks or throws.
@@ -43,6 +44,10 @@ class Socket {
   }
   // Half-close: the peer sees EOF once what was sent has arrived; receiving goes on.
   virtual void shutdown_write() = 0;
+  // The close that follows (destruction) is abortive: the peer sees a reset (ECONNRESET), not
+  // an end of stream, and what was not sent is discarded (SO_LINGER 0 on POSIX). For a fault
+  // layer's connection drop.
+  virtual void reset_on_close() {}
   // Set-up paths only: true once a connect finished (false and *error when it failed).
   virtual bool connected(int* error) = 0;
   // Set-up paths only: waits until the socket may be readable (or writable), the connection

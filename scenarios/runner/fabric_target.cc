@@ -1,7 +1,9 @@
 // The fabric target: the scenario's emulated drives behind an in-process Pollux NVMe-oF/TCP
 // target (scenarios/sim's FabricTarget, on a step-mode framework of its own: another machine
 // in the lockstep world), and the host's driver connected to it over a SimNetwork — so a
-// fabric fault replays from its seed like a device fault. One subsystem per drive
+// fabric fault replays from its seed like a device fault — or (network: kernel, realtime
+// only) over the kernel's TCP on 127.0.0.x behind a FaultNetwork, the same faults on real
+// sockets on the wall clock. One subsystem per drive
 // (nqn.2026-11.io.pollux:<name>, namespace 1 = the drive's namespace 1 through the target's
 // bdev_nvme); the host's controller for the drive has the drive's name, so its bdev is
 // <name>n1 as on the emulated target.
@@ -12,6 +14,8 @@
 
 #include "driver/bdev/modules/nvme.h"
 #include "driver/nvme/transport_id.h"
+#include "fabric/net/fault_network.h"
+#include "fabric/net/posix.h"
 #include "fabric/net/sim_network.h"
 #include "fabric/tcp/host.h"
 #include "scenarios/runner/emulated_target.h"
@@ -19,11 +23,35 @@
 namespace pollux::scenarios {
 namespace {
 
-// Path p of the fabric is the target's address 10.0.0.<p + 1>, a link of its own.
-std::string address_of(uint32_t path) {
-  return "10.0.0." + std::to_string(path + 1);
+// Path p of the fabric is the target's address 10.0.0.<p + 1> (simulated) or 127.0.0.<p + 1>
+// (kernel: all of 127/8 is loopback), a link of its own.
+std::string address_of(const FabricSpec& f, uint32_t path) {
+  return (f.network == "kernel" ? "127.0.0." : "10.0.0.") + std::to_string(path + 1);
 }
-constexpr char kPort[] = "4420";
+constexpr char kSimPort[] = "4420";
+
+// A port free on every path's address now (the kernel picks it for the first; a restarted
+// target listens there again: SO_REUSEADDR). "" and *error if none.
+std::string free_port(const FabricSpec& f, std::string* error) {
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    auto first = fabric::net::posix_network().listen("ipv4", address_of(f, 0), "0");
+    if (!first) {
+      *error = "listen on " + address_of(f, 0) + ": " + first.error().message;
+      return "";
+    }
+    const std::string port = std::to_string(first.value()->port());
+    bool all = true;
+    std::vector<std::unique_ptr<fabric::net::Listener>> others;
+    for (uint32_t p = 1; p < f.paths && all; ++p) {
+      auto l = fabric::net::posix_network().listen("ipv4", address_of(f, p), port);
+      if (l) others.push_back(std::move(l).value());
+      all = l.ok();
+    }
+    if (all) return port;
+  }
+  *error = "no port free on every path's address";
+  return "";
+}
 constexpr char kHostNqn[] = "nqn.2026-11.io.pollux:scenario-host";
 
 std::string nqn_of(const std::string& device) {
@@ -49,12 +77,36 @@ class FabricScenarioTarget final : public EmulatedTarget {
       : EmulatedTarget(sc, std::move(profiles), std::move(rig)),
         spec_(*sc.fabric),
         host_(sc.host),
-        tune_(std::move(tune)),
-        net_(rig_->clock(), seed ^ 0xfab41c5eedull) {
-    net_.set_default_link(link_of(spec_.link));
+        tune_(std::move(tune)) {
+    if (spec_.network == "kernel") {
+      fabric::net::FaultConfig fc;
+      fc.user_timeout_ns = spec_.link.user_timeout_ns;
+      // Fault time is the run's clock: paced to the wall clock once the workloads start. The
+      // set-up before (drives, target, the host's first connects) runs in virtual time, as
+      // for the simulated network: a turn advances it less than the real time it takes, so no
+      // deadline there expires before the kernel's loopback answers, and wall time spent
+      // outside the lockstep does not land as one jump inside a connect.
+      kernel_ = std::make_unique<fabric::net::FaultNetwork>(fabric::net::posix_network(),
+                                                            seed ^ 0xfab41c5eedull, &rig_->clock(),
+                                                            fc);
+      net_ = kernel_.get();
+      faults_ = kernel_.get();
+    } else {
+      sim_ = std::make_unique<fabric::net::SimNetwork>(rig_->clock(), seed ^ 0xfab41c5eedull);
+      sim_->set_default_link(link_of(spec_.link));
+      net_ = sim_.get();
+      faults_ = sim_.get();
+    }
     for (const DeviceSpec& d : sc.devices) subsystems_.push_back({nqn_of(d.name), {d.name + "n1"}});
+    for (const FaultSpec& f : sc.faults)
+      hotplug_ |= f.kind == FaultKind::kHotRemove || f.kind == FaultKind::kHotInsert;
+    readd_.assign(sc.devices.size(), false);
   }
   ~FabricScenarioTarget() override {
+    if (target_ && hotplug_) {  // nothing re-attaches a drive while the target lets go of them
+      event::CurrentThreadScope scope(&target_->thread());
+      bdev::nvme_hotplug_stop(target_->bdevs());
+    }
     // The host's controllers are gone (the engine detached them); the target, then its drives.
     if (target_ && !target_->shutdown([this] { rig_->lockstep().wait_turn(); })) {
       std::fprintf(stderr, "fabric target: could not stop (I/O held by a drive); left in memory\n");
@@ -68,13 +120,27 @@ class FabricScenarioTarget final : public EmulatedTarget {
     sim::FabricTargetOptions fo;
     fo.registry = &rig_->registry();  // the drives reach only the rig's memory
     fo.addresses.clear();
-    for (uint32_t p = 0; p < spec_.paths; ++p) fo.addresses.push_back(address_of(p));
-    target_ = sim::FabricTarget::create(rig_->clock(), net_, fo, &err);
+    for (uint32_t p = 0; p < spec_.paths; ++p) fo.addresses.push_back(address_of(spec_, p));
+    port_ = kSimPort;
+    if (kernel_) {
+      port_ = free_port(spec_, &err);
+      if (port_.empty()) return err;
+    }
+    fo.port = port_;
+    // On the wall clock a target restart costs what its transport's set-up costs: 128 shared
+    // buffers of 128 KiB (16 MiB of DMA memory allocated and registered) took 30-36 ms here,
+    // 32 take 3-16 ms — and 32 cover the scenarios' queue depths.
+    if (kernel_) fo.tcp.num_shared_buffers = 32;
+    target_ = sim::FabricTarget::create(rig_->clock(), *net_, fo, &err);
     if (!target_) return err;
     sim::Lockstep& ls = rig_->lockstep();
     ls.add_world([this] { return world_step(); });
     ls.add_event_source([this] { return next_event_ns(); });
-    net_.set_wait_hook([&ls] { ls.wait_turn(); });
+    // A set-up path's wait steps the world (the target must answer the connect) instead of
+    // blocking.
+    if (sim_) sim_->set_wait_hook([&ls] { ls.wait_turn(); });
+    if (kernel_) kernel_->set_wait_hook([&ls] { ls.wait_turn(); });
+    bdev::NvmeBdevOptions base;
     for (uint32_t d = 0; d < rig_->devices(); ++d) {
       auto ctrl = rig_->connect(d, &err);
       if (!ctrl) return "target: drive " + specs_[d].name + ": " + err;
@@ -88,19 +154,41 @@ class FabricScenarioTarget final : public EmulatedTarget {
       o.qpair.timeout_us = host_.io_timeout_us;
       auto names = bdev::nvme_attach_controller(target_->bdevs(), std::move(ctrl), o);
       if (!names) return "target: attach " + o.name + ": " + names.error().message;
+      base = o;
+    }
+    if (hotplug_) {
+      // A pulled drive comes back through the target's bdev_nvme hot-plug poller (SPDK's): it
+      // attaches the drive again once its removed controller is freed.
+      std::vector<bdev::NvmeHotplugSlot> slots;
+      for (uint32_t d = 0; d < rig_->devices(); ++d) {
+        slots.push_back(bdev::NvmeHotplugSlot{
+            specs_[d].name, [this, d] { return rig_->device(d).present(); },
+            [this, d]() -> Result<std::unique_ptr<nvme::Controller>> {
+              std::string e;
+              auto c = rig_->connect(d, &e);
+              if (!c) return make_error(ENODEV, e);
+              return c;
+            }});
+      }
+      event::CurrentThreadScope scope(&target_->thread());
+      base.name.clear();
+      const uint64_t period = host_.hotplug_poll_us ? host_.hotplug_poll_us : 500;
+      if (int rc = bdev::nvme_hotplug_start(target_->bdevs(), std::move(slots), period, base);
+          rc != 0)
+        return "target: hot-plug poller: error " + std::to_string(rc);
     }
     return target_->start(subsystems_, [&ls] { ls.wait_turn(); });
   }
 
   Result<std::unique_ptr<nvme::Controller>> connect(uint32_t d) override {
     auto trid_of = [&](uint32_t path) {
-      return nvme::parse_transport_id("trtype:tcp adrfam:ipv4 traddr:" + address_of(path) +
-                                      " trsvcid:" + kPort + " subnqn:" + nqn_of(specs_[d].name));
+      return nvme::parse_transport_id("trtype:tcp adrfam:ipv4 traddr:" + address_of(spec_, path) +
+                                      " trsvcid:" + port_ + " subnqn:" + nqn_of(specs_[d].name));
     };
     auto trid = trid_of(0);
     if (!trid) return trid.error();
     fabric::tcp::TcpOptions to;
-    to.network = &net_;
+    to.network = net_;
     to.header_digest = to.data_digest = spec_.digests;
     to.connect_timeout_ms =
         static_cast<uint32_t>(std::max<uint64_t>(1, spec_.connect_timeout_ns / 1'000'000));
@@ -130,37 +218,51 @@ class FabricScenarioTarget final : public EmulatedTarget {
   // again after a controller loss; a refused connect just fails that attempt).
   bool present(uint32_t) override { return true; }
   // Realtime: the lockstep's clock follows the wall clock, and the simulated network (on that
-  // clock) with it — the same faults, paced; not real sockets.
-  std::string set_realtime(bool on) override { return EmulatedTarget::set_realtime(on); }
-  std::string hot_remove(uint32_t) override {
-    return "hot_remove behind a fabric target: not supported";
+  // clock) with it — the same faults, paced. Kernel sockets: realtime only.
+  std::string set_realtime(bool on) override {
+    if (kernel_ && !on) return "topology.fabric.network: kernel sockets cannot run in virtual time";
+    return EmulatedTarget::set_realtime(on);
   }
-  std::string hot_insert(uint32_t) override {
-    return "hot_insert behind a fabric target: not supported";
+  // Hot-plug of a drive behind the target: the target's bdev_nvme sees it go (its bdev goes,
+  // the subsystem's namespace with it: a changed-namespace notice to the hosts, whose
+  // bdev_nvme drops the namespace's bdev), re-attaches it when it is back (the hot-plug
+  // poller), and the namespace is added again as an operator's nvmf_subsystem_add_ns would
+  // (SPDK does not re-add one by itself either): another notice, and the host's bdev returns.
+  std::string hot_remove(uint32_t d) override {
+    rig_->hot_remove(d);
+    readd_[d] = true;
+    return "";
   }
+  std::string hot_insert(uint32_t d) override {
+    rig_->hot_insert(d);
+    return "";
+  }
+  bool coming_back(uint32_t d) const override { return readd_[d] && rig_->device(d).present(); }
 
   InjectResult inject(uint32_t d, const FaultSpec& s, uint64_t range_blocks,
                       uint64_t seed) override {
     if (!is_fabric_fault(s.kind)) return EmulatedTarget::inject(d, s, range_blocks, seed);
     InjectResult r;
     const uint64_t now = rig_->clock().now();
-    const std::string link = s.path < 0 ? "" : address_of(static_cast<uint32_t>(s.path));
+    const std::string link =
+        s.path < 0 ? "" : address_of(spec_, static_cast<uint32_t>(s.path));
     const std::string on = s.path < 0 ? "" : " on path " + std::to_string(s.path);
     switch (s.kind) {
       case FaultKind::kConnectionDrop:
-        r.detail = std::to_string(net_.drop(link)) + " connections reset" + on;
+        r.detail = std::to_string(faults_->drop(link)) +
+                   (kernel_ ? " connection ends reset" : " connections reset") + on;
         break;
       case FaultKind::kPartition:
-        net_.partition(link, s.duration_ns);
+        faults_->partition(link, s.duration_ns);
         r.detail = "no traffic" + on + " for " + format_ns(s.duration_ns) +
                    (s.duration_ns >= spec_.link.user_timeout_ns ? " (connections time out)" : "");
         break;
       case FaultKind::kLatency:
-        net_.add_latency(link, s.delay_ns, s.duration_ns);
+        faults_->add_latency(link, s.delay_ns, s.duration_ns);
         r.detail = "+" + format_ns(s.delay_ns) + " one way for " + format_ns(s.duration_ns);
         break;
       case FaultKind::kCorruption:
-        net_.corrupt(link, s.rate, s.duration_ns);
+        faults_->corrupt(link, s.rate, s.duration_ns);
         r.detail = "segments corrupted with probability " + std::to_string(s.rate) + " for " +
                    format_ns(s.duration_ns) + (spec_.digests ? " (digests on)" : " (no digests)");
         break;
@@ -189,7 +291,20 @@ class FabricScenarioTarget final : public EmulatedTarget {
   void outcome(uint32_t d, DeviceOutcome* out) override { EmulatedTarget::outcome(d, out); }
   void collect_metrics(metrics::Builder& b, uint64_t now_ns) const override {
     EmulatedTarget::collect_metrics(b, now_ns);
-    const fabric::net::SimNetworkStats& st = net_.stats();
+    if (kernel_) {
+      const fabric::net::FaultNetworkStats& st = kernel_->stats();
+      b.counter("pollux_faultnet_connections_total", "Sockets made through the fault layer", {},
+                static_cast<double>(st.connections.load()));
+      b.counter("pollux_faultnet_connection_resets_total",
+                "Connection ends reset (drops, user timeouts)", {},
+                static_cast<double>(st.resets.load() + st.timeouts.load()));
+      b.counter("pollux_faultnet_held_bytes_total", "Bytes a fault held back (partition, latency)",
+                {}, static_cast<double>(st.held_bytes.load()));
+      b.counter("pollux_faultnet_corrupted_bytes_total", "Bytes flipped past TCP's checksum", {},
+                static_cast<double>(st.corrupted.load()));
+      return;
+    }
+    const fabric::net::SimNetworkStats& st = sim_->stats();
     b.counter("pollux_simnet_segments_total", "Segments the simulated network carried", {},
               static_cast<double>(st.segments));
     b.counter("pollux_simnet_corrupted_segments_total", "Segments delivered corrupted", {},
@@ -197,12 +312,27 @@ class FabricScenarioTarget final : public EmulatedTarget {
     b.counter("pollux_simnet_connection_resets_total", "Connections reset (drops, timeouts)", {},
               static_cast<double>(st.resets));
   }
-  // The drives' trace and the network's delivery trace together.
+  // The drives' trace and the network's delivery trace together (kernel sockets: the fault
+  // schedule and its draws; their timing is the wall clock's).
   uint64_t trace_hash() const override {
-    return EmulatedTarget::trace_hash() ^ (net_.trace_hash() * 0x9e3779b97f4a7c15ull);
+    const uint64_t net = kernel_ ? kernel_->fault_hash() : sim_->trace_hash();
+    return EmulatedTarget::trace_hash() ^ (net * 0x9e3779b97f4a7c15ull);
   }
   uint64_t trace_records() const override {
-    return EmulatedTarget::trace_records() + net_.trace_records();
+    return EmulatedTarget::trace_records() + (sim_ ? sim_->trace_records() : 0);
+  }
+  std::vector<std::string> notes() const override {
+    if (!kernel_) return {};
+    const fabric::net::FaultNetworkStats& st = kernel_->stats();
+    const std::string where =
+        spec_.paths == 1 ? "127.0.0.1" : "127.0.0.1-" + std::to_string(spec_.paths);
+    return {"fabric: kernel TCP on " + where + " port " + port_ +
+            " behind the fault layer: " + std::to_string(st.connections.load()) +
+            " sockets, " + std::to_string(st.resets.load()) + " ends reset by drops, " +
+            std::to_string(st.timeouts.load()) + " by user timeouts, " +
+            std::to_string(st.deferred_connects.load()) + " connects deferred, " +
+            std::to_string(st.held_bytes.load()) + " bytes held, " +
+            std::to_string(st.corrupted.load()) + " bytes corrupted"};
   }
 
  private:
@@ -220,10 +350,27 @@ class FabricScenarioTarget final : public EmulatedTarget {
       }
     }
     if (now < frozen_until_) return false;
-    return target_->step();
+    const bool work = target_->step();
+    if (std::find(readd_.begin(), readd_.end(), true) != readd_.end()) readd_namespaces();
+    return work;
+  }
+  // A re-inserted drive's bdev is back on the target: its namespace 1 is added again (an
+  // old one still draining, or the old bdev still going: the next step tries again).
+  void readd_namespaces() {
+    if (!target_->running() || target_->stopping()) return;
+    for (uint32_t d = 0; d < readd_.size(); ++d) {
+      if (!readd_[d] || !rig_->device(d).present()) continue;
+      const std::string bdev = specs_[d].name + "n1";
+      if (target_->bdevs().find(bdev) == nullptr) continue;
+      event::CurrentThreadScope scope(&target_->thread());
+      fabric::target::NamespaceOptions no;
+      no.bdev_name = bdev;
+      no.nsid = 1;
+      if (target_->target().add_namespace(nqn_of(specs_[d].name), no)) readd_[d] = false;
+    }
   }
   uint64_t next_event_ns() {
-    uint64_t next = net_.next_event_ns();
+    uint64_t next = sim_ ? sim_->next_event_ns() : UINT64_MAX;
     const uint64_t now = rig_->clock().now();
     for (uint64_t t : {frozen_until_, back_at_})
       if (t > now) next = std::min(next, t);
@@ -234,12 +381,18 @@ class FabricScenarioTarget final : public EmulatedTarget {
   FabricSpec spec_;
   HostSpec host_;
   TuneController tune_;
-  fabric::net::SimNetwork net_;
+  std::unique_ptr<fabric::net::SimNetwork> sim_;      // network: simulated
+  std::unique_ptr<fabric::net::FaultNetwork> kernel_;  // network: kernel
+  fabric::net::Network* net_ = nullptr;
+  fabric::net::NetworkFaults* faults_ = nullptr;
+  std::string port_;
   std::unique_ptr<sim::FabricTarget> target_;
   std::vector<sim::FabricSubsystem> subsystems_;
   uint64_t frozen_until_ = 0;
   bool restart_requested_ = false;
   uint64_t back_at_ = 0;  // a restarted target is back then (0: no restart pending)
+  bool hotplug_ = false;     // the timeline pulls drives: the target re-attaches them
+  std::vector<bool> readd_;  // per drive: pulled, its namespace to be added again
   std::vector<std::string> errors_;
 };
 

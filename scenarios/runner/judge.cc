@@ -104,7 +104,8 @@ void Engine::judge(RunResult& r) {
   std::stable_sort(r.pollers.begin(), r.pollers.end(),
                    [](const PollerSeries& a, const PollerSeries& b) { return a.busy_runs > b.busy_runs; });
   for (const std::string& s : runtime_errors_) r.failures.push_back(s);
-  r.notes = lvols_->log();
+  for (const std::string& n : lvols_->log()) r.notes.push_back("lvol: " + n);
+  for (const std::string& n : target_->notes()) r.notes.push_back(n);
   for (const std::string& s : target_->errors()) r.failures.push_back(s);
   r.devices_at_end = 0;
   for (uint32_t i = 0; i < target_->devices(); ++i) {

@@ -280,7 +280,7 @@ std::string result_table(const RunResult& r) {
     }
   }
   if (!r.notes.empty()) s += "\n";
-  for (const std::string& n : r.notes) s += "lvol: " + n + "\n";
+  for (const std::string& n : r.notes) s += n + "\n";
   if (!r.expectations.empty()) s += "\n";
   for (const ExpectationOutcome& x : r.expectations) {
     s += fmt::format("expect {:<4} {}: {} ({})\n", x.passed ? "ok" : "NOT", x.name, x.measured,
@@ -446,7 +446,7 @@ std::string report_html(const RunResult& r) {
   h += "</table>";
   h += latency_distribution_chart(r);
   if (!r.notes.empty()) {
-    h += "<h2>Logical volumes</h2><ul>";
+    h += "<h2>Notes</h2><ul>";
     for (const std::string& n : r.notes) h += "<li>" + html_escape(n) + "</li>";
     h += "</ul>";
   }

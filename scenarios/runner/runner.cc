@@ -535,11 +535,16 @@ RunResult Engine::run() {
   r.replay = o_.replay;
   r.planned_ns = sc_.end_ns();
   wall0_ = Clock::now();
+  r.time = o_.time.empty() ? sc_.time : o_.time;
+  if (sc_.fabric && sc_.fabric->network == "kernel" && r.time != "realtime") {
+    r.error = "topology.fabric.network: kernel sockets run on the wall clock: they cannot run "
+              "in virtual time (use --time realtime)";
+    return r;
+  }
   if (std::string e = setup(); !e.empty()) {
     r.error = e;
     return r;
   }
-  r.time = o_.time.empty() ? sc_.time : o_.time;
   // Set-up (controller initialisation) ran in the target's own time (emulated: virtual); the
   // workloads run in the mode asked for.
   if (std::string e = target_->set_realtime(r.time == "realtime"); !e.empty()) {

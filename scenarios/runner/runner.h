@@ -96,7 +96,7 @@ struct RunResult {
   std::vector<WorkloadOutcome> workloads;
   std::vector<DeviceOutcome> devices;
   std::vector<PollerSeries> pollers;  // busiest first
-  std::vector<std::string> notes;       // what the host's lvstores went through
+  std::vector<std::string> notes;       // "lvol: ..." (what the lvstores went through), "fabric: ..."
   std::vector<std::string> violations;  // the first few, in words
   uint64_t violation_count = 0;
   uint32_t devices_at_end = 0;

@@ -131,9 +131,25 @@ Status parse_fabric(const YAML::Node& n, FabricSpec* f) {
     return err(prefix + ".transport: '" + f->transport +
                "' (expected tcp: the simulated network carries NVMe/TCP)" + where(n["transport"]));
   }
+  POLLUX_TRY(s.string("network", &f->network));
+  if (f->network != "simulated" && f->network != "kernel") {
+    return err(prefix + ".network: '" + f->network +
+               "' (expected simulated — fabric/net's SimNetwork — or kernel: real sockets on " +
+               "loopback)" + where(n["network"]));
+  }
   if (YAML::Node l = s.take("link")) {
     const std::string lp = prefix + ".link";
     if (!l.IsMap()) return err(lp + ": expected a mapping" + where(l));
+    if (f->network == "kernel") {
+      for (const auto& kv : l) {
+        const std::string key = kv.first.as<std::string>();
+        if (key != "user_timeout") {
+          return err(lp + "." + key + ": not with network: kernel (the kernel's loopback has " +
+                     "its own latency, bandwidth, MTU and retransmissions; only user_timeout " +
+                     "applies)" + where(kv.first));
+        }
+      }
+    }
     Section ls(l, lp);
     FabricLinkSpec& k = f->link;
     POLLUX_TRY(duration_ns(ls, "latency", &k.latency_ns));

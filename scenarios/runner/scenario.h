@@ -53,7 +53,8 @@ struct HostSpec {
 
 // A fabric topology: the devices are served by an in-process Pollux NVMe-oF target (one
 // subsystem per device, nqn.2026-11.io.pollux:<name>) and the host's bdev_nvme reaches it over
-// a simulated network (fabric/net's SimNetwork) in virtual time.
+// a simulated network (fabric/net's SimNetwork) in virtual time, or over the kernel's TCP on
+// loopback behind fabric/net's FaultNetwork (network: kernel; realtime only).
 struct FabricLinkSpec {
   uint64_t latency_ns = 10'000;             // one way
   uint64_t bandwidth_bps = 25'000'000'000;  // per direction
@@ -67,6 +68,9 @@ struct FabricLinkSpec {
 struct FabricSpec {
   int line = 0;
   std::string transport = "tcp";
+  // simulated: SimNetwork, the link below; kernel: real sockets on 127.0.0.x (the link's
+  // user_timeout applies; latency, bandwidth, MTU, loss, RTO and jitter are the kernel's).
+  std::string network = "simulated";
   FabricLinkSpec link;
   bool digests = false;  // NVMe/TCP header and data digests (CRC32C)
   uint32_t io_queues = 1;

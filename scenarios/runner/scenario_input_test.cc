@@ -183,6 +183,12 @@ TEST(ScenarioInput, AFabricTopologyParsesWithItsKnobs) {
   EXPECT_EQ(faults[5].kind, FaultKind::kFatal);  // device faults apply behind the target
 }
 
+TEST(ScenarioInput, ADriveBehindTheFabricTargetMayBePulledAndReinserted) {
+  auto s = parse_scenario(fabric("{}", "[{at: 1ms, action: hot_remove, reinsert_after: 2ms}]"));
+  ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_EQ(s.value().faults[0].kind, FaultKind::kHotRemove);
+}
+
 TEST(ScenarioInput, FabricFaultsMayNameOnePath) {
   auto s = parse_scenario(fabric("{paths: 2}",
                                  "[{at: 1ms, action: partition, path: 1, "
@@ -219,8 +225,6 @@ TEST(ScenarioInput, BadFabricInputIsRefusedWithTheFieldNamed) {
       "faults[0].rate: '2' (expected a number in [0, 1])");
   has(fabric("{}", "[{at: 1ms, action: connection_drop, device: nvme0}]"),
       "faults[0].device: a fabric fault acts on the fabric");
-  has(fabric("{}", "[{at: 1ms, action: hot_remove}]"),
-      "faults[0]: 'hot_remove' of a drive behind the fabric target is not supported yet");
   has(fabric("{}", "[{at: 1ms, action: connection_drop}]", "{name: nvme0, type: qemu}"),
       "the target serves emulated devices");
   has(fabric("{paths: 2}", "[{at: 1ms, action: partition, path: 2, duration: 1ms}]"),
@@ -231,6 +235,33 @@ TEST(ScenarioInput, BadFabricInputIsRefusedWithTheFieldNamed) {
   // Fabric faults need a fabric.
   has(base("{name: nvme0}", kWorkload, "[{at: 1ms, action: partition, duration: 1ms}]"),
       "faults[0]: 'partition' is a fabric fault: it needs topology.fabric");
+}
+
+// Real sockets: realtime only, and only the knob the kernel's loopback does not set itself.
+TEST(ScenarioInput, AKernelSocketFabricNeedsRealtimeAndTakesOnlyTheUserTimeout) {
+  auto has = [](const std::string& yaml, const std::string& what) {
+    const std::string e = error_of(yaml);
+    EXPECT_NE(e.find(what), std::string::npos) << "got: " << e;
+  };
+  const std::string realtime = "time: realtime\n";
+  auto ok = parse_scenario(realtime + fabric("{network: kernel, link: {user_timeout: 20ms}}"));
+  ASSERT_TRUE(ok.ok()) << ok.error();
+  EXPECT_EQ(ok.value().fabric->network, "kernel");
+  EXPECT_EQ(ok.value().fabric->link.user_timeout_ns, 20'000'000u);
+  EXPECT_EQ(parse_scenario(fabric("{}")).value().fabric->network, "simulated");
+  has(fabric("{network: kernel}"),
+      "topology.fabric.network: kernel sockets run on the wall clock, not in virtual time "
+      "(time: realtime) (line 4)");
+  has(realtime + fabric("{network: kernel, link: {latency: 1ms}}"),
+      "topology.fabric.link.latency: not with network: kernel");
+  has(realtime + fabric("{network: rdma}"), "topology.fabric.network: 'rdma' (expected simulated");
+  // --time virtual on a file that says realtime: refused by the run, before anything starts.
+  RunOptions o;
+  o.time = "virtual";
+  const RunResult r = run_scenario(ok.value(), o);
+  EXPECT_NE(r.error.find("kernel sockets run on the wall clock: they cannot run in virtual time"),
+            std::string::npos)
+      << r.error;
 }
 
 TEST(ScenarioInput, LvolWorkloadsParseAndBadOnesAreRefused) {

@@ -85,6 +85,8 @@ class Target {
   virtual uint64_t trace_hash() const { return 0; }
   virtual uint64_t trace_records() const { return 0; }
   virtual uint64_t steps() const = 0;
+  // What the run's set-up went through, for the report ("fabric: ..."), in words.
+  virtual std::vector<std::string> notes() const { return {}; }
   // Problems found while running (a monitor that refused a request...), in words.
   virtual std::vector<std::string> errors() const { return {}; }
 };
@@ -96,7 +98,8 @@ using TuneController = std::function<void(nvme::ControllerOptions&)>;
 std::unique_ptr<Target> make_emulated_target(const Scenario& sc, uint64_t seed,
                                              TuneController tune, std::string* error);
 // The fabric target (a topology with fabric: the emulated devices behind an in-process NVMe-oF
-// target, the host over a simulated network), or nullptr and *error.
+// target, the host over a simulated network or the kernel's TCP on loopback), or nullptr and
+// *error.
 std::unique_ptr<Target> make_fabric_target(const Scenario& sc, uint64_t seed, TuneController tune,
                                            std::string* error);
 // The qemu target (every device of type "qemu"), or nullptr and *error.

@@ -149,13 +149,12 @@ Status fabric_rules(const Scenario& s) {
                  std::to_string(s.fabric->paths) + " path" + (s.fabric->paths == 1 ? "" : "s") +
                  ", numbered from 0)" + line_of(f.line));
     }
-    if (s.fabric && (f.kind == FaultKind::kHotRemove || f.kind == FaultKind::kHotInsert)) {
-      return err(at + ": '" + to_string(f.kind) + "' of a drive behind the fabric target is not " +
-                 "supported yet (the target does not re-attach a drive); use the device faults, " +
-                 "or target_restart" + line_of(f.line));
-    }
   }
   if (!s.fabric) return {};
+  if (s.fabric->network == "kernel" && s.time != "realtime") {
+    return err("topology.fabric.network: kernel sockets run on the wall clock, not in virtual " +
+               std::string("time (time: realtime)") + line_of(s.fabric->line));
+  }
   for (const DeviceSpec& d : s.devices) {
     if (d.type != DeviceType::kEmulated) {
       return err("topology.fabric: the target serves emulated devices ('" + d.name +

@@ -1,5 +1,6 @@
 // The scenario suite: every scenario in scenarios/suite, in virtual time, with several seeds
-// (the scenario's own and two more). A failure prints the runner's table and the command
+// (the scenario's own and two more); those written for realtime (kernel sockets) run in
+// realtime_test. A failure prints the runner's table and the command
 // that replays it.
 #include <gtest/gtest.h>
 
@@ -29,6 +30,9 @@ class Suite : public ::testing::TestWithParam<std::string> {};
 TEST_P(Suite, PassesWithThreeSeeds) {
   auto s = load_scenario(GetParam());
   ASSERT_TRUE(s.ok()) << s.error();
+  if (s.value().time == "realtime") {  // kernel sockets: on the wall clock, in realtime_test
+    GTEST_SKIP() << GetParam() << " runs in realtime: realtime_test runs it";
+  }
   for (uint64_t extra : {0, 100, 200}) {
     RunOptions o;
     o.seed = s.value().seed + extra;
@@ -48,6 +52,25 @@ INSTANTIATE_TEST_SUITE_P(Scenarios, Suite, ::testing::ValuesIn(scenario_files())
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });
+
+// A drive pulled behind the fabric target: not only nothing lost — the host's bdev went with
+// the namespace (the changed-namespace notice) and came back with it (the workload reopened
+// it), while the host's controller kept its association (no reset: only the namespace went).
+TEST(FabricHotPlug, TheHostsBdevGoesAndComesBackWithTheNamespace) {
+  auto s = load_scenario("scenarios/suite/fabric-hot-remove-reinsert.yaml");
+  ASSERT_TRUE(s.ok()) << s.error();
+  RunOptions o;
+  const RunResult r = run_scenario(s.value(), o);
+  std::printf("%s", result_table(r).c_str());
+  ASSERT_TRUE(r.error.empty()) << r.error;
+  EXPECT_TRUE(r.passed);
+  ASSERT_EQ(r.workloads.size(), 1u);
+  EXPECT_GE(r.workloads[0].reopens, 1u) << "the host's bdev never went away";
+  ASSERT_EQ(r.devices.size(), 1u);
+  EXPECT_EQ(r.devices[0].host_resets, 0u);
+  EXPECT_TRUE(r.devices[0].attached_at_end);
+  EXPECT_GT(r.devices[0].swept_blocks, 0u);
+}
 
 TEST(SuiteFiles, AtLeastFifteenScenariosAndEveryFaultClass) {
   const auto files = scenario_files();

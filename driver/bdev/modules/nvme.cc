@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -164,6 +165,14 @@ class NvmeCtrlr {
   static event::PollStatus admin_poll(void* arg);
 
  private:
+  // A Namespace Attribute Changed notice (the driver's AEN callback, admin lock held): the
+  // admin poll rescans after the completions (it may not send admin commands from there).
+  static void on_async_event(void* ctx, const sn::CompletionEntry& cpl);
+  // On the admin thread: the namespaces the controller reports now get bdevs, those it no
+  // longer reports lose theirs (a hot removal: every descriptor hears kRemove).
+  void rescan_namespaces();
+  Result<std::string> register_namespace(uint32_t nsid);  // "<name>n<nsid>"
+  std::atomic<bool> ns_changed_{false};
   struct Waiter {
     event::Thread* t;
     event::MsgFn fn;
@@ -734,6 +743,10 @@ event::PollStatus NvmeCtrlr::admin_poll(void* arg) {
     self->lost_since_.store(0, std::memory_order_relaxed);  // sound again without a reset
     self->fast_fail_.store(false, std::memory_order_release);
   }
+  if (!self->resetting() && self->ns_changed_.exchange(false, std::memory_order_acq_rel)) {
+    self->rescan_namespaces();
+    return event::PollStatus::kBusy;
+  }
   return rc > 0 ? event::PollStatus::kBusy : event::PollStatus::kIdle;
 }
 
@@ -743,34 +756,15 @@ Result<std::vector<std::string>> NvmeCtrlr::start(event::Thread* thread) {
                          "bdev_nvme_" + name());
   std::vector<std::string> names;
   for (uint32_t nsid : ctrlr_->namespace_ids()) {
-    const nvme::Namespace* ns = ctrlr_->ns(nsid);
-    if (ns == nullptr || ns->num_blocks == 0 || ns->block_size == 0) continue;
-    BdevProperties p;
-    p.name = name() + "n" + std::to_string(nsid);
-    p.product = "NVMe disk";
-    p.block_size = ns->block_size;
-    p.num_blocks = ns->num_blocks;
-    p.max_transfer_blocks = ns->max_io_blocks;
-    p.required_alignment = 2;  // dword-aligned data pointers
-    p.write_cache = ctrlr_->identify().vwc & 1;
-    {
-      std::lock_guard lock(mu_);
-      ++bdevs_alive_;
-    }
-    auto b = mgr_.register_bdev(std::move(p), std::make_unique<NvmeBackend>(this, ns), "nvme");
+    auto b = register_namespace(nsid);
     if (!b) {
-      {
-        std::lock_guard lock(mu_);
-        --bdevs_alive_;
-      }
       admin_poller_ = nullptr;
       teardown(false);  // frees this once the bdevs registered so far are gone
       return b.error();
     }
-    std::lock_guard lock(mu_);
-    bdev_names_.push_back((*b)->name());
-    names.push_back((*b)->name());
+    if (!b->empty()) names.push_back(*b);
   }
+  ctrlr_->set_async_event_callback(on_async_event, this);
   admin_poller_ = thread->register_poller(admin_poll, this, opts_.admin_poll_period_us,
                                           "bdev_nvme_admin_" + name());
   // Timeouts with action kReset: quiesce the channels, then reset — never inline from the
@@ -786,6 +780,83 @@ Result<std::vector<std::string>> NvmeCtrlr::start(event::Thread* thread) {
     if (admin_thread_->send_msg(run, this) != 0) run(this);
   });
   return names;
+}
+
+Result<std::string> NvmeCtrlr::register_namespace(uint32_t nsid) {
+  const nvme::Namespace* ns = ctrlr_->ns(nsid);
+  if (ns == nullptr || ns->num_blocks == 0 || ns->block_size == 0) return std::string();
+  BdevProperties p;
+  p.name = name() + "n" + std::to_string(nsid);
+  p.product = "NVMe disk";
+  p.block_size = ns->block_size;
+  p.num_blocks = ns->num_blocks;
+  p.max_transfer_blocks = ns->max_io_blocks;
+  p.required_alignment = 2;  // dword-aligned data pointers
+  p.write_cache = ctrlr_->identify().vwc & 1;
+  {
+    std::lock_guard lock(mu_);
+    ++bdevs_alive_;
+  }
+  auto b = mgr_.register_bdev(std::move(p), std::make_unique<NvmeBackend>(this, ns), "nvme");
+  if (!b) {
+    std::lock_guard lock(mu_);
+    --bdevs_alive_;
+    return b.error();
+  }
+  std::lock_guard lock(mu_);
+  bdev_names_.push_back((*b)->name());
+  return (*b)->name();
+}
+
+void NvmeCtrlr::on_async_event(void* ctx, const sn::CompletionEntry& cpl) {
+  const uint8_t type = cpl.dw0 & 7, info = (cpl.dw0 >> 8) & 0xff;
+  if (type == sn::aer::kTypeNotice && info == sn::aer::kInfoNoticeNamespaceChanged)
+    static_cast<NvmeCtrlr*>(ctx)->ns_changed_.store(true, std::memory_order_release);
+}
+
+void NvmeCtrlr::rescan_namespaces() {
+  auto active = ctrlr_->refresh_namespaces();
+  if (!active) {  // the admin queue broke meanwhile: the recovery's reset comes first
+    ns_changed_.store(true, std::memory_order_release);
+    std::fprintf(stderr, "bdev_nvme %s: namespace rescan: %s\n", name().c_str(),
+                 active.error().message.c_str());
+    return;
+  }
+  std::vector<std::string> gone;
+  std::vector<uint32_t> missing;
+  {
+    std::lock_guard lock(mu_);
+    if (tearing_down_) return;
+    const std::string prefix = name() + "n";
+    for (const std::string& n : bdev_names_) {
+      const uint32_t nsid = static_cast<uint32_t>(std::stoul(n.substr(prefix.size())));
+      const nvme::Namespace* ns = ctrlr_->ns(nsid);
+      // Gone, or changed (another object: the bdev's backend holds the old one).
+      bool kept = false;
+      for (uint32_t a : *active) kept |= a == nsid;
+      if (!kept || ns == nullptr) gone.push_back(n);
+    }
+    for (uint32_t nsid : *active) {
+      const std::string n = prefix + std::to_string(nsid);
+      if (std::find(bdev_names_.begin(), bdev_names_.end(), n) == bdev_names_.end())
+        missing.push_back(nsid);
+    }
+    for (const std::string& n : gone) std::erase(bdev_names_, n);
+  }
+  for (const std::string& n : gone) {
+    std::fprintf(stderr, "bdev_nvme %s: namespace gone: %s removed\n", name().c_str(), n.c_str());
+    (void)mgr_.unregister_bdev(n);
+  }
+  for (uint32_t nsid : missing) {
+    auto b = register_namespace(nsid);
+    if (!b) {
+      std::fprintf(stderr, "bdev_nvme %s: namespace %u: %s\n", name().c_str(), nsid,
+                   b.error().message.c_str());
+    } else if (!b->empty()) {
+      std::fprintf(stderr, "bdev_nvme %s: namespace %u: bdev %s\n", name().c_str(), nsid,
+                   b->c_str());
+    }
+  }
 }
 
 void NvmeCtrlr::teardown(bool removed) {

@@ -11,6 +11,7 @@ namespace attr = sr::attr;
 Rnic::Rnic(HostMemory& memory, volatile uint8_t* doorbells, uint64_t port_address,
            RnicConfig config)
     : mem_(memory), doorbells_(doorbells), port_address_(port_address), config_(config) {
+  if (config_.timing) timing_ = std::make_unique<NicTiming>(*config_.timing);
   reset();
 }
 
@@ -29,6 +30,7 @@ void Rnic::destroy_all() {
   eq_valid_ = false;
   eq_ = {};
   rx_.clear();
+  completions_.clear();
   for (uint32_t i = 0; i < sr::reg::kDoorbellSize; ++i) doorbells_[i] = 0;
 }
 
@@ -339,6 +341,7 @@ sr::CmdStatus Rnic::run_command(sr::CommandMailbox& m) {
       --cqs_[qp.send_cqn].qp_count;
       --cqs_[qp.recv_cqn].qp_count;
       if (qp.srqn != sr::kNone) --srqs_[qp.srqn].qp_count;
+      drop_completions(h);  // a destroyed QP's completions never reach its CQs
       qp = Qp{};
       return St::kOk;
     }
@@ -400,7 +403,9 @@ sr::CmdStatus Rnic::modify_qp(const sr::QpAttrs& in, uint32_t* syndrome) {
   }
   qp.state = to;
   if (to == S::kReset) {
-    // Back to the state CREATE_QP left: queues empty, counts and doorbells zero.
+    // Back to the state CREATE_QP left: queues empty, counts and doorbells zero, and no
+    // completion still on its way to the host.
+    drop_completions(in.qpn);
     Qp fresh{};
     fresh.valid = true;
     fresh.pdn = qp.pdn;

@@ -1,4 +1,5 @@
 // BAR0 registers and the command mailbox: resource creation, MODIFY_QP's state machine.
+#include <algorithm>
 #include <cstring>
 
 #include "emulator/rnic/rnic.h"
@@ -27,6 +28,7 @@ void Rnic::destroy_all() {
   cqs_.assign(sr::kMaxCq, Cq{});
   srqs_.assign(sr::kMaxSrq, Srq{});
   qps_.assign(sr::kMaxQp, Qp{});
+  live_qps_.clear();
   eq_valid_ = false;
   eq_ = {};
   rx_.clear();
@@ -312,6 +314,7 @@ sr::CmdStatus Rnic::run_command(sr::CommandMailbox& m) {
       qp.rq_iova = srq ? 0 : in.rq_iova;
       qp.log_sq = in.log_sq_size;
       qp.log_rq = srq ? 0 : in.log_rq_size;
+      live_qps_.insert(std::lower_bound(live_qps_.begin(), live_qps_.end(), uint32_t(i)), i);
       ++pds_[in.pdn].qp_count;
       ++cqs_[in.send_cqn].qp_count;
       ++cqs_[in.recv_cqn].qp_count;
@@ -343,6 +346,7 @@ sr::CmdStatus Rnic::run_command(sr::CommandMailbox& m) {
       if (qp.srqn != sr::kNone) --srqs_[qp.srqn].qp_count;
       drop_completions(h);  // a destroyed QP's completions never reach its CQs
       qp = Qp{};
+      std::erase(live_qps_, h);
       return St::kOk;
     }
   }

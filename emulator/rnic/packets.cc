@@ -242,11 +242,12 @@ bool Rnic::process(uint64_t now_ns) {
     post_completion(c.qpn, c.cqn, c.cqe);
     did = true;
   }
-  // Timed, the QPs take turns to go first: the transmit window is shared.
-  const uint32_t nqp = static_cast<uint32_t>(qps_.size()) - sr::kFirstQpn;
-  const uint32_t first = timing_ ? rr_next_++ % nqp : 0;
-  for (uint32_t k = 0; k < nqp; ++k) {
-    const uint32_t qpn = sr::kFirstQpn + (first + k) % nqp;
+  // Timed, the QPs take turns to go first: the transmit window is shared. (Indexing, not
+  // iterators: a QP's error path never creates or destroys QPs, but stay safe.)
+  const std::size_t nqp = live_qps_.size();
+  const std::size_t first = timing_ && nqp > 0 ? rr_next_++ % nqp : 0;
+  for (std::size_t k = 0; k < nqp && k < live_qps_.size(); ++k) {
+    const uint32_t qpn = live_qps_[(first + k) % live_qps_.size()];
     Qp& qp = qps_[qpn];
     if (!qp.valid) continue;
     if (qp.state == sr::QpState::kErr) {
@@ -271,8 +272,9 @@ bool Rnic::process(uint64_t now_ns) {
 
 uint64_t Rnic::next_timer_ns() const {
   uint64_t t = UINT64_MAX;
-  for (const Qp& qp : qps_) {
-    if (!qp.valid || qp.state != sr::QpState::kRts) continue;
+  for (uint32_t qpn : live_qps_) {
+    const Qp& qp = qps_[qpn];
+    if (qp.state != sr::QpState::kRts) continue;
     if (qp.ack_deadline != 0) t = std::min(t, qp.ack_deadline);
     if (qp.rnr_deadline != 0) t = std::min(t, qp.rnr_deadline);
   }

@@ -192,6 +192,7 @@ class Rnic final : public WirePort {
   std::vector<Cq> cqs_;
   std::vector<Srq> srqs_;
   std::vector<Qp> qps_;
+  std::vector<uint32_t> live_qps_;  // QPNs of valid QPs, ascending: the work loop's list
   bool eq_valid_ = false;
   ProducerRing eq_;
   uint8_t next_mr_tag_ = 1;

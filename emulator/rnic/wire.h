@@ -58,6 +58,8 @@ class Wire : private Network::Sink {
  public:
   explicit Wire(uint64_t seed, WireFaults faults = {}, uint64_t latency_ns = 1000);
   ~Wire() override;
+  Wire(const Wire&) = delete;  // its network points back at it
+  Wire& operator=(const Wire&) = delete;
 
   // From now on packets cross the profile's Ethernet (ports, cables, switch) instead of a
   // fixed latency. Before the first packet.

@@ -228,7 +228,8 @@ int main(int argc, char** argv) {
       return 1;
     }
     std::printf("## %s: %s\n\n", name.c_str(), prof.value().description.c_str());
-    std::printf("| QD 1, virtual time | one way (receiver's CQE) | requester's CQE |\n|---|---|---|\n");
+    std::printf("| QD 1, virtual time | one way (receiver's CQE) | requester's CQE |\n"
+                "|---|---|---|\n");
     struct L {
       const char* what;
       WrOpcode op;

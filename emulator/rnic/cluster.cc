@@ -7,7 +7,13 @@ namespace pollux::emu::rnic {
 Cluster::Cluster(uint64_t seed, WireFaults faults, uint64_t latency_ns)
     : wire_(seed, faults, latency_ns) {}
 
+Cluster::Cluster(uint64_t seed, const NicProfile& profile, WireFaults faults)
+    : wire_(seed, faults, 0), profile_(profile) {
+  wire_.enable_timing(profile);
+}
+
 RnicDevice* Cluster::add_nic(RnicConfig config) {
+  if (profile_ && !config.timing) config.timing = profile_;
   auto d = RnicDevice::create(nics_.size() + 1, config);
   if (d == nullptr) return nullptr;
   d->nic().connect(&wire_);

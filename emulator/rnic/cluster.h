@@ -3,13 +3,15 @@
 // RnicDevice::connect()) runs on the same thread: it posts and polls between calls here.
 //
 // Time advances only here. step() does all the work due at the current time; run_for() and
-// run_until_idle() alternate steps with jumps to the next event (a delivery on the wire or a
-// NIC's retransmission/RNR timer), so a 600 ms RNR wait costs no wall time. The lockstep
-// engine can later drive the same objects through the same calls.
+// run_until_idle() alternate steps with jumps to the next event (a delivery or a frame on
+// the wire, a NIC's pipeline, completion write or retransmission/RNR timer), so a 600 ms RNR
+// wait costs no wall time. The lockstep engine can drive the same objects through the same
+// calls (step_at, next_event_ns). Same seed, same inputs: same packet trace and end time.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "emulator/rnic/rnic_device.h"
@@ -19,10 +21,16 @@ namespace pollux::emu::rnic {
 
 class Cluster {
  public:
+  // Functional NICs on a wire with a fixed latency.
   explicit Cluster(uint64_t seed, WireFaults faults = {}, uint64_t latency_ns = 1000);
+  // Timed NICs (PCIe, pipelines) on the profile's network (ports, cables, switch, PFC).
+  Cluster(uint64_t seed, const NicProfile& profile, WireFaults faults = {});
 
   // A new NIC with port address count()+1 on the wire; nullptr if it could not be created.
+  // On a timed cluster it gets the cluster's profile unless `config` names its own.
   RnicDevice* add_nic(RnicConfig config = {});
+  // The cluster's timing profile, or nullptr (functional).
+  const NicProfile* profile() const { return profile_ ? &*profile_ : nullptr; }
   RnicDevice& nic(std::size_t i) { return *nics_.at(i); }
   std::size_t count() const { return nics_.size(); }
   Wire& wire() { return wire_; }
@@ -45,6 +53,7 @@ class Cluster {
 
  private:
   Wire wire_;
+  std::optional<NicProfile> profile_;
   std::vector<std::unique_ptr<RnicDevice>> nics_;
   uint64_t now_ = 0;
 };

@@ -1,4 +1,5 @@
 // BAR0 registers and the command mailbox: resource creation, MODIFY_QP's state machine.
+#include <algorithm>
 #include <cstring>
 
 #include "emulator/rnic/rnic.h"
@@ -11,6 +12,7 @@ namespace attr = sr::attr;
 Rnic::Rnic(HostMemory& memory, volatile uint8_t* doorbells, uint64_t port_address,
            RnicConfig config)
     : mem_(memory), doorbells_(doorbells), port_address_(port_address), config_(config) {
+  if (config_.timing) timing_ = std::make_unique<NicTiming>(*config_.timing);
   reset();
 }
 
@@ -26,9 +28,11 @@ void Rnic::destroy_all() {
   cqs_.assign(sr::kMaxCq, Cq{});
   srqs_.assign(sr::kMaxSrq, Srq{});
   qps_.assign(sr::kMaxQp, Qp{});
+  live_qps_.clear();
   eq_valid_ = false;
   eq_ = {};
   rx_.clear();
+  completions_.clear();
   for (uint32_t i = 0; i < sr::reg::kDoorbellSize; ++i) doorbells_[i] = 0;
 }
 
@@ -310,6 +314,7 @@ sr::CmdStatus Rnic::run_command(sr::CommandMailbox& m) {
       qp.rq_iova = srq ? 0 : in.rq_iova;
       qp.log_sq = in.log_sq_size;
       qp.log_rq = srq ? 0 : in.log_rq_size;
+      live_qps_.insert(std::lower_bound(live_qps_.begin(), live_qps_.end(), uint32_t(i)), i);
       ++pds_[in.pdn].qp_count;
       ++cqs_[in.send_cqn].qp_count;
       ++cqs_[in.recv_cqn].qp_count;
@@ -339,7 +344,9 @@ sr::CmdStatus Rnic::run_command(sr::CommandMailbox& m) {
       --cqs_[qp.send_cqn].qp_count;
       --cqs_[qp.recv_cqn].qp_count;
       if (qp.srqn != sr::kNone) --srqs_[qp.srqn].qp_count;
+      drop_completions(h);  // a destroyed QP's completions never reach its CQs
       qp = Qp{};
+      std::erase(live_qps_, h);
       return St::kOk;
     }
   }
@@ -400,7 +407,9 @@ sr::CmdStatus Rnic::modify_qp(const sr::QpAttrs& in, uint32_t* syndrome) {
   }
   qp.state = to;
   if (to == S::kReset) {
-    // Back to the state CREATE_QP left: queues empty, counts and doorbells zero.
+    // Back to the state CREATE_QP left: queues empty, counts and doorbells zero, and no
+    // completion still on its way to the host.
+    drop_completions(in.qpn);
     Qp fresh{};
     fresh.valid = true;
     fresh.pdn = qp.pdn;

@@ -1,4 +1,5 @@
 // Completion and event queues, the error state and flushing.
+#include <algorithm>
 #include <cstring>
 
 #include "emulator/rnic/rnic.h"
@@ -89,10 +90,7 @@ void Rnic::complete_send(Qp& qp, uint32_t qpn, const SendOp& op, sr::WcStatus st
   c.status = static_cast<uint8_t>(status);
   c.opcode = static_cast<uint8_t>(send_wc_opcode(op.wqe.opcode));
   c.vendor_err = vendor_err;
-  if (!post_cqe(qp.send_cqn, c) && cqs_[qp.send_cqn].overflowed && qp.state != sr::QpState::kErr) {
-    post_event(sr::EventType::kQpFatal, qpn);
-    enter_error(qpn);
-  }
+  deliver_completion(qpn, qp.send_cqn, c);
 }
 
 void Rnic::complete_recv(Qp& qp, uint32_t qpn, sr::WcStatus status, uint32_t byte_len,
@@ -109,10 +107,33 @@ void Rnic::complete_recv(Qp& qp, uint32_t qpn, sr::WcStatus status, uint32_t byt
   c.opcode =
       static_cast<uint8_t>(rdma_with_imm ? sr::WcOpcode::kRecvRdmaWithImm : sr::WcOpcode::kRecv);
   c.flags = static_cast<uint8_t>(sr::cqe_flag::kRecv | (with_imm ? sr::cqe_flag::kWithImm : 0));
-  if (!post_cqe(qp.recv_cqn, c) && cqs_[qp.recv_cqn].overflowed && qp.state != sr::QpState::kErr) {
+  deliver_completion(qpn, qp.recv_cqn, c);
+}
+
+// Functional: the CQE is written now. Timed: its DMA write is booked on the link behind the
+// data it completes (written before it), and the entry is posted when the write lands, in
+// the order the completions were made.
+void Rnic::deliver_completion(uint32_t qpn, uint32_t cqn, const sr::Cqe& cqe) {
+  if (!timing_) {
+    post_completion(qpn, cqn, cqe);
+    return;
+  }
+  const SimTime due = std::max(timing_->write(now_ps(), sizeof(sr::Cqe)), last_completion_);
+  last_completion_ = due;
+  completions_.push_back(PendingCompletion{due, qpn, cqn, cqe});
+}
+
+void Rnic::post_completion(uint32_t qpn, uint32_t cqn, const sr::Cqe& cqe) {
+  if (post_cqe(cqn, cqe) || !cqs_[cqn].overflowed) return;
+  // The CQ overflowed: the QP whose completion was lost can go on no longer.
+  if (qpn < qps_.size() && qps_[qpn].valid && qps_[qpn].state != sr::QpState::kErr) {
     post_event(sr::EventType::kQpFatal, qpn);
     enter_error(qpn);
   }
+}
+
+void Rnic::drop_completions(uint32_t qpn) {
+  std::erase_if(completions_, [qpn](const PendingCompletion& c) { return c.qpn == qpn; });
 }
 
 void Rnic::enter_error(uint32_t qpn) {
@@ -121,6 +142,7 @@ void Rnic::enter_error(uint32_t qpn) {
   qp.state = sr::QpState::kErr;
   qp.ack_deadline = qp.rnr_deadline = 0;
   qp.in_progress = Incoming::kNone;
+  qp.responses.clear();  // READ responses still owed are abandoned
   flush_queues(qp, qpn);
 }
 

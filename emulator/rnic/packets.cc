@@ -62,7 +62,7 @@ uint32_t packet_icrc(const uint8_t* p, std::size_t len) {
 
 void Rnic::emit(const Qp& qp, uint8_t opcode, uint32_t psn, bool ack_req, bool solicited,
                 const roce::Reth* reth, const roce::Aeth* aeth, const uint32_t* imm,
-                const uint8_t* payload, uint32_t len) {
+                const uint8_t* payload, uint32_t len, SimTime ready) {
   if (wire_ == nullptr) return;
   const uint8_t pad = static_cast<uint8_t>((4 - len % 4) % 4);
   roce::Bth bth{};
@@ -88,12 +88,22 @@ void Rnic::emit(const Qp& qp, uint8_t opcode, uint32_t psn, bool ack_req, bool s
   tx_buf_.insert(tx_buf_.end(), crc, crc + 4);
   ++counters_.tx_packets;
   counters_.tx_bytes += tx_buf_.size();
-  wire_->transmit(now_, port_address_, qp.attrs.dest_address, tx_buf_.data(), tx_buf_.size());
+  wire_->transmit_at(ready, port_address_, qp.attrs.dest_address, tx_buf_.data(),
+                     tx_buf_.size());
+}
+
+bool Rnic::tx_room() const {
+  return timing_ == nullptr || wire_ == nullptr ||
+         wire_->queued(port_address_) < timing_->profile().nic.tx_window;
 }
 
 void Rnic::receive(uint64_t src_address, const uint8_t* packet, std::size_t len) {
   if (!(control_ & sr::control::kEnable)) return;  // a disabled port drops everything
-  rx_.push_back(RxPacket{src_address, std::vector<uint8_t>(packet, packet + len)});
+  // Timed: the packet's last bit arrived at the wire's delivery time; the receive pipeline
+  // hands it on later.
+  const SimTime due =
+      timing_ && wire_ != nullptr ? timing_->receive(wire_->delivery_time_ps()) : 0;
+  rx_.push_back(RxPacket{src_address, std::vector<uint8_t>(packet, packet + len), due});
 }
 
 void Rnic::handle_packet(const RxPacket& rx) {
@@ -208,6 +218,7 @@ bool Rnic::scatter(const Qp& qp, const sr::Sge* sge, uint32_t nsge, uint32_t off
     uint8_t* dst = local_ptr(qp, sge[i].lkey, sge[i].addr + offset, chunk, sr::access::kLocalWrite);
     if (dst == nullptr) return false;
     std::memcpy(dst, buf, chunk);
+    if (timing_) timing_->write(now_ps(), chunk);  // the DMA write's share of the link
     buf += chunk;
     n -= chunk;
     offset = 0;
@@ -219,13 +230,24 @@ bool Rnic::process(uint64_t now_ns) {
   now_ = std::max(now_, now_ns);
   if (!(control_ & sr::control::kEnable)) return false;
   bool did = false;
-  while (!rx_.empty()) {
+  while (!rx_.empty() && rx_.front().due <= now_ps()) {
     const RxPacket rx = std::move(rx_.front());
     rx_.pop_front();
     handle_packet(rx);
     did = true;
   }
-  for (uint32_t qpn = sr::kFirstQpn; qpn < qps_.size(); ++qpn) {
+  while (!completions_.empty() && completions_.front().due <= now_ps()) {
+    const PendingCompletion c = completions_.front();
+    completions_.pop_front();
+    post_completion(c.qpn, c.cqn, c.cqe);
+    did = true;
+  }
+  // Timed, the QPs take turns to go first: the transmit window is shared. (Indexing, not
+  // iterators: a QP's error path never creates or destroys QPs, but stay safe.)
+  const std::size_t nqp = live_qps_.size();
+  const std::size_t first = timing_ && nqp > 0 ? rr_next_++ % nqp : 0;
+  for (std::size_t k = 0; k < nqp && k < live_qps_.size(); ++k) {
+    const uint32_t qpn = live_qps_[(first + k) % live_qps_.size()];
     Qp& qp = qps_[qpn];
     if (!qp.valid) continue;
     if (qp.state == sr::QpState::kErr) {
@@ -239,6 +261,7 @@ bool Rnic::process(uint64_t now_ns) {
       }
       continue;
     }
+    if (!qp.responses.empty()) did |= send_responses(qp);
     if (qp.state != sr::QpState::kRts) continue;
     check_timers(qp, qpn);
     did |= fetch_send_wqes(qp, qpn);
@@ -249,11 +272,15 @@ bool Rnic::process(uint64_t now_ns) {
 
 uint64_t Rnic::next_timer_ns() const {
   uint64_t t = UINT64_MAX;
-  for (const Qp& qp : qps_) {
-    if (!qp.valid || qp.state != sr::QpState::kRts) continue;
+  for (uint32_t qpn : live_qps_) {
+    const Qp& qp = qps_[qpn];
+    if (qp.state != sr::QpState::kRts) continue;
     if (qp.ack_deadline != 0) t = std::min(t, qp.ack_deadline);
     if (qp.rnr_deadline != 0) t = std::min(t, qp.rnr_deadline);
   }
+  auto ns = [](SimTime ps) { return (ps + timing::kNs - 1) / timing::kNs; };
+  if (timing_ && !rx_.empty()) t = std::min(t, ns(rx_.front().due));
+  if (!completions_.empty()) t = std::min(t, ns(completions_.front().due));
   return t;
 }
 

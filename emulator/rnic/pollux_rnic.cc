@@ -1,13 +1,16 @@
 // pollux-rnic: emulated Pollux RNICs as a separate program, one vfio-user server per NIC on a
 // UNIX socket (DIR/rnic0.sock, DIR/rnic1.sock, ...), all on one wire and paced to the wall
-// clock (realtime: no NIC timing yet, so this is the functional model running as fast as the
-// loop turns). A driver attaches with "vfio-user:DIR/rnicN.sock" (rdma::open_rnic).
-//   pollux-rnic --dir /tmp/rnic --nics 2 [--seed 1] [--loss 0.01]
+// clock. Without --profile the NICs are functional (a fixed wire latency, everything else as
+// fast as the loop turns); with one (cx5-100g, cx4lx-25g or a YAML path) every PCIe transfer,
+// pipeline, frame and switch hop takes its modelled time, in realtime: nothing is seen before
+// the wall clock reaches its time. A driver attaches with "vfio-user:DIR/rnicN.sock".
+//   pollux-rnic --dir /tmp/rnic --nics 2 [--profile cx5-100g] [--seed 1] [--loss 0.01]
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "common/cli.h"
@@ -28,6 +31,7 @@ int main(int argc, char** argv) {
   uint64_t seed = 1;
   WireFaults faults;
   uint64_t latency_ns = 1000;
+  std::string profile_name;
   bool quiet = false;
   app.add_option("-d,--dir", dir, "directory for the sockets rnic0.sock, rnic1.sock, ...")
       ->required();
@@ -37,12 +41,28 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--corrupt", faults.corrupt, "probability a packet is corrupted")
       ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--latency-ns", latency_ns, "one-way wire latency");
+  auto* latency =
+      app.add_option("--latency-ns", latency_ns, "one-way wire latency (functional NICs)");
+  app.add_option("--profile", profile_name,
+                 "NIC timing profile: " + builtin_nic_profile_names() + " or a .yaml path")
+      ->excludes(latency);
+  app.add_option("--flap-interval-ns", faults.flap_interval_ns,
+                 "links flap from the seed: mean time up between flaps");
+  app.add_option("--flap-down-ns", faults.flap_down_ns, "... and time down per flap");
   app.add_flag("-q,--quiet", quiet, "no start-up banner");
   app.add_option("--socket-group", socket_group, "let this group use the sockets too (0660)");
   if (auto rc = pollux::cli::parse(app, argc, argv)) return *rc;
 
-  Cluster cluster(seed, faults, latency_ns);
+  std::optional<NicProfile> profile;
+  if (!profile_name.empty()) {
+    auto p = load_nic_profile(profile_name);
+    if (!p) {
+      std::fprintf(stderr, "pollux-rnic: %s\n", p.error().c_str());
+      return 2;
+    }
+    profile = std::move(p).value();
+  }
+  Cluster cluster = profile ? Cluster(seed, *profile, faults) : Cluster(seed, faults, latency_ns);
   for (uint32_t i = 0; i < nics; ++i) {
     RnicDevice* d = cluster.add_nic();
     const std::string path = dir + "/rnic" + std::to_string(i) + ".sock";
@@ -60,8 +80,9 @@ int main(int argc, char** argv) {
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   if (!quiet)
-    std::printf("pollux-rnic: %u NICs in %s, seed %llu\n", nics, dir.c_str(),
-                (unsigned long long)seed);
+    std::printf("pollux-rnic: %u NICs in %s, seed %llu, %s\n", nics, dir.c_str(),
+                (unsigned long long)seed,
+                profile ? ("profile " + profile->name).c_str() : "functional (no timing)");
   std::fflush(stdout);
   const auto start = std::chrono::steady_clock::now();
   while (!g_stop) {

@@ -69,6 +69,9 @@ bool Rnic::fetch_send_wqes(Qp& qp, uint32_t qpn) {
     o.npkts = roce::packets_for(o.length, path_mtu(qp));
     o.first_psn = qp.next_psn;
     qp.next_psn = roce::psn_add(qp.next_psn, o.npkts);
+    // Timed: the doorbell crossed PCIe, then the WQE was read and checked (the checks above
+    // use its bytes at once; nothing of it leaves before this time).
+    if (timing_) o.ready_ps = timing_->fetch_wqe(now_ps(), timing_->doorbell(now_ps()));
     qp.ops.push_back(o);
   }
   return did;
@@ -83,7 +86,7 @@ bool Rnic::transmit(Qp& qp, uint32_t qpn) {
   if (qp.rnr_deadline != 0) return false;  // waiting out an RNR NAK
   bool did = false;
   const uint32_t max_reads = std::max<uint32_t>(1, qp.attrs.max_rd_atomic);
-  while (qp.state == sr::QpState::kRts && qp.tx_op < qp.ops.size()) {
+  while (qp.state == sr::QpState::kRts && qp.tx_op < qp.ops.size() && tx_room()) {
     SendOp& o = qp.ops[qp.tx_op];
     const uint32_t psn = roce::psn_add(o.first_psn, qp.tx_pkt);
     if (roce::psn_diff(psn, qp.una_psn) >= static_cast<int32_t>(config_.max_inflight_packets))
@@ -116,16 +119,22 @@ void Rnic::send_request_packet(Qp& qp, uint32_t qpn, SendOp& o, uint32_t pkt) {
   const uint32_t mtu = path_mtu(qp);
   const uint32_t psn = roce::psn_add(o.first_psn, pkt);
   const auto wr = static_cast<sr::WrOpcode>(o.wqe.opcode);
+  // Timed: a packet starts once its WQE is in; its payload is read by DMA, then it goes
+  // through the transmit pipeline.
+  const SimTime start = std::max(now_ps(), o.ready_ps);
   if (wr == sr::WrOpcode::kRdmaRead) {
     // A (re)issued READ asks for the rest of the data from this packet on.
     roce::Reth reth{};
     const uint32_t off = pkt * mtu;
     reth.set(o.wqe.remote_addr + off, o.wqe.rkey, o.length - off);
-    emit(qp, op::kRdmaReadRequest, psn, true, false, &reth, nullptr, nullptr, nullptr, 0);
+    emit(qp, op::kRdmaReadRequest, psn, true, false, &reth, nullptr, nullptr, nullptr, 0,
+         timing_ ? timing_->transmit(start) : start);
     return;
   }
   const uint32_t off = pkt * mtu;
   const uint32_t n = std::min(mtu, o.length - off);
+  const SimTime ready =
+      timing_ ? timing_->transmit(timing_->read_payload(now_ps(), start, n)) : start;
   const bool only = o.npkts == 1, first = pkt == 0, last = pkt + 1 == o.npkts;
   const bool send = wr == sr::WrOpcode::kSend || wr == sr::WrOpcode::kSendWithImm;
   const bool imm = wr == sr::WrOpcode::kSendWithImm || wr == sr::WrOpcode::kRdmaWriteWithImm;
@@ -160,7 +169,7 @@ void Rnic::send_request_packet(Qp& qp, uint32_t qpn, SendOp& o, uint32_t pkt) {
   const bool ack_req = last || only || (pkt + 1) % ack_every == 0;
   emit(qp, code, psn, ack_req, (last || only) && (o.wqe.flags & sr::wqe_flag::kSolicited),
        with_reth ? &reth : nullptr, nullptr, (imm && (last || only)) ? &imm_value : nullptr,
-       scratch_.data(), n);
+       scratch_.data(), n, ready);
 }
 
 void Rnic::rewind_to(Qp& qp, uint32_t psn) {

@@ -69,7 +69,22 @@ struct SendOp {
   uint32_t first_psn = 0;
   uint32_t npkts = 0;  // request packets, or for a READ the response packets
   bool is_read = false;
+  uint64_t ready_ps = 0;  // timed: when the WQE was fetched and checked
   uint32_t last_psn() const { return spec::roce::psn_add(first_psn, npkts - 1); }
+};
+
+// What the responder owes its requester, in PSN order: acknowledgements (ACK, NAK) and RDMA
+// READ responses, which go out packet by packet as the port has room — an ACK for a later
+// request must not overtake a READ's responses, or the requester would take them as lost.
+struct Response {
+  bool read = false;
+  uint8_t syndrome = 0;  // acknowledgement: the AETH syndrome
+  uint32_t msn = 0;
+  uint32_t psn = 0;      // acknowledgement: its PSN; READ: the first response's
+  uint64_t va = 0;       // READ: the range asked for
+  uint32_t rkey = 0;
+  uint32_t length = 0;
+  uint32_t sent = 0;     // READ: response packets sent so far
 };
 
 struct Qp {
@@ -110,6 +125,7 @@ struct Qp {
   uint32_t write_left = 0;
   uint32_t write_rkey = 0;
   uint32_t write_total = 0;
+  std::deque<Response> responses;  // owed, oldest first
 };
 
 }  // namespace pollux::emu::rnic

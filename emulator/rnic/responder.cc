@@ -22,10 +22,74 @@ bool needs_recv_wqe(uint8_t code) {
 }
 }  // namespace
 
-void Rnic::send_ack(const Qp& qp, uint8_t syndrome, uint32_t psn) {
-  roce::Aeth aeth{};
-  aeth.set(syndrome, qp.msn);
-  emit(qp, op::kAcknowledge, psn, false, false, nullptr, &aeth, nullptr, nullptr, 0);
+void Rnic::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
+  Response r;
+  r.syndrome = syndrome;
+  r.msn = qp.msn;
+  r.psn = psn;
+  qp.responses.push_back(r);
+  send_responses(qp);
+}
+
+void Rnic::queue_read_response(Qp& qp, uint64_t va, uint32_t rkey, uint32_t len,
+                               uint32_t first_psn) {
+  Response r;
+  r.read = true;
+  r.msn = qp.msn;
+  r.psn = first_psn;
+  r.va = va;
+  r.rkey = rkey;
+  r.length = len;
+  qp.responses.push_back(r);
+  send_responses(qp);
+}
+
+// Sends what the responder owes, oldest first: acknowledgements at once (small, made by the
+// transport itself), READ responses one packet at a time while the port has room, each read
+// from host memory when it is made (functional: all of them now).
+bool Rnic::send_responses(Qp& qp) {
+  const uint32_t mtu = path_mtu(qp);
+  bool did = false;
+  while (!qp.responses.empty()) {
+    Response& r = qp.responses.front();
+    if (!r.read) {
+      roce::Aeth aeth{};
+      aeth.set(r.syndrome, r.msn);
+      emit(qp, op::kAcknowledge, r.psn, false, false, nullptr, &aeth, nullptr, nullptr, 0,
+           header_ready());
+      qp.responses.pop_front();
+      did = true;
+      continue;
+    }
+    if (!tx_room()) break;
+    const uint32_t n = roce::packets_for(r.length, mtu);
+    const uint32_t i = r.sent;
+    const uint32_t off = i * mtu;
+    const uint32_t chunk = std::min(mtu, r.length - off);
+    const uint32_t psn = roce::psn_add(r.psn, i);
+    const uint8_t* data = nullptr;
+    if (chunk > 0) {
+      data = remote_ptr(qp, r.rkey, r.va + off, chunk, sr::access::kRemoteRead);
+      if (data == nullptr) {  // the MR went away while its READ was being answered
+        responder_error(qp, qpn_of(qp), syn::kNakRemoteAccessError, psn,
+                        sr::WcStatus::kRemAccessErr, sr::EventType::kQpAccessErr);
+        return true;
+      }
+    }
+    const uint8_t code = n == 1       ? op::kRdmaReadResponseOnly
+                         : i == 0     ? op::kRdmaReadResponseFirst
+                         : i + 1 == n ? op::kRdmaReadResponseLast
+                                      : op::kRdmaReadResponseMiddle;
+    roce::Aeth aeth{};
+    aeth.set(syn::ack(), r.msn);
+    const SimTime ready =
+        timing_ ? timing_->transmit(timing_->read_payload(now_ps(), now_ps(), chunk)) : now_ps();
+    emit(qp, code, psn, false, false, nullptr, op::has_aeth(code) ? &aeth : nullptr, nullptr, data,
+         chunk, ready);
+    did = true;
+    if (++r.sent == n) qp.responses.pop_front();
+  }
+  return did;
 }
 
 // Takes the next receive WQE (own RQ or SRQ) into qp.rwqe; false when none is posted.
@@ -45,6 +109,7 @@ bool Rnic::take_recv_wqe(Qp& qp) {
     qp.rwqe_counter = qp.rq_consumed++;
   }
   const uint8_t* w = mem_.translate(iova, sizeof(sr::RecvWqe));
+  if (timing_) timing_->prefetch_recv_wqe(now_ps());
   qp.rwqe = {};
   if (w != nullptr) {
     std::memcpy(&qp.rwqe, w, sizeof qp.rwqe);
@@ -70,27 +135,11 @@ uint8_t* Rnic::remote_ptr(const Qp& qp, uint32_t rkey, uint64_t va, uint32_t len
 // host, and move the QP to Error (which flushes the rest).
 void Rnic::responder_error(Qp& qp, uint32_t qpn, uint8_t nak_code, uint32_t psn,
                            sr::WcStatus recv_status, sr::EventType event) {
+  qp.responses.clear();  // READ responses still owed are abandoned; the NAK goes now
   send_ack(qp, syn::nak(nak_code), psn);
   if (qp.have_rwqe) complete_recv(qp, qpn, recv_status, qp.rx_offset, false, 0, false);
   post_event(event, qpn);
   enter_error(qpn);
-}
-
-void Rnic::send_read_responses(Qp& qp, const uint8_t* data, uint32_t len, uint32_t first_psn) {
-  const uint32_t mtu = path_mtu(qp);
-  const uint32_t n = roce::packets_for(len, mtu);
-  roce::Aeth aeth{};
-  aeth.set(syn::ack(), qp.msn);
-  for (uint32_t i = 0; i < n; ++i) {
-    const uint32_t off = i * mtu;
-    const uint32_t chunk = std::min(mtu, len - off);
-    const uint8_t code = n == 1       ? op::kRdmaReadResponseOnly
-                         : i == 0     ? op::kRdmaReadResponseFirst
-                         : i + 1 == n ? op::kRdmaReadResponseLast
-                                      : op::kRdmaReadResponseMiddle;
-    emit(qp, code, roce::psn_add(first_psn, i), false, false, nullptr,
-         op::has_aeth(code) ? &aeth : nullptr, nullptr, data + off, chunk);
-  }
 }
 
 void Rnic::handle_request(Qp& qp, uint32_t qpn, const Packet& p) {
@@ -108,7 +157,8 @@ void Rnic::handle_request(Qp& qp, uint32_t qpn, const Packet& p) {
       const uint8_t* src =
           len == 0 ? nullptr
                    : remote_ptr(qp, p.reth->rkey(), p.reth->va(), len, sr::access::kRemoteRead);
-      if (len == 0 || src != nullptr) send_read_responses(qp, src, len, psn);
+      if (len == 0 || src != nullptr)
+        queue_read_response(qp, p.reth->va(), p.reth->rkey(), len, psn);
     } else {
       send_ack(qp, syn::ack(), roce::psn_add(qp.epsn, roce::kPsnMask));
     }
@@ -155,8 +205,8 @@ void Rnic::handle_request(Qp& qp, uint32_t qpn, const Packet& p) {
       return;
     }
     qp.msn = (qp.msn + 1) & 0xffffff;
-    send_read_responses(qp, src, len, psn);
     qp.epsn = roce::psn_add(qp.epsn, roce::packets_for(len, mtu));
+    queue_read_response(qp, p.reth->va(), p.reth->rkey(), len, psn);
     return;
   }
 
@@ -230,6 +280,7 @@ void Rnic::handle_request(Qp& qp, uint32_t qpn, const Packet& p) {
         return;
       }
       std::memcpy(dst, p.payload, p.payload_len);
+      if (timing_) timing_->write(now_ps(), p.payload_len);  // the DMA write's share of the link
       qp.write_va += p.payload_len;
       qp.write_left -= p.payload_len;
     }

@@ -3,10 +3,14 @@
 // contract, spec/roce.h the packets). Everything the driver gives it (WQEs, scatter/gather
 // lists, rings, the mailbox) is read from host memory by DMA through HostMemory.
 //
-// No time of its own: process(now_ns) does the work due at virtual time now (doorbells,
-// received packets, transmissions, timers) and next_timer_ns() says when it next needs to run
-// without any new input. A SystemC timing model can later wrap the same calls (pipeline and
-// PCIe latency around process(), link serialisation in the wire).
+// process(now_ns) does the work due at virtual time now (doorbells, received packets,
+// transmissions, timers, completions) and next_timer_ns() says when it next needs to run
+// without any new input. Functional by default (everything takes no time); with a timing
+// profile (RnicConfig::timing, nic_timing.h) each step is dated: doorbells cross PCIe, WQEs
+// and payloads are read by DMA, packets go through the transmit and receive pipelines and
+// wait for room on the port (the wire's network serialises them), received payloads and
+// CQEs are written by DMA, and a completion becomes visible to the host only when its CQE
+// write lands.
 //
 // Single-threaded: registers, receive() and process() are called from one thread.
 #pragma once
@@ -14,9 +18,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include "emulator/rnic/host_memory.h"
+#include "emulator/rnic/nic_profile.h"
+#include "emulator/rnic/nic_timing.h"
 #include "emulator/rnic/resources.h"
 #include "emulator/rnic/wire.h"
 #include "spec/rnic.h"
@@ -27,6 +35,8 @@ namespace pollux::emu::rnic {
 struct RnicConfig {
   spec::roce::Mtu max_mtu = spec::roce::Mtu::k4096;
   uint32_t max_inflight_packets = 256;  // per QP, unacknowledged request packets
+  // The NIC's timing (PCIe, pipelines; the network's part is the wire's): none = functional.
+  std::optional<NicProfile> timing;
 };
 
 struct RnicCounters {
@@ -67,12 +77,15 @@ class Rnic final : public WirePort {
   // ---- device work ----
   // Returns true if it did anything (a caller loops while true before advancing time).
   bool process(uint64_t now_ns);
-  // Earliest retransmission or RNR timer, or UINT64_MAX.
+  // Earliest retransmission or RNR timer (timed: or received packet through the pipeline, or
+  // completion landing in host memory), or UINT64_MAX.
   uint64_t next_timer_ns() const;
   // Work pending without new input (packets received, doorbells not yet looked at).
   bool busy() const { return !rx_.empty(); }
 
   const RnicCounters& counters() const { return counters_; }
+  // The timing model, or nullptr for a functional NIC.
+  const NicTiming* timing() const { return timing_.get(); }
   // For tests and inspection: a QP's state as the device sees it (kReset if none).
   sr::QpState qp_state(uint32_t qpn) const;
 
@@ -81,6 +94,14 @@ class Rnic final : public WirePort {
   struct RxPacket {
     uint64_t src;
     std::vector<uint8_t> bytes;
+    SimTime due = 0;  // timed: when the receive pipeline hands it to the transport
+  };
+  // A completion whose CQE write lands in host memory at `due` (timed only).
+  struct PendingCompletion {
+    SimTime due;
+    uint32_t qpn;
+    uint32_t cqn;
+    sr::Cqe cqe;
   };
   // Parsed packet (pointers into RxPacket::bytes).
   struct Packet {
@@ -106,6 +127,9 @@ class Rnic final : public WirePort {
                      uint8_t vendor_err = 0);
   void complete_recv(Qp& qp, uint32_t qpn, sr::WcStatus status, uint32_t byte_len, bool with_imm,
                      uint32_t imm, bool rdma_with_imm);
+  void deliver_completion(uint32_t qpn, uint32_t cqn, const sr::Cqe& cqe);
+  void post_completion(uint32_t qpn, uint32_t cqn, const sr::Cqe& cqe);
+  void drop_completions(uint32_t qpn);
   void enter_error(uint32_t qpn);
   void flush_queues(Qp& qp, uint32_t qpn);
   uint32_t doorbell(uint32_t offset) const;
@@ -134,17 +158,25 @@ class Rnic final : public WirePort {
   // responder.cc
   void handle_request(Qp& qp, uint32_t qpn, const Packet& p);
   bool take_recv_wqe(Qp& qp);
-  void send_ack(const Qp& qp, uint8_t syndrome, uint32_t psn);
-  void send_read_responses(Qp& qp, const uint8_t* data, uint32_t len, uint32_t first_psn);
+  void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);
+  void queue_read_response(Qp& qp, uint64_t va, uint32_t rkey, uint32_t len, uint32_t first_psn);
+  bool send_responses(Qp& qp);
   void responder_error(Qp& qp, uint32_t qpn, uint8_t nak_code, uint32_t psn,
                        sr::WcStatus recv_status, sr::EventType event);
   uint8_t* remote_ptr(const Qp& qp, uint32_t rkey, uint64_t va, uint32_t len, uint32_t access);
 
   // packets.cc
   void handle_packet(const RxPacket& rx);
+  // `ready`: when the packet reaches the MAC (picoseconds; functional: now).
   void emit(const Qp& qp, uint8_t opcode, uint32_t psn, bool ack_req, bool solicited,
             const spec::roce::Reth* reth, const spec::roce::Aeth* aeth, const uint32_t* imm,
-            const uint8_t* payload, uint32_t len);
+            const uint8_t* payload, uint32_t len, SimTime ready);
+  SimTime now_ps() const { return now_ * timing::kNs; }
+  // The port has room for another packet (the transmit window; always, functional).
+  bool tx_room() const;
+  // When a packet made now (an acknowledgement) reaches the MAC.
+  SimTime header_ready() { return timing_ ? timing_->transmit(now_ps()) : now_ps(); }
+  uint32_t qpn_of(const Qp& qp) const { return static_cast<uint32_t>(&qp - qps_.data()); }
 
   HostMemory& mem_;
   volatile uint8_t* doorbells_;
@@ -160,9 +192,15 @@ class Rnic final : public WirePort {
   std::vector<Cq> cqs_;
   std::vector<Srq> srqs_;
   std::vector<Qp> qps_;
+  std::vector<uint32_t> live_qps_;  // QPNs of valid QPs, ascending: the work loop's list
   bool eq_valid_ = false;
   ProducerRing eq_;
   uint8_t next_mr_tag_ = 1;
+
+  std::unique_ptr<NicTiming> timing_;
+  std::deque<PendingCompletion> completions_;  // in due order
+  SimTime last_completion_ = 0;
+  uint32_t rr_next_ = 0;  // timed: the QP the work loop starts with (round robin)
 
   std::deque<RxPacket> rx_;
   std::vector<uint8_t> tx_buf_;

@@ -1,4 +1,5 @@
-// The wire: latency, ordering, scripted and seeded faults, and replay from a seed.
+// The wire: latency, ordering, scripted and seeded faults, and replay from a seed; seeded
+// link flaps and partitions; the timed wire (a NIC profile's network under it).
 #include "emulator/rnic/wire.h"
 
 #include <gtest/gtest.h>
@@ -11,7 +12,12 @@ namespace {
 
 struct Sink : WirePort {
   std::vector<std::vector<uint8_t>> got;
-  void receive(uint64_t, const uint8_t* p, std::size_t n) override { got.emplace_back(p, p + n); }
+  std::vector<uint64_t> at_ps;  // delivery times
+  const Wire* wire = nullptr;
+  void receive(uint64_t, const uint8_t* p, std::size_t n) override {
+    got.emplace_back(p, p + n);
+    if (wire != nullptr) at_ps.push_back(wire->delivery_time_ps());
+  }
 };
 
 std::vector<uint8_t> packet(uint16_t id) {
@@ -93,6 +99,132 @@ TEST(Wire, FaultsFollowTheSeed) {
   bool reordered = false;
   for (std::size_t i = 1; i < ga.size(); ++i) reordered |= id_of(ga[i]) < id_of(ga[i - 1]);
   EXPECT_TRUE(reordered);
+}
+
+TEST(Wire, FlapsFollowTheSeedAndLastTheirDownTime) {
+  WireFaults f;
+  f.flap_interval_ns = 100'000;  // up 100 us on average, then down 10 us
+  f.flap_down_ns = 10'000;
+  Wire a(7, f), b(7, f), c(8, f);
+  uint64_t down = 0;
+  std::vector<uint64_t> edges_a, edges_b, edges_c;
+  bool was_a = false, was_b = false, was_c = false;
+  for (uint64_t t = 0; t < 100'000'000; t += 1000) {  // 100 ms in 1 us steps
+    const bool da = a.flapping(1, t), db = b.flapping(1, t), dc = c.flapping(1, t);
+    down += da;
+    if (da != was_a) edges_a.push_back(t);
+    if (db != was_b) edges_b.push_back(t);
+    if (dc != was_c) edges_c.push_back(t);
+    was_a = da, was_b = db, was_c = dc;
+  }
+  EXPECT_EQ(edges_a, edges_b);
+  EXPECT_NE(edges_a, edges_c);
+  // About 100 ms / 110 us = 900 flaps of 10 us: down ~9% of the time.
+  EXPECT_GT(edges_a.size(), 2 * 700u);
+  EXPECT_LT(edges_a.size(), 2 * 1100u);
+  // Each flap is down for exactly 10 us (two flaps less than a sampling step apart look
+  // like one longer one).
+  std::size_t exact = 0, flaps = 0;
+  for (std::size_t i = 0; i + 1 < edges_a.size(); i += 2, ++flaps) {
+    EXPECT_GE(edges_a[i + 1] - edges_a[i], 10'000u) << i;
+    exact += edges_a[i + 1] - edges_a[i] == 10'000;
+  }
+  EXPECT_GT(exact, flaps * 95 / 100);
+  EXPECT_NEAR(static_cast<double>(down) / 100'000, 0.09, 0.02);
+  // Another port has a schedule of its own.
+  bool differs = false;
+  for (uint64_t t = 0; t < 10'000'000 && !differs; t += 1000)
+    differs |= a.flapping(2, t) != a.flapping(1, t);
+  EXPECT_TRUE(differs);
+}
+
+TEST(Wire, PacketsSentDuringAFlapAreLost) {
+  WireFaults f;
+  f.flap_interval_ns = 50'000;
+  f.flap_down_ns = 5'000;
+  Wire w(3, f, 100);
+  Sink b;
+  w.attach(2, &b);
+  Wire probe(3, f);
+  uint64_t expected_lost = 0;
+  for (uint64_t t = 0; t < 1'000'000; t += 500) {
+    expected_lost += probe.flapping(1, t) || probe.flapping(2, t);
+    w.transmit(t, 1, 2, packet(0).data(), 16);
+  }
+  w.deliver_until(UINT64_MAX - 1);
+  EXPECT_GT(expected_lost, 0u);
+  EXPECT_EQ(w.stats().dropped, expected_lost);
+  EXPECT_EQ(b.got.size(), 2000 - expected_lost);
+}
+
+TEST(Wire, PartitionCutsOnlyBetweenItsSides) {
+  Wire w(1, {}, 100);
+  Sink n1, n2, n3;
+  w.attach(1, &n1);
+  w.attach(2, &n2);
+  w.attach(3, &n3);
+  w.partition({1, 2});
+  w.transmit(0, 1, 2, packet(1).data(), 16);  // same side
+  w.transmit(0, 1, 3, packet(2).data(), 16);  // across
+  w.transmit(0, 3, 2, packet(3).data(), 16);  // across
+  w.deliver_until(1000);
+  EXPECT_EQ(n2.got.size(), 1u);
+  EXPECT_EQ(n3.got.size(), 0u);
+  EXPECT_EQ(w.stats().dropped, 2u);
+  w.heal();
+  w.transmit(1000, 3, 2, packet(4).data(), 16);
+  w.deliver_until(2000);
+  EXPECT_EQ(n2.got.size(), 2u);
+}
+
+NicProfile direct_25g() {
+  NicProfile p;
+  p.port.rate_gbps = 25;
+  p.port.propagation = 10 * timing::kNs;
+  return p;
+}
+
+TEST(TimedWire, CarriesPacketsThroughTheProfilesNetwork) {
+  Wire w(1);
+  w.enable_timing(direct_25g());
+  Sink b;
+  b.wire = &w;
+  w.attach(1, &b);  // the sender needs a port too
+  Sink c;
+  c.wire = &w;
+  w.attach(2, &c);
+  const std::vector<uint8_t> p(4112, 0);
+  w.transmit_at(1'000'000, 1, 2, p.data(), p.size());
+  w.transmit_at(1'000'000, 1, 2, p.data(), p.size());
+  EXPECT_EQ(w.queued(1), 2u);
+  // 4,178 bytes at 25 Gb/s = 1,336.96 ns each, then 10 ns of cable.
+  EXPECT_EQ(w.next_event_ns(), 1'000u);  // the first frame starts
+  while (w.next_event_ns() != UINT64_MAX) w.deliver_until(w.next_event_ns());
+  ASSERT_EQ(c.at_ps.size(), 2u);
+  EXPECT_EQ(c.at_ps[0], 1'000'000u + 1'336'960 + 10'000);
+  EXPECT_EQ(c.at_ps[1], 1'000'000u + 2 * 1'336'960 + 10'000);
+  EXPECT_EQ(w.stats().delivered, 2u);
+  EXPECT_EQ(w.network_stats()->frames, 2u);
+  EXPECT_TRUE(w.idle());
+}
+
+TEST(TimedWire, FaultsAreDecidedWhenTheFrameStarts) {
+  WireFaults f;
+  f.loss = 1.0;
+  Wire w(1, f);
+  w.enable_timing(direct_25g());
+  Sink a, b;
+  w.attach(1, &a);
+  w.attach(2, &b);
+  w.record_trace(true);
+  w.transmit_at(5'000'000, 1, 2, packet(1).data(), 16);
+  EXPECT_EQ(w.stats().sent, 0u) << "not decided before it leaves";
+  w.deliver_until(10'000);
+  EXPECT_EQ(w.stats().sent, 1u);
+  EXPECT_EQ(w.stats().dropped, 1u);
+  ASSERT_EQ(w.trace().size(), 1u);
+  EXPECT_EQ(w.trace()[0].rfind("t=5000 ", 0), 0u) << w.trace()[0];
+  EXPECT_TRUE(b.got.empty());
 }
 
 }  // namespace

@@ -17,6 +17,30 @@ using yaml::err;
 using yaml::Section;
 using yaml::where;
 
+}  // namespace
+
+Status parse_pcie_section(const YAML::Node& node, PcieProfile* out) {
+  PcieProfile& p = *out;
+  Section pc(node, "pcie");
+  POLLUX_TRY(pc.check_is_map());
+  POLLUX_TRY(pc.uint("generation", 0, 5, &p.generation));
+  POLLUX_TRY(pc.uint("lanes", 1, 16, &p.lanes));
+  POLLUX_TRY(pc.uint("max_payload", 128, 4096, &p.max_payload));
+  POLLUX_TRY(pc.uint("max_read_request", 128, 4096, &p.max_read_request));
+  POLLUX_TRY(pc.uint("tlp_overhead", 0, 64, &p.tlp_overhead));
+  POLLUX_TRY(pc.duration("mmio_write_latency", &p.mmio_write_latency, kMs));
+  POLLUX_TRY(pc.duration("dma_read_latency", &p.dma_read_latency, kMs));
+  POLLUX_TRY(pc.duration("dma_write_latency", &p.dma_write_latency, kMs));
+  POLLUX_TRY(pc.unknown_keys());
+  for (uint32_t v : {p.max_payload, p.max_read_request}) {
+    if (v & (v - 1)) return err("pcie: max_payload and max_read_request must be powers of two");
+  }
+  if (p.lanes & (p.lanes - 1)) return err("pcie.lanes: must be 1, 2, 4, 8 or 16");
+  return {};
+}
+
+namespace {
+
 Result<Profile> parse_root(const YAML::Node& root) {
   if (!root.IsMap()) return err("profile: the document must be a mapping");
   Profile p;
@@ -51,21 +75,7 @@ Result<Profile> parse_root(const YAML::Node& root) {
   POLLUX_TRY(fe.uint("max_outstanding", 1, 65536, &p.max_outstanding));
   POLLUX_TRY(fe.unknown_keys());
 
-  Section pc(top.take("pcie"), "pcie");
-  POLLUX_TRY(pc.check_is_map());
-  POLLUX_TRY(pc.uint("generation", 0, 5, &p.pcie.generation));
-  POLLUX_TRY(pc.uint("lanes", 1, 16, &p.pcie.lanes));
-  POLLUX_TRY(pc.uint("max_payload", 128, 4096, &p.pcie.max_payload));
-  POLLUX_TRY(pc.uint("max_read_request", 128, 4096, &p.pcie.max_read_request));
-  POLLUX_TRY(pc.uint("tlp_overhead", 0, 64, &p.pcie.tlp_overhead));
-  POLLUX_TRY(pc.duration("mmio_write_latency", &p.pcie.mmio_write_latency, kMs));
-  POLLUX_TRY(pc.duration("dma_read_latency", &p.pcie.dma_read_latency, kMs));
-  POLLUX_TRY(pc.duration("dma_write_latency", &p.pcie.dma_write_latency, kMs));
-  POLLUX_TRY(pc.unknown_keys());
-  for (uint32_t v : {p.pcie.max_payload, p.pcie.max_read_request}) {
-    if (v & (v - 1)) return err("pcie: max_payload and max_read_request must be powers of two");
-  }
-  if (p.pcie.lanes & (p.pcie.lanes - 1)) return err("pcie.lanes: must be 1, 2, 4, 8 or 16");
+  POLLUX_TRY(parse_pcie_section(top.take("pcie"), &p.pcie));
 
   Section fw(top.take("firmware"), "firmware");
   POLLUX_TRY(fw.check_is_map());

@@ -12,6 +12,10 @@
 #include "emulator/timing/nand.h"
 #include "emulator/timing/sim_time.h"
 
+namespace YAML {
+class Node;
+}
+
 namespace pollux::emu::timing {
 
 enum class Fidelity { kFunctional, kTimed, kRtl };
@@ -78,6 +82,9 @@ nvme::Result<Profile> load_profile(const std::string& name_or_path);
 // "p4800x, p3700, gen4-tlc, null": the built-in profiles' names.
 std::string builtin_profile_names();
 nvme::Status validate(const Profile& p);
+// Reads a `pcie` mapping (absent: the defaults stay); shared with the NIC profiles
+// (emulator/rnic/nic_profile.h).
+nvme::Status parse_pcie_section(const YAML::Node& node, PcieProfile* out);
 
 // A smaller drive with the same channels, dies, planes, timing and spare ratio: NAND blocks
 // per plane (and pages per block, if non-zero) change and the namespace shrinks in

@@ -51,6 +51,9 @@ class RdmaTest : public ::testing::Test {
  protected:
   explicit RdmaTest(uint64_t seed = 1, emu::rnic::WireFaults faults = {})
       : cluster_(seed, faults) {}
+  // Timed NICs and network (emulator/rnic/nic_profile.h).
+  RdmaTest(uint64_t seed, const emu::rnic::NicProfile& profile, emu::rnic::WireFaults faults = {})
+      : cluster_(seed, profile, faults) {}
 
   // A host with its own NIC on `cluster` (the fixture's by default).
   void open(Host& h, const QpOptions& o = {}, emu::rnic::Cluster* cluster = nullptr) {

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "driver/bdev/bdev.h"
@@ -42,6 +43,11 @@ struct WorldOptions {
   }();
   uint64_t blocks = 16384;  // 8 MiB of 512-byte blocks
   QpTiming host_qp;
+  // Timed NICs and network (emulator/rnic/nic_profile.h); none: functional NICs.
+  std::optional<emu::rnic::NicProfile> nic_profile;
+  // Virtual time a turn of pump() costs when the target or a NIC did something (a crude
+  // stand-in for software time: the lockstep engine's HostCostModel is the real one).
+  uint64_t work_step_ns = 100;
 };
 
 // One machine's side of the wire: its memory, its NIC, and verbs over it.
@@ -64,7 +70,7 @@ struct Machine {
 class World {
  public:
   explicit World(WorldOptions o = {})
-      : o_(std::move(o)), cluster_(o_.seed, o_.faults), net_(clock_, o_.seed) {
+      : o_(std::move(o)), cluster_(make_cluster(o_)), net_(clock_, o_.seed) {
     net_.set_wait_hook([this] { pump(); });
     build();
   }
@@ -88,6 +94,14 @@ class World {
   }
 
   bool ready() const { return ready_; }
+
+ private:
+  static emu::rnic::Cluster make_cluster(const WorldOptions& o) {
+    return o.nic_profile ? emu::rnic::Cluster(o.seed, *o.nic_profile, o.faults)
+                         : emu::rnic::Cluster(o.seed, o.faults);
+  }
+
+ public:
 
  private:
   // The NICs, the target with one subsystem (Malloc0 as namespace 1) listening on RDMA.
@@ -137,13 +151,14 @@ class World {
  public:
   // One turn of the world: the target's reactor, the NICs, then time moves on — by a little
   // when something happened, else to the next event (at most 10 us: timers fire on time).
+  // Timed NICs are never made late: their next event bounds the step either way.
   void pump() {
     if (!fw_) return;
     bool work = fw_->step();
     work = cluster_.step_at(clock_.now()) || work;
     const uint64_t now = clock_.now();
-    uint64_t next = now + (work ? 100 : 10'000);
-    if (!work) {
+    uint64_t next = now + (work ? o_.work_step_ns : 10'000);
+    if (!work || o_.nic_profile) {
       next = std::min({next, cluster_.next_event_ns(), net_.next_event_ns()});
       next = std::max(next, now + 1);
     }

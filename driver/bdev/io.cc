@@ -1,6 +1,7 @@
 // The I/O path: channels, bdev_io caches, submission, splitting, bounce buffers, retries of
 // ENOMEM, reset quiescing, QoS and statistics.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "driver/bdev/bounce.h"
@@ -73,6 +74,11 @@ void Manager::channel_destroy(void* io_device, void* ctx) {
   auto* bdev = static_cast<Bdev*>(io_device);
   auto* ch = static_cast<Channel*>(ctx);
   Manager* mgr = bdev->mgr_;
+  if (ch->outstanding != 0) {
+    // A caller bug (as SPDK asserts): the completions of these I/Os will land in freed memory.
+    std::fprintf(stderr, "bdev %s: I/O channel released with %lu I/Os outstanding\n",
+                 bdev->name().c_str(), static_cast<unsigned long>(ch->outstanding));
+  }
   {
     std::lock_guard lock(mgr->mu_);
     bdev->retired_.merge(ch->stats);

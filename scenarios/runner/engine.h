@@ -68,6 +68,7 @@ class Engine {
     }
   };
   void judge(RunResult& r);
+  uint64_t outstanding() const;  // the workloads' I/Os in flight
   void teardown();
   void sample_pollers(size_t bucket);  // poller runs since the last sample, into `bucket`
   void collect_metrics(metrics::Builder& b) const;  // devices, controllers, the run itself

@@ -499,6 +499,12 @@ void Engine::sweep() {
   });
 }
 
+uint64_t Engine::outstanding() const {
+  uint64_t n = 0;
+  for (const auto& w : workloads_) n += w->stats().outstanding;
+  return n;
+}
+
 void Engine::teardown() {
   if (!target_) return;
   metrics_.reset();  // its sources read the target
@@ -506,7 +512,25 @@ void Engine::teardown() {
   {
     event::CurrentThreadScope scope(&target_->thread());
     if (bdev_stats_) bdev_stats_->stop();
-    for (auto& w : workloads_) w->stop();
+    // No new I/O; what is in flight still ends into the workloads' open channels (a channel
+    // put with I/Os outstanding would be freed under their completions).
+    for (auto& w : workloads_) w->stop_io();
+    if (outstanding() > 0 && mgr_) {
+      // A run that hung leaves commands a device holds: clear the devices' fault rules and
+      // reset the controllers, which ends them (bdev_nvme retries them on the fresh queues).
+      FaultSpec clear;
+      clear.kind = FaultKind::kClear;
+      for (uint32_t d = 0; d < target_->devices(); ++d) {
+        if (target_->present(d)) (void)target_->inject(d, clear, 0, 0);
+      }
+      for (const std::string& n : bdev::nvme_controller_names(*mgr_)) {
+        (void)bdev::nvme_reset_controller(*mgr_, n, nullptr, nullptr);
+      }
+    }
+  }
+  for (int g = 0; g < 1'000'000 && outstanding() > 0; ++g) target_->step();
+  {
+    event::CurrentThreadScope scope(&target_->thread());
     // The lvstores go first: the bdevs they stand on are about to.
     for (int g = 0; lvols_ && g < 1'000'000 && !lvols_->shut_down(); ++g) target_->step();
     if (mgr_) {
@@ -516,9 +540,17 @@ void Engine::teardown() {
       }
     }
   }
-  for (int g = 0; mgr_ && g < 1'000'000 && !bdev::nvme_controller_names(*mgr_).empty(); ++g) {
-    target_->step();
-  }
+  // Each workload closes once its I/Os ended (the controllers' bdevs go when their last user
+  // closes).
+  auto settled = [this] {
+    event::CurrentThreadScope scope(&target_->thread());
+    bool closed = true;
+    for (auto& w : workloads_) {
+      if (w->stats().outstanding == 0) w->stop(); else closed = false;
+    }
+    return closed && (!mgr_ || bdev::nvme_controller_names(*mgr_).empty());
+  };
+  for (int g = 0; g < 1'000'000 && !settled(); ++g) target_->step();
   workloads_.clear();
   lvols_.reset();
   mgr_.reset();

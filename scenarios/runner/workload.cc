@@ -1,6 +1,7 @@
 #include "scenarios/runner/workload.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "driver/env/pattern.h"
 
@@ -67,13 +68,17 @@ void Workload::start(event::Thread& thread, uint64_t t0) {
   poller_ = thread.register_poller(poll, this, 0, "workload_" + spec_.name);
 }
 
-void Workload::stop() {
+void Workload::stop_io() {
   if (poller_ != nullptr) {
     thread_->unregister_poller(poller_);
     poller_ = nullptr;
   }
-  close();
   state_ = State::kDone;
+}
+
+void Workload::stop() {
+  stop_io();
+  close();
 }
 
 bool Workload::open() {
@@ -91,6 +96,13 @@ bool Workload::open() {
 }
 
 void Workload::close() {
+  if (stats_.outstanding > 0 && ch_ != nullptr) {
+    // The bdev layer's channel must outlive its I/Os (their completions land in it): one the
+    // stack never ended is left open rather than freed under them.
+    std::fprintf(stderr, "workload %s: %lu I/Os never ended; its bdev channel is left open\n",
+                 spec_.name.c_str(), static_cast<unsigned long>(stats_.outstanding));
+    return;
+  }
   if (ch_ != nullptr) mgr_.put_io_channel(ch_);
   if (desc_ != nullptr) mgr_.close(desc_);
   ch_ = nullptr;

@@ -55,7 +55,8 @@ class Workload {
   std::string init();                 // DMA buffers; "" or the error
   // Registers the poller. Times the workload reports are relative to t0 (the run's start).
   void start(event::Thread& thread, uint64_t t0);
-  void stop();                        // closes the bdev (the engine calls it at the end)
+  void stop_io();                     // submits nothing more (its I/Os still complete)
+  void stop();                        // stop_io(), then closes the bdev (the engine's last step)
   bool done() const { return state_ == State::kDone; }
   // The device lost power: writes in flight have an unknown outcome, even if they are
   // acknowledged later (their completion may have been posted before the cut).

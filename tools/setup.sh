@@ -13,6 +13,9 @@ PACKAGES=(
   # libraries
   prometheus-cpp-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libspdlog-dev libisal-dev liburing-dev
+  # NVMe in-band authentication (DH-HMAC-CHAP): libcrypto, and the openssl tool its tests
+  # compute known answers with
+  libssl-dev openssl
   # observability: the real Prometheus server the metrics test scrapes with
   prometheus
   # hardware-in-the-loop: a QEMU guest with an emulated IOMMU and QEMU's NVMe controller

@@ -83,6 +83,19 @@ const std::vector<uint8_t>& all_dhgroups() {
 
 // ------------------------------------------------------------------- secrets ---
 
+const char* failure_reason(uint8_t rescode_exp) {
+  switch (rescode_exp) {
+    case na::failure::kFailed: return "authentication failed";
+    case na::failure::kProtocolUnusable: return "authentication protocol not usable";
+    case na::failure::kConcatMismatch: return "secure channel concatenation mismatch";
+    case na::failure::kHashUnusable: return "hash function not usable";
+    case na::failure::kDhgroupUnusable: return "DH group not usable";
+    case na::failure::kIncorrectPayload: return "incorrect payload";
+    case na::failure::kIncorrectMessage: return "incorrect protocol message";
+  }
+  return "unknown reason";
+}
+
 namespace {
 
 uint32_t crc32(const uint8_t* p, std::size_t n) {

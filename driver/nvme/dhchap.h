@@ -56,6 +56,9 @@ std::optional<uint8_t> dhgroup_from_name(std::string_view name);
 const std::vector<uint8_t>& all_hashes();
 const std::vector<uint8_t>& all_dhgroups();
 
+// "hash function not usable" ...: AUTH_Failure1/2's reason code explanation (na::failure).
+const char* failure_reason(uint8_t rescode_exp);
+
 // ------------------------------------------------------------------- secrets ---
 // A DH-HMAC-CHAP secret: the key, and the hash its owner's NQN transforms it with (0: none).
 struct Key {

@@ -104,6 +104,22 @@ TEST(DhchapSecret, ParsesAndFormatsWhatPythonWrites) {
   }
 }
 
+// Known answers from nvme-cli 2.3 (Debian 12), an independent implementation:
+//   nvme gen-dhchap-key --secret=000102...1f --hmac=0 -l 32
+//   nvme gen-dhchap-key --secret=000102...1f --hmac=1 -l 32 --nqn=nqn.2014-08.org.nvmexpress:uuid:x
+// The second prints the key already transformed with the NQN (libnvme's gen-dhchap-key does).
+TEST(DhchapSecret, NvmeCliKnownAnswers) {
+  Key k;
+  for (uint8_t i = 0; i < 32; ++i) k.key.push_back(i);
+  EXPECT_EQ(format_key(k), "DHHC-1:00:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh+KfiaR:");
+  auto t = parse_key("DHHC-1:01:aMEiHojvnlvfsiyqrYhzNfZsEEQ+uy63oD7L7AZE8b+GHLP0:");
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  EXPECT_EQ(t->hash, 1);
+  k.hash = na::hash::kSha256;
+  EXPECT_EQ(hex(t->key), hex(transform(k, "nqn.2014-08.org.nvmexpress:uuid:x")));
+  EXPECT_EQ(hex(t->key), "68c1221e88ef9e5bdfb22caaad887335f66c10443ebb2eb7a03ecbec0644f1bf");
+}
+
 TEST(DhchapSecret, GeneratedKeysRoundTrip) {
   for (uint8_t hash : {0, 1, 2, 3}) {
     auto k = generate_key(hash, hash ? na::hash::length(hash) : 48);

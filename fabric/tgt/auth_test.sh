@@ -29,7 +29,7 @@ nqn=nqn.2026-11.io.pollux:secure host=nqn.2026-11.io.pollux:host-a host2=nqn.202
 umask 077
 nvme gen-dhchap-key --hmac=1 --nqn=$host >"$run/host.key"
 nvme gen-dhchap-key --hmac=3 --nqn=$nqn >"$run/ctrl.key"
-nvme gen-dhchap-key --hmac=0 -l 48 >"$run/other.key"
+nvme gen-dhchap-key --hmac=0 -l 48 --nqn=$host2 >"$run/other.key"
 host_key=$(cat "$run/host.key") ctrl_key=$(cat "$run/ctrl.key") other_key=$(cat "$run/other.key")
 # The base64 of each key: none may appear in any log or output below.
 secrets=("${host_key:10:40}" "${ctrl_key:10:40}" "${other_key:10:40}")

@@ -118,7 +118,8 @@ struct ProtocolDescriptor {
   uint8_t idlist[60];
 };
 static_assert(sizeof(ProtocolDescriptor) == 64);
-static_assert(offsetof(ProtocolDescriptor, halen) == 2 && offsetof(ProtocolDescriptor, dhlen) == 3 &&
+static_assert(offsetof(ProtocolDescriptor, halen) == 2 &&
+              offsetof(ProtocolDescriptor, dhlen) == 3 &&
               offsetof(ProtocolDescriptor, idlist) == 4);
 inline constexpr std::size_t kMaxHashIds = 30;
 inline constexpr std::size_t kMaxDhgroupIds = 30;

@@ -71,8 +71,8 @@ TEST(NvmeAuthSpec, NegotiateWithOneDescriptor) {
   m.d.idlist[kDhgroupIdsOffset] = dhgroup::kNull;
   m.d.idlist[kDhgroupIdsOffset + 1] = dhgroup::kFfdhe2048;
   std::vector<uint8_t> want(72, 0);
-  const uint8_t head[] = {0x00, 0x00, 0, 0, 0x34, 0x12, 0x00, 0x01,  // header
-                          0x01, 0x00, 0x03, 0x02, 0x01, 0x02, 0x03};  // descriptor
+  const uint8_t head[] = {0x00, 0x00, 0,    0,    0x34, 0x12, 0x00, 0x01,  // header
+                          0x01, 0x00, 0x03, 0x02, 0x01, 0x02, 0x03};       // descriptor
   std::memcpy(want.data(), head, sizeof head);
   want[8 + 4 + 30] = 0x00;
   want[8 + 4 + 31] = 0x01;
@@ -89,7 +89,7 @@ TEST(NvmeAuthSpec, ChallengeHeader) {
   c.dhgid = dhgroup::kFfdhe3072;
   c.dhvlen = 384;
   c.seqnum = 0xa1b2c3d4;
-  const std::vector<uint8_t> want = {0x01, 0x01, 0, 0, 0x07, 0x00, 48,   0,
+  const std::vector<uint8_t> want = {0x01, 0x01, 0,    0,    0x07, 0x00, 48,   0,
                                      0x02, 0x02, 0x80, 0x01, 0xd4, 0xc3, 0xb2, 0xa1};
   EXPECT_EQ(bytes(c), want);
 }
@@ -103,8 +103,8 @@ TEST(NvmeAuthSpec, ReplyHeader) {
   r.cvalid = 1;
   r.dhvlen = 1024;
   r.seqnum = 5;
-  const std::vector<uint8_t> want = {0x01, 0x02, 0, 0, 0x02, 0x01, 64, 0,
-                                     0x01, 0,    0x00, 0x04, 5, 0, 0, 0};
+  const std::vector<uint8_t> want = {0x01, 0x02, 0,    0,    0x02, 0x01, 64, 0,
+                                     0x01, 0,    0x00, 0x04, 5,    0,    0,  0};
   EXPECT_EQ(bytes(r), want);
 }
 

@@ -23,9 +23,12 @@ namespace {
 
 const char* ossl_digest(uint8_t hash) {
   switch (hash) {
-    case na::hash::kSha256: return "SHA256";
-    case na::hash::kSha384: return "SHA384";
-    case na::hash::kSha512: return "SHA512";
+    case na::hash::kSha256:
+      return "SHA256";
+    case na::hash::kSha384:
+      return "SHA384";
+    case na::hash::kSha512:
+      return "SHA512";
   }
   return nullptr;
 }
@@ -36,21 +39,30 @@ const char* ossl_digest(uint8_t hash) {
 
 const char* hash_name(uint8_t id) {
   switch (id) {
-    case na::hash::kSha256: return "sha256";
-    case na::hash::kSha384: return "sha384";
-    case na::hash::kSha512: return "sha512";
+    case na::hash::kSha256:
+      return "sha256";
+    case na::hash::kSha384:
+      return "sha384";
+    case na::hash::kSha512:
+      return "sha512";
   }
   return nullptr;
 }
 
 const char* dhgroup_name(uint8_t id) {
   switch (id) {
-    case na::dhgroup::kNull: return "null";
-    case na::dhgroup::kFfdhe2048: return "ffdhe2048";
-    case na::dhgroup::kFfdhe3072: return "ffdhe3072";
-    case na::dhgroup::kFfdhe4096: return "ffdhe4096";
-    case na::dhgroup::kFfdhe6144: return "ffdhe6144";
-    case na::dhgroup::kFfdhe8192: return "ffdhe8192";
+    case na::dhgroup::kNull:
+      return "null";
+    case na::dhgroup::kFfdhe2048:
+      return "ffdhe2048";
+    case na::dhgroup::kFfdhe3072:
+      return "ffdhe3072";
+    case na::dhgroup::kFfdhe4096:
+      return "ffdhe4096";
+    case na::dhgroup::kFfdhe6144:
+      return "ffdhe6144";
+    case na::dhgroup::kFfdhe8192:
+      return "ffdhe8192";
   }
   return nullptr;
 }
@@ -69,8 +81,7 @@ std::optional<uint8_t> dhgroup_from_name(std::string_view name) {
 }
 
 const std::vector<uint8_t>& all_hashes() {
-  static const std::vector<uint8_t> v = {na::hash::kSha512, na::hash::kSha384,
-                                         na::hash::kSha256};
+  static const std::vector<uint8_t> v = {na::hash::kSha512, na::hash::kSha384, na::hash::kSha256};
   return v;
 }
 
@@ -85,13 +96,20 @@ const std::vector<uint8_t>& all_dhgroups() {
 
 const char* failure_reason(uint8_t rescode_exp) {
   switch (rescode_exp) {
-    case na::failure::kFailed: return "authentication failed";
-    case na::failure::kProtocolUnusable: return "authentication protocol not usable";
-    case na::failure::kConcatMismatch: return "secure channel concatenation mismatch";
-    case na::failure::kHashUnusable: return "hash function not usable";
-    case na::failure::kDhgroupUnusable: return "DH group not usable";
-    case na::failure::kIncorrectPayload: return "incorrect payload";
-    case na::failure::kIncorrectMessage: return "incorrect protocol message";
+    case na::failure::kFailed:
+      return "authentication failed";
+    case na::failure::kProtocolUnusable:
+      return "authentication protocol not usable";
+    case na::failure::kConcatMismatch:
+      return "secure channel concatenation mismatch";
+    case na::failure::kHashUnusable:
+      return "hash function not usable";
+    case na::failure::kDhgroupUnusable:
+      return "DH group not usable";
+    case na::failure::kIncorrectPayload:
+      return "incorrect payload";
+    case na::failure::kIncorrectMessage:
+      return "incorrect protocol message";
   }
   return "unknown reason";
 }
@@ -164,8 +182,8 @@ std::string format_key(const Key& key) {
   const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(b64.data()), raw.data(),
                                 static_cast<int>(raw.size()));
   b64.resize(static_cast<std::size_t>(n));
-  std::string out = std::string(na::kSecretPrefix) + "0" + static_cast<char>('0' + key.hash) +
-                    ":" + b64 + ":";
+  std::string out =
+      std::string(na::kSecretPrefix) + "0" + static_cast<char>('0' + key.hash) + ":" + b64 + ":";
   wipe(b64.data(), b64.size());
   return out;
 }
@@ -217,8 +235,9 @@ SecretBytes digest(uint8_t hash, ByteSpan data) {
   SecretBytes out(na::hash::length(hash));
   unsigned int n = 0;
   EVP_MD* md = d ? EVP_MD_fetch(nullptr, d, nullptr) : nullptr;
-  const bool ok = md != nullptr && EVP_Digest(data.data(), data.size(), out.data(), &n, md,
-                                              nullptr) == 1 && n == out.size();
+  const bool ok = md != nullptr &&
+                  EVP_Digest(data.data(), data.size(), out.data(), &n, md, nullptr) == 1 &&
+                  n == out.size();
   EVP_MD_free(md);
   if (!ok) return {};
   return out;
@@ -323,16 +342,17 @@ DhKey& DhKey::operator=(DhKey&& o) noexcept {
   return *this;
 }
 
-DhKey::~DhKey() { EVP_PKEY_free(static_cast<EVP_PKEY*>(pkey_)); }
+DhKey::~DhKey() {
+  EVP_PKEY_free(static_cast<EVP_PKEY*>(pkey_));
+}
 
 Result<SecretBytes> DhKey::shared_secret(ByteSpan peer) const {
   auto* own = static_cast<EVP_PKEY*>(pkey_);
   const std::size_t len = public_.size();
   if (own == nullptr) return make_error(EINVAL, "no DH key");
   if (peer.size() != len)
-    return make_error(EINVAL, "the peer's DH value is " + std::to_string(peer.size()) +
-                                  " bytes, " + dhgroup_name(group_) + " needs " +
-                                  std::to_string(len));
+    return make_error(EINVAL, "the peer's DH value is " + std::to_string(peer.size()) + " bytes, " +
+                                  dhgroup_name(group_) + " needs " + std::to_string(len));
   Bn y(BN_bin2bn(peer.data(), static_cast<int>(peer.size()), nullptr));
   Bn p = bn_param(own, OSSL_PKEY_PARAM_FFC_P);
   Bn p_minus_1(BN_new());
@@ -346,8 +366,8 @@ Result<SecretBytes> DhKey::shared_secret(ByteSpan peer) const {
   EVP_PKEY* peer_key = nullptr;
   EVP_PKEY_CTX* from = EVP_PKEY_CTX_new_from_name(nullptr, "DH", nullptr);
   bool ok = bld != nullptr && from != nullptr &&
-            OSSL_PARAM_BLD_push_utf8_string(bld, OSSL_PKEY_PARAM_GROUP_NAME,
-                                            dhgroup_name(group_), 0) == 1 &&
+            OSSL_PARAM_BLD_push_utf8_string(bld, OSSL_PKEY_PARAM_GROUP_NAME, dhgroup_name(group_),
+                                            0) == 1 &&
             OSSL_PARAM_BLD_push_BN(bld, OSSL_PKEY_PARAM_PUB_KEY, y.get()) == 1 &&
             (params = OSSL_PARAM_BLD_to_param(bld)) != nullptr &&
             EVP_PKEY_fromdata_init(from) == 1 &&

@@ -65,16 +65,18 @@ Result<HostOutcome> authenticate_host(const HostCredentials& creds, uint16_t tid
   auto receive = [&](uint8_t id, const char* name) -> Result<std::monostate> {
     std::memset(buf, 0, kCap);
     auto r = ex.receive(buf, kCap);
-    if (!r) return make_error(r.error().code, std::string("receiving ") + name + ": " +
-                                                  r.error().message);
+    if (!r)
+      return make_error(r.error().code,
+                        std::string("receiving ") + name + ": " + r.error().message);
     if (buf[0] == na::auth_type::kCommon && buf[1] == na::auth_id::kFailure1) {
       na::Failure f;
       std::memcpy(&f, buf, sizeof f);
-      return make_error(EACCES, std::string("the controller refused authentication (AUTH_Failure1: ") +
-                                    failure_reason(f.rescode_exp) +
-                                    (f.rescode_exp == na::failure::kFailed
-                                         ? "; is dhchap_key the host's key there?)"
-                                         : ")"));
+      return make_error(
+          EACCES,
+          std::string("the controller refused authentication (AUTH_Failure1: ") +
+              failure_reason(f.rescode_exp) +
+              (f.rescode_exp == na::failure::kFailed ? "; is dhchap_key the host's key there?)"
+                                                     : ")"));
     }
     uint16_t t;
     std::memcpy(&t, buf + 4, 2);

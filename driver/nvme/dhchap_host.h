@@ -17,7 +17,7 @@ namespace pollux::nvme::dhchap {
 
 struct HostCredentials {
   Key host_key;
-  std::optional<Key> ctrlr_key;  // set: authenticate the controller too (bidirectional)
+  std::optional<Key> ctrlr_key;   // set: authenticate the controller too (bidirectional)
   std::vector<uint8_t> hashes;    // offered, in order of preference
   std::vector<uint8_t> dhgroups;  // offered, in order of preference
   std::string hostnqn;

@@ -53,7 +53,8 @@ class Scratch {
   std::string write(const std::string& name, ByteSpan data) {
     const std::string p = dir_ + "/" + name;
     std::ofstream(p, std::ios::binary)
-        .write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+        .write(reinterpret_cast<const char*>(data.data()),
+               static_cast<std::streamsize>(data.size()));
     return p;
   }
   std::string path(const std::string& name) const { return dir_ + "/" + name; }
@@ -90,8 +91,8 @@ std::string python_secret(uint8_t hash, ByteSpan key) {
 }
 
 TEST(DhchapSecret, ParsesAndFormatsWhatPythonWrites) {
-  for (auto [hash, len] : {std::pair<uint8_t, std::size_t>{0, 32}, {0, 48}, {0, 64}, {1, 32},
-                           {2, 48}, {3, 64}}) {
+  for (auto [hash, len] :
+       {std::pair<uint8_t, std::size_t>{0, 32}, {0, 48}, {0, 64}, {1, 32}, {2, 48}, {3, 64}}) {
     const Bytes key = random(len, static_cast<uint32_t>(len + hash));
     const std::string text = python_secret(hash, key);
     auto k = parse_key(text);
@@ -224,8 +225,8 @@ TEST(DhchapCrypto, ResponsesMatchOpensslOverTheSpecifiedBytes) {
               openssl_hmac(hash, key, s.write("mc", mc)));
     // A DH group: Ca = HMAC(H(g^xy mod p), C), H and HMAC with the transaction's hash.
     const Bytes session = random(256, 60 + hash);
-    const std::string hs = run(std::string("openssl dgst -") + hash_name(hash) + " -r " +
-                               s.write("ks", session));
+    const std::string hs =
+        run(std::string("openssl dgst -") + hash_name(hash) + " -r " + s.write("ks", session));
     Bytes hashed;
     for (std::size_t i = 0; i < hl; ++i)
       hashed.push_back(static_cast<uint8_t>(std::stoi(hs.substr(2 * i, 2), nullptr, 16)));
@@ -286,7 +287,8 @@ TEST(DhchapDh, BadPeerValuesAreRefused) {
 
 // Our public value as a PEM public key, for the openssl tool.
 void write_pem(const std::string& path, const DhKey& k) {
-  BIGNUM* y = BN_bin2bn(k.public_value().data(), static_cast<int>(k.public_value().size()), nullptr);
+  BIGNUM* y =
+      BN_bin2bn(k.public_value().data(), static_cast<int>(k.public_value().size()), nullptr);
   OSSL_PARAM_BLD* bld = OSSL_PARAM_BLD_new();
   OSSL_PARAM_BLD_push_utf8_string(bld, OSSL_PKEY_PARAM_GROUP_NAME, dhgroup_name(k.group()), 0);
   OSSL_PARAM_BLD_push_BN(bld, OSSL_PKEY_PARAM_PUB_KEY, y);
@@ -333,8 +335,8 @@ TEST(DhchapDh, SharedSecretMatchesOpensslPkeyutl) {
     auto ours = DhKey::generate(g);
     ASSERT_TRUE(ours.ok());
     write_pem(s.path("ours.pub"), *ours);
-    run("openssl pkeyutl -derive -inkey " + s.path("peer.pem") + " -peerkey " +
-        s.path("ours.pub") + " -out " + s.path("secret"));
+    run("openssl pkeyutl -derive -inkey " + s.path("peer.pem") + " -peerkey " + s.path("ours.pub") +
+        " -out " + s.path("secret"));
     std::ifstream in(s.path("secret"), std::ios::binary);
     Bytes theirs((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     ASSERT_LE(theirs.size(), len);

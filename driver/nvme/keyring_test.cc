@@ -26,7 +26,7 @@ TEST(Keyring, AddResolveListRemove) {
   ASSERT_TRUE(add_file_key("key0", p).ok());
   auto r = resolve("key0");
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(*r, kSecret);  // the file's trailing newline dropped
+  EXPECT_EQ(*r, kSecret);                 // the file's trailing newline dropped
   EXPECT_EQ(*resolve(kSecret), kSecret);  // a secret resolves to itself
   EXPECT_TRUE(is_inline_secret(kSecret));
   EXPECT_FALSE(is_inline_secret("key0"));

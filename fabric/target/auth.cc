@@ -4,12 +4,13 @@
 // went wrong (a bad message, a wrong response, a message out of turn). As Linux's nvmet and
 // SPDK do, a Send whose message is at fault still completes successfully: the fault is
 // reported by the next Receive, which then ends the association.
+#include "fabric/target/auth.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include "fabric/target/auth.h"
 #include "fabric/target/controller.h"
 #include "fabric/target/internal.h"
 #include "fabric/target/target.h"
@@ -126,7 +127,8 @@ uint8_t pick(const std::vector<uint8_t>& ours, const uint8_t* theirs, uint8_t n,
 
 void negotiate(QpairAuth& a, Request& r) {
   if (a.step != Step::kNegotiate && a.step != Step::kDone)
-    return fail1(a, r, na::failure::kIncorrectMessage, "AUTH_Negotiate in the middle of a transaction");
+    return fail1(a, r, na::failure::kIncorrectMessage,
+                 "AUTH_Negotiate in the middle of a transaction");
   const auto h = load<na::NegotiateHeader>(r);
   a.tid = h.t_id;
   const std::size_t want = sizeof h + std::size_t{h.napd} * sizeof(na::ProtocolDescriptor);
@@ -152,7 +154,8 @@ void negotiate(QpairAuth& a, Request& r) {
   if (!found)
     return fail1(a, r, na::failure::kHashUnusable, "no hash function offered is allowed here");
   a.dhgroup = pick(a.cfg->options.dhgroups, d->idlist + na::kDhgroupIdsOffset, d->dhlen, &found);
-  if (!found) return fail1(a, r, na::failure::kDhgroupUnusable, "no DH group offered is allowed here");
+  if (!found)
+    return fail1(a, r, na::failure::kDhgroupUnusable, "no DH group offered is allowed here");
   a.step = Step::kChallenge;
   start_timer(a);
   finish(r, kSuccess);
@@ -182,7 +185,9 @@ void reply(QpairAuth& a, Request& r) {
   dhchap::SecretBytes session;
   if (a.dh) {
     auto s = a.dh->shared_secret(host_value);
-    if (!s) return fail1(a, r, na::failure::kIncorrectPayload, "the host's DH value: " + s.error().message);
+    if (!s)
+      return fail1(a, r, na::failure::kIncorrectPayload,
+                   "the host's DH value: " + s.error().message);
     session = std::move(s).value();
   }
   const AuthConfig& c = *a.cfg;
@@ -367,8 +372,8 @@ void execute_auth(Request& r) {
   std::memcpy(&c, &r.cmd, sizeof c);
   // A host without a key here has nothing to authenticate with (SPDK answers the same).
   if (q.auth == nullptr) return finish(r, generic(sn::sc::kCommandSequenceError));
-  if (c.secp != nf::kSecpNvme || c.spsp0 != na::kSpsp0 || c.spsp1 != na::kSpsp1 ||
-      c.length == 0 || c.length != r.length || r.data == nullptr)
+  if (c.secp != nf::kSecpNvme || c.spsp0 != na::kSpsp0 || c.spsp1 != na::kSpsp1 || c.length == 0 ||
+      c.length != r.length || r.data == nullptr)
     return finish(r, generic(sn::sc::kInvalidField));
   if (c.fctype == nf::fctype::kAuthenticationSend) return auth_send(*q.auth, r);
   auth_receive(*q.auth, r);

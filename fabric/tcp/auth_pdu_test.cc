@@ -31,7 +31,7 @@ sn::SubmissionEntry auth_sqe(uint8_t fctype, uint16_t cid, uint32_t len, uint32_
   a.cid = cid;
   a.fctype = fctype;
   a.sgl1 = fctype == nf::fctype::kAuthenticationSend ? nf::sgl::in_capsule(sgl_len)
-                                                      : nf::sgl::transport(sgl_len);
+                                                     : nf::sgl::transport(sgl_len);
   a.secp = secp;
   a.spsp0 = spsp0;
   a.spsp1 = na::kSpsp1;
@@ -244,14 +244,14 @@ TEST_F(AuthPdu, BadCommandFieldsFailOnlyTheCommand) {
   connect(r);
   const auto m = negotiate(1, {na::hash::kSha256}, {na::dhgroup::kNull});
   const uint32_t n = static_cast<uint32_t>(m.size());
-  r.send(capsule(auth_sqe(nf::fctype::kAuthenticationSend, 2, n, n, 0xea), m.data(), n, false,
-                 false));
+  r.send(
+      capsule(auth_sqe(nf::fctype::kAuthenticationSend, 2, n, n, 0xea), m.data(), n, false, false));
   EXPECT_EQ(response(r).status, kInvalidField) << "SECP";
-  r.send(capsule(auth_sqe(nf::fctype::kAuthenticationSend, 3, n, n, nf::kSecpNvme, 0), m.data(),
-                 n, false, false));
+  r.send(capsule(auth_sqe(nf::fctype::kAuthenticationSend, 3, n, n, nf::kSecpNvme, 0), m.data(), n,
+                 false, false));
   EXPECT_EQ(response(r).status, kInvalidField) << "SPSP0";
-  r.send(capsule(auth_sqe(nf::fctype::kAuthenticationSend, 4, n + 8, n), m.data(), n, false,
-                 false));
+  r.send(
+      capsule(auth_sqe(nf::fctype::kAuthenticationSend, 4, n + 8, n), m.data(), n, false, false));
   EXPECT_EQ(response(r).status, kInvalidField) << "TL beyond the data";
   authenticate(r, 9);  // the queue is still there, still waiting for a good transaction
   EXPECT_EQ(property_get(r, 5), 0);

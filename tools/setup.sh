@@ -13,6 +13,9 @@ PACKAGES=(
   # libraries
   prometheus-cpp-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libspdlog-dev libisal-dev liburing-dev
+  # NVMe in-band authentication (DH-HMAC-CHAP): libcrypto, and the openssl tool its tests
+  # compute known answers with
+  libssl-dev openssl
   # observability: the real Prometheus server the metrics test scrapes with
   prometheus
   # hardware-in-the-loop: a QEMU guest with an emulated IOMMU and QEMU's NVMe controller
@@ -42,9 +45,14 @@ guest() {
     command -v sudo >/dev/null || { echo "setup: cannot write $cache (not root, no sudo): the HIL tests will say so" >&2; return 0; }
     run=sudo
   fi
-  local built
-  built=$($run "$(dirname "$0")/guest/build.sh" "$cache") || { echo "setup: the HIL guest failed to build" >&2; exit 1; }
-  echo "setup: HIL guest in $built"
+  local built series
+  # Two kernels: Debian 12's 6.1 for most tests, its 6.12 for NVMe in-band authentication
+  # (Debian builds 6.1 without it; tools/guest/build.sh).
+  for series in 6.1 6.12; do
+    built=$($run env POLLUX_GUEST_KERNEL=$series "$(dirname "$0")/guest/build.sh" "$cache") ||
+      { echo "setup: the HIL guest ($series) failed to build" >&2; exit 1; }
+    echo "setup: HIL guest ($series) in $built"
+  done
 }
 
 if [ ${#missing[@]} -eq 0 ]; then

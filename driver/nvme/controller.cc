@@ -109,6 +109,21 @@ Result<std::unique_ptr<Controller>> Controller::attach(std::unique_ptr<Transport
   auto scratch = env::DmaRegion::create(ctrl->registry_, kScratchBytes);
   if (!scratch) return scratch.error();
   ctrl->scratch_ = std::move(scratch).value();
+  const ControllerOptions& o = ctrl->options_;
+  if (!o.dhchap_key.empty() || !o.dhchap_ctrlr_key.empty()) {
+    if (!ctrl->transport_->fabrics())
+      return make_error(EINVAL, ctrl->transport_->address() +
+                                    ": dhchap_key: in-band authentication is for fabrics "
+                                    "controllers (NVMe/TCP, NVMe/RDMA)");
+    auto creds = dhchap::make_host_credentials(o.dhchap_key, o.dhchap_ctrlr_key, o.dhchap_digests,
+                                               o.dhchap_dhgroups, ctrl->hostnqn_,
+                                               ctrl->transport_->subsystem_nqn());
+    if (!creds) return make_error(EINVAL, ctrl->transport_->address() + ": " + creds.error().message);
+    ctrl->auth_ = std::move(creds).value();
+    auto buf = env::DmaRegion::create(ctrl->registry_, dhchap::kMessageBufferSize);
+    if (!buf) return buf.error();
+    ctrl->auth_buf_ = std::move(buf).value();
+  }
   while (!ctrl->process_init()) {
   }
   if (ctrl->state_ != InitState::kReady) {
@@ -790,8 +805,14 @@ std::string Controller::connect_queue(Qpair& qp) {
   std::string e;
   if (!cpl) {
     e = what + ": " + cpl.error().message;
-  } else if (nf::connect::authreq(cpl->dw0) != 0) {
-    e = what + ": the subsystem requires in-band authentication (not supported)";
+  } else if (nf::connect::authreq(cpl->dw0) & nf::connect::kAuthreqAscr) {
+    e = what + ": the subsystem requires secure channel concatenation (TLS; not supported)";
+  } else if (nf::connect::authreq(cpl->dw0) & nf::connect::kAuthreqAtr) {
+    e = !auth_ ? what + ": the subsystem requires in-band authentication (DH-HMAC-CHAP): "
+                        "give this host's key (dhchap_key)"
+               : authenticate_queue(qp);
+  } else if (auth_ && auth_->ctrlr_key) {
+    e = authenticate_queue(qp);  // the controller is to prove itself even if it asks nothing
   }
   if (!e.empty()) {
     qp.pause();  // not connected: nothing may go out on it until a reset connects it again
@@ -799,6 +820,45 @@ std::string Controller::connect_queue(Qpair& qp) {
   }
   if (admin) cntlid_ = nf::connect::cntlid(cpl->dw0);
   qp.resume();
+  return "";
+}
+
+// DH-HMAC-CHAP on a connected queue (dhchap_host.h): Authentication Send/Receive commands run
+// ahead of anything waiting there, the messages in the controller's DMA buffer.
+std::string Controller::authenticate_queue(Qpair& qp) {
+  std::lock_guard lock(auth_mu_);
+  auto* buf = static_cast<uint8_t*>(auth_buf_->data());
+  auto command = [](uint8_t fctype, uint32_t len) {
+    nf::AuthenticationCommand a{};
+    a.opcode = nf::kOpcodeFabrics;
+    a.fctype = fctype;
+    a.secp = nf::kSecpNvme;
+    a.spsp0 = spec::nvme_auth::kSpsp0;
+    a.spsp1 = spec::nvme_auth::kSpsp1;
+    a.length = len;
+    sn::SubmissionEntry cmd;
+    std::memcpy(&cmd, &a, sizeof cmd);
+    return cmd;
+  };
+  dhchap::HostExchange ex;
+  ex.send = [&](const uint8_t* msg, uint32_t len) -> Result<std::monostate> {
+    auto cpl = run_on(qp, command(nf::fctype::kAuthenticationSend, len), const_cast<uint8_t*>(msg),
+                      len);
+    if (!cpl) return cpl.error();
+    return std::monostate{};
+  };
+  ex.receive = [&](uint8_t* into, uint32_t cap) -> Result<std::monostate> {
+    auto cpl = run_on(qp, command(nf::fctype::kAuthenticationReceive, cap), into, cap);
+    if (!cpl) return cpl.error();
+    return std::monostate{};
+  };
+  auto r = dhchap::authenticate_host(*auth_, auth_tid_++, buf, ex);
+  if (!r) {
+    ++stats_.authentication_failures;
+    return "authenticate queue " + std::to_string(qp.id()) + " with " + auth_->subnqn +
+           " (DH-HMAC-CHAP): " + r.error().message;
+  }
+  ++stats_.authentications;
   return "";
 }
 

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "driver/env/clock.h"
@@ -22,6 +23,7 @@
 #include "driver/env/mpmc_queue.h"
 #include "driver/env/pci_device.h"
 #include "driver/env/result.h"
+#include "driver/nvme/dhchap_host.h"
 #include "driver/nvme/namespace.h"
 #include "driver/nvme/qpair.h"
 #include "driver/nvme/transport.h"
@@ -73,6 +75,17 @@ struct ControllerOptions {
   // asked for in the admin Connect (KATO, ms; a Keep Alive goes every half of it; 0: none).
   std::string hostnqn;
   uint32_t keep_alive_timeout_ms = 10'000;
+  // NVMe in-band authentication (DH-HMAC-CHAP, fabrics only; dhchap.h): this host's secret
+  // and, to make the controller prove itself too (bidirectional), the controller's, both as
+  // "DHHC-1:hh:<base64>:" (nvme gen-dhchap-key's form; SPDK's dhchap_key / dhchap_ctrlr_key).
+  // Every queue authenticates right after its Connect when the controller asks (Connect's
+  // AUTHREQ) or a controller key is given; a failure fails the attach, or the reset, with the
+  // reason. The hash functions and DH groups offered (spec::nvme_auth ids), in order of
+  // preference; empty: all of them.
+  std::string dhchap_key;
+  std::string dhchap_ctrlr_key;
+  std::vector<uint8_t> dhchap_digests;
+  std::vector<uint8_t> dhchap_dhgroups;
 };
 
 struct ControllerStats {
@@ -88,6 +101,8 @@ struct ControllerStats {
   std::atomic<uint64_t> reset_requests{0};     // resets requested by timeouts (kReset), one per stall
   std::atomic<uint64_t> admin_failed_on_removal{0};
   std::atomic<uint64_t> keep_alive_expired{0};  // fabrics: a Keep Alive unanswered for KATO
+  std::atomic<uint64_t> authentications{0};      // fabrics: queues authenticated (DH-HMAC-CHAP)
+  std::atomic<uint64_t> authentication_failures{0};
 };
 
 class Controller {
@@ -212,8 +227,11 @@ class Controller {
   void set_reg64(uint32_t offset, uint64_t value);
   Result<uint64_t> property_get(uint32_t offset, uint8_t attrib);
   Result<sn::CompletionEntry> property_set(uint32_t offset, uint8_t attrib, uint64_t value);
-  // Fabrics: the Connect command on `qp` (qid 0: the admin queue, which learns the CNTLID).
+  // Fabrics: the Connect command on `qp` (qid 0: the admin queue, which learns the CNTLID),
+  // then in-band authentication when the controller asks for it or a controller key is given.
   std::string connect_queue(Qpair& qp);
+  // One DH-HMAC-CHAP transaction on `qp` (auth_mu_ taken here). "" or what failed.
+  std::string authenticate_queue(Qpair& qp);
   // One command on `qp`, ahead of anything waiting there (Qpair::submit_first), polled to its
   // end (set-up paths; `qp` must not be polled elsewhere).
   Result<sn::CompletionEntry> run_on(Qpair& qp, const sn::SubmissionEntry& cmd, void* data,
@@ -265,6 +283,13 @@ class Controller {
   uint64_t keep_alive_sent_ = 0;
   std::string hostnqn_;
   uint32_t version_ = 0;
+  // In-band authentication: the parsed keys (none: not configured), the message buffer (DMA
+  // memory: an RDMA queue sends from registered memory) and the next transaction id; queues
+  // of other threads connect concurrently, so one transaction at a time.
+  std::optional<dhchap::HostCredentials> auth_;
+  std::mutex auth_mu_;
+  std::unique_ptr<env::DmaRegion> auth_buf_;
+  uint16_t auth_tid_ = 0;
 
   std::mutex admin_mu_;
   std::unique_ptr<Qpair> admin_;

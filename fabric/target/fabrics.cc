@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "fabric/target/auth.h"
 #include "fabric/target/controller.h"
 #include "fabric/target/internal.h"
 #include "fabric/target/target.h"
@@ -43,10 +44,18 @@ void execute(Request& r) {
   if (r.cmd.opcode == nf::kOpcodeFabrics) {
     nf::FabricsCommand f;
     std::memcpy(&f, &r.cmd, sizeof f);
+    if ((f.fctype == nf::fctype::kAuthenticationSend ||
+         f.fctype == nf::fctype::kAuthenticationReceive) &&
+        (q.state == Qpair::State::kAuthenticating || q.state == Qpair::State::kActive))
+      return execute_auth(r);
     if (f.fctype == nf::fctype::kConnect || (q.state == Qpair::State::kActive && !q.is_admin()))
       return execute_fabrics(r);
   }
-  if (q.state != Qpair::State::kActive) return finish(r, generic(sn::sc::kCommandSequenceError));
+  if (q.state != Qpair::State::kActive) {
+    return finish(r, q.state == Qpair::State::kAuthenticating
+                         ? specific(nf::sc::kAuthenticationRequired)
+                         : generic(sn::sc::kCommandSequenceError));
+  }
   if (q.is_admin()) return q.ctrlr->execute(r);
   execute_io(r);
 }
@@ -68,6 +77,7 @@ struct Target::ConnectOp {
   uint16_t status = 0;
   uint32_t dw0 = 0;
   ControllerConfig cfg;  // admin: the controller to create
+  std::shared_ptr<const AuthConfig> auth;  // the host must authenticate (DH-HMAC-CHAP)
   PollGroup* ctrl_group = nullptr;
   uint64_t ctrl_id = 0;
 };
@@ -135,7 +145,12 @@ void finish_connect(Target::ConnectOp* op_raw) {
   q.subsystem = sub;
   if (!closing) q.state = Qpair::State::kActive;
   if (q.qid == 0) q.ctrlr->attach_admin(q);
-  r.rsp.dw0 = nf::connect::make_success_dw0(q.cntlid);
+  uint16_t authreq = 0;
+  if (op->auth && !closing) {
+    auth_begin(q, op->auth);  // kAuthenticating until the host has proved itself
+    authreq = nf::connect::kAuthreqAtr;
+  }
+  r.rsp.dw0 = nf::connect::make_success_dw0(q.cntlid, authreq);
   finish(r, kSuccess);
 }
 
@@ -170,6 +185,15 @@ void Target::route_connect(ConnectOp* op) {
   std::array<uint8_t, 16> hostid;
   std::memcpy(hostid.data(), op->data.hostid, 16);
   op->cfg.slot = s->slot_;
+  if (const HostKeys* k = s->host_keys(hostnqn); k != nullptr && k->key) {
+    auto a = std::make_shared<AuthConfig>();
+    a->host_key = *k->key;
+    a->ctrlr_key = k->ctrlr_key;
+    a->options = auth_options_;
+    a->hostnqn = hostnqn;
+    a->subnqn = subnqn;
+    op->auth = std::move(a);
+  }
   if (op->qid == 0) {
     if (op->data.cntlid != nf::connect::kCntlidDynamic)
       return fail(kInvalidParameters, invalid_param(offsetof(nf::ConnectData, cntlid), true));

@@ -1,6 +1,8 @@
 // The core's own cross-file entry points (not for transports).
 #pragma once
 
+#include <memory>
+
 #include "fabric/target/qpair.h"
 
 namespace pollux::fabric::target {
@@ -11,6 +13,12 @@ void execute_io(Request& r);
 void resubmit_io(Request& r);
 // fabrics.cc: a fabrics command (Connect on any queue; Disconnect on I/O queues).
 void execute_fabrics(Request& r);
+// auth.cc: Authentication Send/Receive on a queue; the queue's DH-HMAC-CHAP state starts at
+// Connect (auth_begin: the queue waits in kAuthenticating) and goes with the queue.
+struct AuthConfig;
+void execute_auth(Request& r);
+void auth_begin(Qpair& q, std::shared_ptr<const AuthConfig> cfg);
+void auth_release(Qpair& q);
 // Fills the CQE's CID, SQID, SQHD and status (DW0/DW1 as the handler left them) and hands the
 // request back to its transport.
 void finish(Request& r, uint16_t status);

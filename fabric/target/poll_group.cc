@@ -20,6 +20,7 @@ Qpair::Qpair(PollGroup& group, Transport& transport)
 }
 
 Qpair::~Qpair() {
+  auth_release(*this);
   group_.remove_qpair(this);
 }
 

@@ -61,6 +61,8 @@ struct PollGroupStats {
   env::OwnerCounter completed_nvme_io = 0;
   env::OwnerCounter io_errors = 0;
   env::OwnerCounter bdev_io_retries = 0;  // waits for a bdev_io (the layer's pool was empty)
+  env::OwnerCounter authentications = 0;  // queues authenticated (DH-HMAC-CHAP)
+  env::OwnerCounter authentication_failures = 0;
 };
 
 class PollGroup {

@@ -19,6 +19,7 @@ class PollGroup;
 class Qpair;
 class Transport;
 struct PgNamespace;
+struct QpairAuth;
 struct PgSubsystem;
 
 // Data direction of a command: opcode bits 1:0, or a fabrics command's FCTYPE bits 1:0.
@@ -47,6 +48,7 @@ class Qpair {
   enum class State : uint8_t {
     kAwaitingConnect,  // only a Connect is accepted
     kConnecting,       // its Connect is with the target/controller threads
+    kAuthenticating,   // connected, must authenticate (auth.h): only Authentication Send/Receive
     kActive,
     kClosing,  // the transport is ending it
   };
@@ -90,6 +92,7 @@ class Qpair {
   PollGroup* ctrlr_group = nullptr;  // I/O queue: where its controller lives ...
   uint64_t ctrlr_id = 0;             // ... and its id there
   PgSubsystem* subsystem = nullptr;  // this poll group's view of the subsystem
+  QpairAuth* auth = nullptr;         // DH-HMAC-CHAP state (auth.cc): a host with a key only
 
  private:
   PollGroup& group_;

@@ -493,15 +493,30 @@ void Target::bump_genctr() {
 
 // ---------------------------------------------------------------------- hosts, listeners ---
 
-Status Target::add_host(const std::string& nqn, const std::string& hostnqn) {
+Status Target::add_host(const std::string& nqn, const std::string& hostnqn, HostKeys keys) {
   Subsystem* s = find(nqn);
   if (s == nullptr || s->deleting_) return fail("no subsystem " + nqn, ENODEV);
   if (s->discovery_) return fail("the discovery subsystem admits every host");
   std::string why;
   if (!valid_nqn(hostnqn, &why)) return fail("host '" + hostnqn + "' " + why);
+  if (keys.ctrlr_key && !keys.key)
+    return fail("dhchap_ctrlr_key needs dhchap_key (the host authenticates first)");
   if (!s->hosts_.insert(hostnqn).second)
     return fail("host " + hostnqn + " is allowed already", EEXIST);
+  if (keys.key) s->host_keys_[hostnqn] = std::move(keys);
   bump_genctr();
+  return ok_status();
+}
+
+Status Target::set_auth_options(const AuthOptions& o) {
+  if (o.digests.empty()) return fail("dhchap_digests: at least one hash function");
+  if (o.dhgroups.empty()) return fail("dhchap_dhgroups: at least one DH group");
+  for (uint8_t h : o.digests)
+    if (dhchap::hash_name(h) == nullptr) return fail("unknown hash id " + std::to_string(h));
+  for (uint8_t g : o.dhgroups)
+    if (dhchap::dhgroup_name(g) == nullptr) return fail("unknown DH group id " + std::to_string(g));
+  if (o.timeout_ms == 0) return fail("the authentication timeout must be above 0");
+  auth_options_ = o;
   return ok_status();
 }
 
@@ -509,6 +524,7 @@ Status Target::remove_host(const std::string& nqn, const std::string& hostnqn) {
   Subsystem* s = find(nqn);
   if (s == nullptr || s->deleting_) return fail("no subsystem " + nqn, ENODEV);
   if (s->hosts_.erase(hostnqn) == 0) return fail("host " + hostnqn + " is not allowed", ENODEV);
+  s->host_keys_.erase(hostnqn);
   bump_genctr();
   return ok_status();
 }

@@ -21,6 +21,7 @@
 
 #include "driver/bdev/bdev.h"
 #include "driver/event/framework.h"
+#include "fabric/target/auth.h"
 #include "fabric/target/poll_group.h"
 #include "fabric/target/transport.h"
 #include "fabric/target/types.h"
@@ -76,6 +77,11 @@ class Subsystem {
   bool host_allowed(const std::string& hostnqn) const {
     return discovery_ || opts_.allow_any_host || hosts_.count(hostnqn) != 0;
   }
+  // The host's DH-HMAC-CHAP keys here (nullptr: none; it need not authenticate).
+  const HostKeys* host_keys(const std::string& hostnqn) const {
+    auto it = host_keys_.find(hostnqn);
+    return it == host_keys_.end() ? nullptr : &it->second;
+  }
 
  private:
   friend class Target;
@@ -87,6 +93,7 @@ class Subsystem {
   SubsystemOptions opts_;
   bool discovery_ = false;
   std::set<std::string> hosts_;
+  std::map<std::string, HostKeys> host_keys_;
   std::vector<ListenAddress> listeners_;
   std::map<uint32_t, Ns> ns_;
   std::map<uint16_t, ControllerInfo> ctrls_;
@@ -126,9 +133,16 @@ class Target {
 
   Result<uint32_t> add_namespace(const std::string& nqn, const NamespaceOptions& o);
   Status remove_namespace(const std::string& nqn, uint32_t nsid);
-  Status add_host(const std::string& nqn, const std::string& hostnqn);
+  // With keys.key: the host must authenticate (DH-HMAC-CHAP) on every queue it connects from
+  // then on; keys.ctrlr_key (needs keys.key): the controller proves itself when asked. A host
+  // of a subsystem that allows any host may still be added for its keys.
+  Status add_host(const std::string& nqn, const std::string& hostnqn, HostKeys keys = {});
   Status remove_host(const std::string& nqn, const std::string& hostnqn);
   Status set_allow_any_host(const std::string& nqn, bool allow);
+  // What every controller may negotiate from now on (nvmf_set_config's dhchap_digests and
+  // dhchap_dhgroups). Empty lists are refused.
+  Status set_auth_options(const AuthOptions& o);
+  const AuthOptions& auth_options() const { return auth_options_; }
   Status add_listener(const std::string& nqn, const ListenAddress& a);
   // How a listener was asked for: port "0" (any) for one bound to whatever port was free, so a
   // saved configuration binds afresh (the old port may be taken by then); else as it is.
@@ -183,6 +197,7 @@ class Target {
   std::map<std::string, uint16_t> port_ids_;              // discovery log PORTID by address
   std::vector<std::unique_ptr<NsEventCtx>> ns_ctx_;       // bdev event contexts
   uint64_t genctr_ = 0;
+  AuthOptions auth_options_;
   uint64_t unsettled_ = 0;
   std::vector<std::function<void()>> settled_waiters_;
   bool stopping_ = false;

@@ -19,10 +19,11 @@ namespace pollux::fabric::tcp::testing {
 namespace sn = spec::nvme;
 
 struct Host {
-  explicit Host(const std::string& trid, uint32_t queue_size = 64) {
+  explicit Host(const std::string& trid, uint32_t queue_size = 64,
+                nvme::ControllerOptions options = {}) {
     auto id = nvme::parse_transport_id(trid);
     EXPECT_TRUE(id.ok());
-    auto c = nvme::connect(*id);
+    auto c = nvme::connect(*id, std::move(options));
     EXPECT_TRUE(c.ok()) << (c.ok() ? "" : c.error().message);
     if (!c.ok()) return;
     ctrl = std::move(c).value();

@@ -11,6 +11,7 @@
 #include "driver/bdev/modules/nvme.h"
 #include "driver/lvol/config.h"
 #include "driver/lvol/lvol.h"
+#include "driver/nvme/keyring.h"
 #include "driver/metrics/bdev_source.h"
 
 namespace pollux::fabric::tgt {
@@ -56,6 +57,7 @@ Result<std::monostate> TargetApp::start(const AppOptions& o) {
   if (!t) return make_error(-1, t.error().message);
   tgt_ = std::move(t).value();
   register_nvmf_config_methods(nvmf_methods_, *tgt_, &nvmf_result_);
+  bdev::register_keyring_config_methods(keyring_methods_);
 
   if (!o.json.empty()) {
     auto j = bdev::read_config_file(o.json);
@@ -67,12 +69,15 @@ Result<std::monostate> TargetApp::start(const AppOptions& o) {
       const std::string name = sub["subsystem"];
       const bool has_config =
           sub.contains("config") && sub["config"].is_array() && !sub["config"].empty();
-      if (name != "bdev" && name != "nvmf" && has_config)
+      if (name != "bdev" && name != "nvmf" && name != "keyring" && has_config)
         fmt::print(stderr,
                    "pollux-tgt: config: subsystem '{}' is not Pollux's: {} entries ignored\n", name,
                    sub["config"].size());
     }
     auto ctx = modules_->context();
+    // The keyring first: nvmf_subsystem_add_host and bdev_nvme_attach_controller name its keys.
+    if (auto st = bdev::apply_config(*j, ctx, keyring_methods_, "keyring"); !st)
+      return make_error(EINVAL, st.error().message);
     if (auto st = bdev::apply_config(*j, ctx, bdev_methods_, "bdev"); !st)
       return make_error(EINVAL, st.error().message);
     if (const auto unbuilt = modules_->unbuilt(); !unbuilt.empty())
@@ -193,8 +198,13 @@ nlohmann::json TargetApp::save_config() const {
       keep = live.count(r.params["name"].get<std::string>()) != 0;
     if (keep) bdev_cfg.push_back({{"method", r.method}, {"params", r.params}});
   }
+  nlohmann::json keyring_cfg = nlohmann::json::array();
+  for (const auto& [name, path] : nvme::keyring::list())
+    keyring_cfg.push_back(
+        {{"method", "keyring_file_add_key"}, {"params", {{"name", name}, {"path", path}}}});
   return {{"subsystems",
-           {{{"subsystem", "bdev"}, {"config", bdev_cfg}},
+           {{{"subsystem", "keyring"}, {"config", keyring_cfg}},
+            {{"subsystem", "bdev"}, {"config", bdev_cfg}},
             {{"subsystem", "nvmf"}, {"config", nvmf_config_json(*tgt_)}}}}};
 }
 

@@ -66,6 +66,7 @@ class TargetApp {
   std::unique_ptr<target::Target> tgt_;
   std::unique_ptr<RpcServer> rpc_;
   std::unique_ptr<metrics::BdevCollector> collector_;
+  bdev::ConfigMethods keyring_methods_;
   bdev::ConfigMethods bdev_methods_;
   bdev::ConfigMethods nvmf_methods_;
   NvmfResult nvmf_result_;

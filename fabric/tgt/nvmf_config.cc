@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 #include <strings.h>
 
+#include <algorithm>
 #include <cctype>
+#include <tuple>
 
+#include "driver/nvme/keyring.h"
 #include "fabric/rdma/target_transport.h"
 #include "fabric/tcp/target_transport.h"
 
@@ -104,6 +107,30 @@ Status read_common_options(const ConfigParams& p, target::CommonTransportOptions
     o.max_io_qpairs_per_ctrlr = static_cast<uint32_t>(v.value() - 1);
   }
   return bdev::ok_status();
+}
+
+// dhchap_key / dhchap_ctrlr_key: a keyring key's name (SPDK's way), or the secret itself.
+Result<target::HostKeys> host_keys(const ConfigParams& p) {
+  target::HostKeys k;
+  for (auto [field, key, name] : {std::tuple{"dhchap_key", &k.key, &k.key_name},
+                                  std::tuple{"dhchap_ctrlr_key", &k.ctrlr_key, &k.ctrlr_key_name}}) {
+    if (!p.has(field)) continue;
+    TRY(v, p.string(field));
+    auto text = nvme::keyring::resolve(v.value());
+    if (!text) return p.error(field, text.error().message);
+    auto parsed = target::dhchap::parse_key(text.value());
+    if (!parsed) return p.error(field, parsed.error().message);
+    *key = std::move(parsed).value();
+    if (!nvme::keyring::is_inline_secret(v.value())) *name = v.value();
+  }
+  if (k.ctrlr_key && !k.key)
+    return p.error("dhchap_ctrlr_key", "needs dhchap_key (the host authenticates first)");
+  return k;
+}
+
+// How a key is written back (save_config): its keyring name, or the secret itself.
+std::string key_param(const std::optional<target::dhchap::Key>& key, const std::string& name) {
+  return name.empty() ? target::dhchap::format_key(*key) : name;
 }
 
 // trtype RDMA: SPDK's common options, the CQ size per poll group (SPDK's num_cqe) and
@@ -296,17 +323,64 @@ void register_nvmf_config_methods(bdev::ConfigMethods& m, target::Target& tgt, N
     m.replace(add ? "nvmf_subsystem_add_host" : "nvmf_subsystem_remove_host",
               [t, reset, add](ConfigContext&, const ConfigParams& p) -> Status {
                 reset();
-                if (auto ok = p.allow_only({"nqn", "host", "tgt_name"}); !ok) return ok.error();
+                if (auto ok = add ? p.allow_only({"nqn", "host", "tgt_name", "dhchap_key",
+                                                  "dhchap_ctrlr_key", "psk"})
+                                  : p.allow_only({"nqn", "host", "tgt_name"});
+                    !ok)
+                  return ok.error();
                 auto nqn = p.string("nqn");
                 if (!nqn) return nqn.error();
                 auto host = p.string("host");
                 if (!host) return host.error();
-                auto st = add ? t->add_host(nqn.value(), host.value())
-                              : t->remove_host(nqn.value(), host.value());
-                if (!st) return wrap(p, st.error());
+                if (!add) {
+                  if (auto st = t->remove_host(nqn.value(), host.value()); !st)
+                    return wrap(p, st.error());
+                  return bdev::ok_status();
+                }
+                if (p.has("psk")) return p.error("psk", "TLS is not supported");
+                auto keys = host_keys(p);
+                if (!keys) return keys.error();
+                if (auto st = t->add_host(nqn.value(), host.value(), std::move(keys).value()); !st)
+                  return wrap(p, st.error());
                 return bdev::ok_status();
               });
   }
+  // SPDK's target-wide settings; of them, in-band authentication's.
+  m.replace("nvmf_set_config", [t, reset](ConfigContext&, const ConfigParams& p) -> Status {
+    reset();
+    if (auto ok = p.allow_only({"dhchap_digests", "dhchap_dhgroups"}); !ok)
+      return p.error(ok.error().message + " (of nvmf_set_config, Pollux takes dhchap_digests and "
+                                          "dhchap_dhgroups)");
+    target::AuthOptions o = t->auth_options();
+    for (auto [field, out, parse] :
+         {std::tuple{"dhchap_digests", &o.digests, &target::dhchap::hash_from_name},
+          std::tuple{"dhchap_dhgroups", &o.dhgroups, &target::dhchap::dhgroup_from_name}}) {
+      if (!p.has(field)) continue;
+      const auto& v = p.json().at(field);
+      if (!v.is_array() || v.empty()) return p.error(field, "expected a non-empty array of names");
+      out->clear();
+      for (const auto& e : v) {
+        std::optional<uint8_t> id;
+        if (e.is_string()) id = parse(e.get<std::string>());
+        if (!id)
+          return p.error(field, "'" + (e.is_string() ? e.get<std::string>() : e.dump()) +
+                                    "' is not one of " +
+                                    (out == &o.digests ? "sha256, sha384, sha512"
+                                                       : "null, ffdhe2048, ffdhe3072, ffdhe4096, "
+                                                         "ffdhe6144, ffdhe8192"));
+        out->push_back(*id);
+      }
+      // Strongest first, as the controller picks.
+      const auto& order = out == &o.digests ? target::dhchap::all_hashes()
+                                            : target::dhchap::all_dhgroups();
+      std::vector<uint8_t> sorted;
+      for (uint8_t x : order)
+        if (std::find(out->begin(), out->end(), x) != out->end()) sorted.push_back(x);
+      *out = sorted;
+    }
+    if (auto st = t->set_auth_options(o); !st) return wrap(p, st.error());
+    return bdev::ok_status();
+  });
   m.replace("nvmf_subsystem_allow_any_host",
             [t, reset](ConfigContext&, const ConfigParams& p) -> Status {
               reset();
@@ -350,6 +424,10 @@ nlohmann::json nvmf_config_json(const target::Target& tgt) {
   auto add = [&](const char* method, nlohmann::json params) {
     out.push_back({{"method", method}, {"params", std::move(params)}});
   };
+  nlohmann::json digests = nlohmann::json::array(), groups = nlohmann::json::array();
+  for (uint8_t h : tgt.auth_options().digests) digests.push_back(target::dhchap::hash_name(h));
+  for (uint8_t g : tgt.auth_options().dhgroups) groups.push_back(target::dhchap::dhgroup_name(g));
+  add("nvmf_set_config", {{"dhchap_digests", digests}, {"dhchap_dhgroups", groups}});
   for (target::Transport* t : tgt.transports()) add("nvmf_create_transport", t->options_json());
   for (target::Subsystem* s : tgt.subsystems()) {
     if (s->discovery()) continue;
@@ -365,8 +443,14 @@ nlohmann::json nvmf_config_json(const target::Target& tgt) {
       if (n.removing) continue;
       add("nvmf_subsystem_add_ns", {{"nqn", o.nqn}, {"namespace", namespace_json(n)}});
     }
-    for (const std::string& h : s->hosts())
-      add("nvmf_subsystem_add_host", {{"nqn", o.nqn}, {"host", h}});
+    for (const std::string& h : s->hosts()) {
+      nlohmann::json params = {{"nqn", o.nqn}, {"host", h}};
+      if (const target::HostKeys* k = s->host_keys(h)) {
+        params["dhchap_key"] = key_param(k->key, k->key_name);
+        if (k->ctrlr_key) params["dhchap_ctrlr_key"] = key_param(k->ctrlr_key, k->ctrlr_key_name);
+      }
+      add("nvmf_subsystem_add_host", std::move(params));
+    }
     for (const auto& a : s->listeners())
       add("nvmf_subsystem_add_listener",
           {{"nqn", o.nqn}, {"listen_address", address_json(tgt.as_configured(a))}});
@@ -387,7 +471,15 @@ nlohmann::json nvmf_subsystems_json(const target::Target& tgt) {
                         {"allow_any_host", s->discovery() || o.allow_any_host},
                         {"hosts", nlohmann::json::array()}};
     for (const auto& a : s->listeners()) j["listen_addresses"].push_back(address_json(a));
-    for (const std::string& h : s->hosts()) j["hosts"].push_back({{"nqn", h}});
+    for (const std::string& h : s->hosts()) {
+      nlohmann::json host = {{"nqn", h}};
+      if (const target::HostKeys* k = s->host_keys(h)) {  // names, never secrets
+        host["dhchap_key"] = k->key_name.empty() ? "(given inline)" : k->key_name;
+        if (k->ctrlr_key)
+          host["dhchap_ctrlr_key"] = k->ctrlr_key_name.empty() ? "(given inline)" : k->ctrlr_key_name;
+      }
+      j["hosts"].push_back(host);
+    }
     if (!s->discovery()) {
       j["serial_number"] = o.serial;
       j["model_number"] = o.model;

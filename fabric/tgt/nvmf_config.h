@@ -10,9 +10,12 @@
 //   nvmf_subsystem_remove_ns       nqn, nsid
 //   nvmf_subsystem_add_listener    nqn, listen_address: {trtype, adrfam, traddr, trsvcid}
 //   nvmf_subsystem_remove_listener nqn, listen_address
-//   nvmf_subsystem_add_host        nqn, host
+//   nvmf_subsystem_add_host        nqn, host, [dhchap_key], [dhchap_ctrlr_key] (a keyring key's
+//                                  name, as SPDK takes them, or the secret "DHHC-1:..." itself)
 //   nvmf_subsystem_remove_host     nqn, host
 //   nvmf_subsystem_allow_any_host  nqn, allow_any_host
+//   nvmf_set_config                [dhchap_digests] (sha256, sha384, sha512), [dhchap_dhgroups]
+//                                  (null, ffdhe2048 ... ffdhe8192): what controllers negotiate
 //
 // Unknown parameters are refused (SPDK's strict decoders do the same); SPDK options that have
 // no meaning here are accepted only at their neutral value (dif_insert_or_strip false, ...).

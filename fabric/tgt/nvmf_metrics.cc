@@ -23,6 +23,11 @@ metrics::Source nvmf_source(const target::Target& tgt) {
                 d(s.completed_nvme_io));
       b.counter("pollux_nvmf_io_errors_total", "NVM commands that completed with an error", l,
                 d(s.io_errors));
+      b.counter("pollux_nvmf_authentications_total",
+                "Queues authenticated in-band (DH-HMAC-CHAP)", l, d(s.authentications));
+      b.counter("pollux_nvmf_authentication_failures_total",
+                "In-band authentications that failed (AUTH_Failure1/2, timeout)", l,
+                d(s.authentication_failures));
       b.counter("pollux_nvmf_bdev_io_retries_total",
                 "NVM commands that waited for a bdev_io (the bdev layer's pool was empty)", l,
                 d(s.bdev_io_retries));

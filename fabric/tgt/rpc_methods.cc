@@ -9,6 +9,7 @@
 #include "driver/event/thread.h"
 #include "driver/lvol/config.h"
 #include "driver/metrics/bdev_source.h"
+#include "driver/nvme/keyring.h"
 #include "fabric/target/poll_group.h"
 #include "fabric/tgt/app.h"
 
@@ -100,6 +101,14 @@ void TargetApp::config_method_rpc(const std::string& method, const bdev::ConfigM
 }
 
 void TargetApp::register_rpc_methods() {
+  for (const std::string& m : keyring_methods_.methods()) config_method_rpc(m, keyring_methods_);
+  rpc_->add("keyring_get_keys", [](const json& params, Reply reply) {
+    if (!params.empty()) return reply(bad("keyring_get_keys takes no parameters"));
+    json out = json::array();  // names and paths, never the keys
+    for (const auto& [name, path] : nvme::keyring::list())
+      out.push_back({{"name", name}, {"module", "keyring_file"}, {"path", path}});
+    reply(out);
+  });
   for (const std::string& m : bdev_methods_.methods()) config_method_rpc(m, bdev_methods_);
   for (const std::string& m : nvmf_methods_.methods()) config_method_rpc(m, nvmf_methods_);
   // Lvol operations answer when they end, without blocking the RPC thread: a snapshot of an
@@ -234,6 +243,8 @@ void TargetApp::register_rpc_methods() {
                     {"current_io_qpairs", s.current_io_qpairs.load()},
                     {"pending_bdev_io", s.pending_bdev_io.load()},
                     {"completed_nvme_io", s.completed_nvme_io.load()},
+                    {"authentications", s.authentications.load()},
+                    {"authentication_failures", s.authentication_failures.load()},
                     {"io_errors", s.io_errors.load()},
                     {"bdev_io_retries", s.bdev_io_retries.load()},
                     {"transports", json::array()}};

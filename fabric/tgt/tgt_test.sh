@@ -186,7 +186,7 @@ perf_verify $nqn3 -q 16 -o 4096 -t 0.5
 r bdev_lvol_snapshot lvs0/vol snap >/dev/null || fail "bdev_lvol_snapshot"
 perf_verify $nqn3 -q 16 -o 4096 -t 0.5
 r save_config >"$dir/lvol.json"
-json_check "$dir/lvol.json" "[c for c in j['subsystems'][0]['config'] if c['method'].startswith('bdev_lvol')] == [{'method': 'bdev_lvol_load_lvstore', 'params': {'bdev_name': 'Lv0'}}]"
+json_check "$dir/lvol.json" "[c for c in next(s for s in j['subsystems'] if s['subsystem'] == 'bdev')['config'] if c['method'].startswith('bdev_lvol')] == [{'method': 'bdev_lvol_load_lvstore', 'params': {'bdev_name': 'Lv0'}}]"
 stop
 echo "ok: an lvol namespace: verified I/O, a snapshot under it, save_config loads the store"
 

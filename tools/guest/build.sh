@@ -12,11 +12,21 @@
 # CACHE_DIR itself, untouched here).
 # The tests add Pollux's binaries (with their shared libraries: Debian ships no static
 # prometheus-cpp or fmt archives) and a run script with tools/guest/pack.sh.
+# POLLUX_GUEST_KERNEL picks the kernel series: 6.1 (default: Debian 12's own kernel) or 6.12
+# (Debian 12's linux-6.12 packages, "+deb12" in their names): Debian's 6.1 is built without
+# NVMe in-band authentication (CONFIG_NVME_AUTH, CONFIG_NVME_TARGET_AUTH unset), 6.12 with
+# both, so the DH-HMAC-CHAP interop test boots the 6.12 guest. Each series has its own key.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 path_only=0
 [ "${1:-}" = --path ] && { path_only=1; shift; }
-key=$(cat "$here/init" "$here/modules.txt" "$0" | sha256sum | cut -c1-16)
+series=${POLLUX_GUEST_KERNEL:-6.1}
+case $series in
+  6.1) pattern='^linux-image-[0-9.]+-[0-9]+-amd64-unsigned$' salt= ;;
+  6.12) pattern='^linux-image-6\.12\.[0-9]+\+deb12-amd64-unsigned$' salt=6.12 ;;
+  *) echo "build.sh: POLLUX_GUEST_KERNEL=$series: 6.1 or 6.12" >&2; exit 1 ;;
+esac
+key=$( (cat "$here/init" "$here/modules.txt" "$0"; echo "$salt") | sha256sum | cut -c1-16)
 cache=${1:-${POLLUX_GUEST_CACHE:-/var/cache/pollux-guest}}/$key
 if [ $path_only = 1 ]; then
   echo "$cache"
@@ -27,8 +37,7 @@ fi
 mkdir -p "$cache"
 
 newest_kernel() {
-  apt-cache search --names-only '^linux-image-[0-9.]+-[0-9]+-amd64-unsigned$' | sort -V |
-    tail -1 | cut -d' ' -f1
+  apt-cache search --names-only "$pattern" | sort -V | tail -1 | cut -d' ' -f1
 }
 pkg=$(newest_kernel)
 if [ -z "$pkg" ]; then  # apt's lists may never have been fetched on this machine
@@ -75,11 +84,16 @@ add_module() {
   seen[$name]=1
   path=$(find "$mods" -name "$name.ko*" -o -name "${name//_/-}.ko*" | head -1)
   [ -n "$path" ] || return 0  # built in
+  # 6.12's modules are xz-compressed: unpacked here, so insmod and the parsing below see ELF.
+  local ko=$root/lib/modules/$kver/$(basename "${path%.xz}")
+  case $path in
+    *.xz) busybox unxz -c "$path" >"$ko" ;;
+    *) cp "$path" "$ko" ;;
+  esac
   # The .modinfo section's "depends=a,b" string (no modinfo: it wants this kernel's depmod).
-  deps=$( (tr '\0' '\n' <"$path" | grep -a -m1 '^depends=' || true) | cut -d= -f2 | tr ',' ' ')
+  deps=$( (tr '\0' '\n' <"$ko" | grep -a -m1 '^depends=' || true) | cut -d= -f2 | tr ',' ' ')
   for d in $deps; do add_module "$d"; done
-  cp "$path" "$root/lib/modules/$kver/"
-  [ -z "$order" ] || basename "$path" >>"$root/lib/modules/$kver/$order"
+  [ -z "$order" ] || basename "$ko" >>"$root/lib/modules/$kver/$order"
 }
 while read -r m; do
   [ -z "$m" ] || [ "${m:0:1}" = "#" ] && continue

@@ -2,6 +2,7 @@
 
 #include "driver/bdev/modules/nvme.h"
 #include "driver/bdev/modules/uring.h"
+#include "driver/nvme/keyring.h"
 
 namespace pollux::bdev {
 
@@ -11,7 +12,8 @@ void register_nvme_config_methods(ConfigMethods& methods) {
                     if (auto st = p.allow_only({"name", "trtype", "traddr", "adrfam", "trsvcid",
                                                 "subnqn", "hdgst", "ddgst",
                                                 "ctrlr_loss_timeout_sec", "reconnect_delay_sec",
-                                                "fast_io_fail_timeout_sec", "multipath"});
+                                                "fast_io_fail_timeout_sec", "multipath",
+                                                "hostnqn", "dhchap_key", "dhchap_ctrlr_key"});
                         !st)
                       return st.error();
                     auto name = p.string("name");
@@ -23,7 +25,9 @@ void register_nvme_config_methods(ConfigMethods& methods) {
                       *out = *v;
                     }
                     for (auto [key, out] : {std::pair{"trsvcid", &a.trsvcid}, {"subnqn", &a.subnqn},
-                                            {"multipath", &a.multipath}}) {
+                                            {"multipath", &a.multipath}, {"hostnqn", &a.hostnqn},
+                                            {"dhchap_key", &a.dhchap_key},
+                                            {"dhchap_ctrlr_key", &a.dhchap_ctrlr_key}}) {
                       auto v = p.string_or(key, "");
                       if (!v) return v.error();
                       *out = *v;
@@ -118,6 +122,25 @@ void register_uring_config_methods(ConfigMethods& methods) {
     o.queue_depth = static_cast<uint32_t>(*qd);
     auto r = create_uring_bdev(ctx.mgr, o);
     if (!r) return p.error("create " + *name + ": " + r.error().message);
+    return ok_status();
+  });
+}
+
+void register_keyring_config_methods(ConfigMethods& methods) {
+  methods.replace("keyring_file_add_key", [](ConfigContext&, const ConfigParams& p) -> Status {
+    if (auto st = p.allow_only({"name", "path"}); !st) return st.error();
+    auto name = p.string("name");
+    if (!name) return name.error();
+    auto path = p.string("path");
+    if (!path) return path.error();
+    if (auto r = nvme::keyring::add_file_key(*name, *path); !r) return p.error(r.error().message);
+    return ok_status();
+  });
+  methods.replace("keyring_file_remove_key", [](ConfigContext&, const ConfigParams& p) -> Status {
+    if (auto st = p.allow_only({"name"}); !st) return st.error();
+    auto name = p.string("name");
+    if (!name) return name.error();
+    if (auto r = nvme::keyring::remove_key(*name); !r) return p.error(r.error().message);
     return ok_status();
   });
 }

@@ -1,4 +1,5 @@
 #include "driver/bdev/modules/nvme.h"
+#include "driver/nvme/keyring.h"
 
 #include <unistd.h>
 
@@ -996,7 +997,16 @@ Result<std::vector<std::string>> nvme_attach_controller_by_address(
   NvmeBdevOptions o = nvme_default_options(mgr);
   o.name = name;
   if (tune) tune(o);
-  return nvme_attach_controller(mgr, *trid, o);
+  nvme::ControllerOptions co;
+  co.hostnqn = a.hostnqn;
+  for (auto [value, out] : {std::pair{&a.dhchap_key, &co.dhchap_key},
+                            std::pair{&a.dhchap_ctrlr_key, &co.dhchap_ctrlr_key}}) {
+    if (value->empty()) continue;
+    auto text = nvme::keyring::resolve(*value);
+    if (!text) return make_error(text.error().code, "bdev_nvme_attach_controller: " + text.error().message);
+    *out = std::move(text).value();
+  }
+  return nvme_attach_controller(mgr, *trid, o, std::move(co));
 }
 
 int nvme_detach_controller(Manager& mgr, const std::string& name, event::MsgFn done, void* ctx) {

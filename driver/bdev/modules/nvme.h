@@ -141,6 +141,9 @@ struct NvmeAddress {
   // "failover" (it becomes another path: nvme_add_path); "multipath" (active-active) is not
   // offered.
   std::string multipath;
+  // NVMe in-band authentication (SPDK's names): the host NQN the controller knows the keys by,
+  // and the keys — a keyring key's name, or the secret itself ("DHHC-1:...").
+  std::string hostnqn, dhchap_key, dhchap_ctrlr_key;
 };
 // `tune` adjusts the options after the defaults (e.g. the recovery knobs of the method).
 Result<std::vector<std::string>> nvme_attach_controller_by_address(

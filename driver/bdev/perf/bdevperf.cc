@@ -442,6 +442,13 @@ void set_up(void* arg) {
   }
   if (!c.json.empty()) {
     auto ctx = run.modules->context();
+    // SPDK's "keyring" section first: bdev_nvme_attach_controller's dhchap_key may name its keys.
+    bdev::ConfigMethods keyring;
+    bdev::register_keyring_config_methods(keyring);
+    if (auto st = bdev::apply_config_file(c.json, ctx, keyring, "keyring"); !st) {
+      fmt::print(stderr, "pollux-bdevperf: {}\n", st.error().message);
+      return fail(2);
+    }
     if (auto st = bdev::apply_config_file(c.json, ctx); !st) {
       fmt::print(stderr, "pollux-bdevperf: {}\n", st.error().message);
       return fail(2);

@@ -9,11 +9,13 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/cli.h"
@@ -25,6 +27,8 @@
 #include "driver/metrics/event_source.h"
 #include "driver/metrics/nvme_source.h"
 #include "driver/nvme/connect.h"
+#include "driver/nvme/dhchap.h"
+#include "driver/nvme/keyring.h"
 #include "driver/nvme/status.h"
 
 using namespace pollux;
@@ -52,6 +56,10 @@ struct Config {
   bool random = true;
   int latency_detail = 0;  // -L: percentile summary; -LL: the histogram too (spdk_nvme_perf's)
   double interval = 0;     // -S: a line per core every this many seconds (0: none)
+  // Fabrics: the host NQN and in-band authentication (DH-HMAC-CHAP).
+  std::string hostnqn;
+  std::string dhchap_key, dhchap_ctrlr_key;  // a secret "DHHC-1:...", or a file holding one
+  std::vector<std::string> dhchap_digests, dhchap_dhgroups;
 };
 
 struct Job;
@@ -436,6 +444,19 @@ int main(int argc, char** argv) {
                  "keep them in the JSON summary as 'intervals')")
       ->check(pollux::cli::kPositive);
   app.add_option("--json", c.json_path, "write a JSON summary to this file ('-' for stdout)");
+  app.add_option("--hostnqn", c.hostnqn,
+                 "fabrics: this host's NQN (default: nqn.2014-08.org.nvmexpress:uuid:<random>)");
+  app.add_option("--dhchap-key", c.dhchap_key,
+                 "fabrics: authenticate with this DH-HMAC-CHAP secret (DHHC-1:hh:<base64>:), or "
+                 "the file holding it (mode 0600)");
+  app.add_option("--dhchap-ctrlr-key", c.dhchap_ctrlr_key,
+                 "fabrics: and have the controller prove it holds this one (bidirectional)")
+      ->needs("--dhchap-key");
+  app.add_option("--dhchap-digests", c.dhchap_digests, "hash functions to offer (sha256,sha384,sha512)")
+      ->delimiter(',');
+  app.add_option("--dhchap-dhgroups", c.dhchap_dhgroups,
+                 "DH groups to offer (null,ffdhe2048,...,ffdhe8192)")
+      ->delimiter(',');
   std::string metrics_addr;
   app.add_option("--metrics", metrics_addr,
                  "serve Prometheus metrics on host:port (e.g. 127.0.0.1:9464; port 0: any)");
@@ -477,9 +498,47 @@ int main(int argc, char** argv) {
     }
     trids.push_back(*trid);
   }
+  nvme::ControllerOptions ctrl_options;
+  ctrl_options.hostnqn = c.hostnqn;
+  for (auto [flag, value, out] :
+       {std::tuple{"--dhchap-key", &c.dhchap_key, &ctrl_options.dhchap_key},
+        std::tuple{"--dhchap-ctrlr-key", &c.dhchap_ctrlr_key, &ctrl_options.dhchap_ctrlr_key}}) {
+    if (value->empty()) continue;
+    if (nvme::keyring::is_inline_secret(*value)) {
+      *out = *value;
+    } else {
+      // A file: the keyring reads it (and refuses one others may read).
+      const std::string path = std::filesystem::absolute(*value).string();
+      auto added = nvme::keyring::add_file_key(flag, path);
+      auto text = added ? nvme::keyring::resolve(flag) : Result<std::string>(added.error());
+      if (!text) {
+        fmt::print(stderr, "pollux-perf: {}: {}\n", flag, text.error().message);
+        return 2;
+      }
+      *out = std::move(text).value();
+    }
+    if (auto k = nvme::dhchap::parse_key(*out); !k) {
+      fmt::print(stderr, "pollux-perf: {}: {}\n", flag, k.error().message);
+      return 2;
+    }
+  }
+  for (auto [flag, names, out, parse] :
+       {std::tuple{"--dhchap-digests", &c.dhchap_digests, &ctrl_options.dhchap_digests,
+                   &nvme::dhchap::hash_from_name},
+        std::tuple{"--dhchap-dhgroups", &c.dhchap_dhgroups, &ctrl_options.dhchap_dhgroups,
+                   &nvme::dhchap::dhgroup_from_name}}) {
+    for (const std::string& n : *names) {
+      auto id = parse(n);
+      if (!id) {
+        fmt::print(stderr, "pollux-perf: {}: unknown name '{}'\n", flag, n);
+        return 2;
+      }
+      out->push_back(*id);
+    }
+  }
   for (std::size_t i = 0; i < trids.size(); ++i) {
     const std::string& text = c.trids[i];
-    auto ctrl = nvme::connect(trids[i]);
+    auto ctrl = nvme::connect(trids[i], ctrl_options);
     if (!ctrl) {
       fmt::print(stderr, "pollux-perf: {}: {}\n", text, ctrl.error().message);
       return 1;

@@ -994,7 +994,8 @@ TEST(NvmeBdevFreeRun, ControllerResetWithReactorsOnTwoOsThreads) {
           EXPECT_EQ(bdev::nvme_detach_controller(
                         *mgr, "Nvme0",
                         [](void* arg) {
-                          auto* s = static_cast<std::pair<event::Framework*, State*>*>(arg);
+                          std::unique_ptr<std::pair<event::Framework*, State*>> s(
+                              static_cast<std::pair<event::Framework*, State*>*>(arg));
                           s->second->finished = true;
                           s->first->stop(0);
                         },

@@ -20,23 +20,33 @@ endpoint() {  # log: waits for the "metrics ... http://host:port/metrics" line
 }
 
 expect() {  # url name... : every family has a sample with a value > 0 (or just exists: name=)
+  # Scrapes until every family is as expected, for up to 30 s: a program's first I/Os come
+  # later on a loaded machine or under a sanitizer, and no fixed sleep fits every machine.
   local url=$1; shift
   python3 - "$url" "$@" <<'PY'
-import sys, urllib.request, re
+import sys, time, urllib.request, re
 url, wanted = sys.argv[1], sys.argv[2:]
-text = urllib.request.urlopen(url, timeout=10).read().decode()
-values = {}
-for line in text.splitlines():
-    m = re.match(r'([a-z_:]+)(\{[^}]*\})? (\S+)', line)
-    if m and not line.startswith("#"):
-        values.setdefault(m.group(1), []).append(float(m.group(3)))
-bad = []
-for w in wanted:
-    name, must_count = (w[:-1], False) if w.endswith("=") else (w, True)
-    if name not in values:
-        bad.append(f"{name}: not exported")
-    elif must_count and not any(v > 0 for v in values[name]):
-        bad.append(f"{name}: every sample is 0")
+deadline = time.monotonic() + 30
+while True:
+    bad = []
+    try:
+        text = urllib.request.urlopen(url, timeout=10).read().decode()
+    except OSError as e:
+        text, bad = "", [f"scrape failed: {e}"]
+    values = {}
+    for line in text.splitlines():
+        m = re.match(r'([a-z_:]+)(\{[^}]*\})? (\S+)', line)
+        if m and not line.startswith("#"):
+            values.setdefault(m.group(1), []).append(float(m.group(3)))
+    for w in wanted if text else []:
+        name, must_count = (w[:-1], False) if w.endswith("=") else (w, True)
+        if name not in values:
+            bad.append(f"{name}: not exported")
+        elif must_count and not any(v > 0 for v in values[name]):
+            bad.append(f"{name}: every sample is 0")
+    if not bad or time.monotonic() > deadline:
+        break
+    time.sleep(0.2)
 for b in bad:
     print("FAIL:", url, b)
 print(f"{url}: {len(wanted) - len(bad)}/{len(wanted)} families as expected")
@@ -45,10 +55,10 @@ PY
 }
 
 # pollux-bdevperf: the event framework and the bdev layer.
-"$bdevperf" --null N0:262144 -q 16 -o 4096 -w randrw -M 50 -t 3 --metrics 127.0.0.1:0 >"$dir/bdevperf.log" 2>&1 &
+# (It runs until the checks are done with it: long enough on any machine.)
+"$bdevperf" --null N0:262144 -q 16 -o 4096 -w randrw -M 50 -t 120 --metrics 127.0.0.1:0 >"$dir/bdevperf.log" 2>&1 &
 pids+=($!)
 ep=$(endpoint "$dir/bdevperf.log")
-sleep 1.5  # the bdev collector gathers every 500 ms
 expect "$ep" pollux_reactor_iterations_total pollux_poller_runs_total pollux_thread_messages_total \
   pollux_bdev_ops_total pollux_bdev_bytes_total pollux_bdev_latency_seconds_count \
   pollux_bdev_qos_limit_per_second=
@@ -58,7 +68,8 @@ grep -q "bdev_retry" "$dir/top.txt" || { cat "$dir/top.txt"; echo "FAIL: pollux-
 "$top" --endpoint "${ep#http://}" --once --iterations 1 --view threads --filter bdevperf0 --detail >"$dir/top.txt"
 grep -Eq "^  CPUMASK +0x1$" "$dir/top.txt" && grep -q "^pollers of thread bdevperf0:" "$dir/top.txt" ||
   { cat "$dir/top.txt"; echo "FAIL: pollux-top shows no cpumask or pollers for bdevperf0"; exit 1; }
-wait "${pids[-1]}"
+kill "${pids[-1]}"
+wait "${pids[-1]}" || true
 
 # pollux-emu (timed, NAND) serving pollux-perf (the NVMe driver's queue pairs).
 sock=$dir/emu.sock
@@ -68,11 +79,10 @@ pids+=($!)
 emu_ep=$(endpoint "$dir/emu.log")
 for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
 [ "$(stat -c %a "$sock")" = 600 ] || { echo "FAIL: vfio-user socket mode $(stat -c %a "$sock")"; exit 1; }
-"$perf" -r "trtype:vfio-user traddr:$sock" -q 8 -o 4096 -w randrw -M 50 -t 3 -c 0x1 \
+"$perf" -r "trtype:vfio-user traddr:$sock" -q 8 -o 4096 -w randrw -M 50 -t 6 -c 0x1 \
   --metrics 127.0.0.1:0 >"$dir/perf.log" 2>&1 &
 pids+=($!)
 perf_ep=$(endpoint "$dir/perf.log")
-sleep 1.5
 expect "$perf_ep" pollux_nvme_qpair_submitted_total pollux_nvme_qpair_completed_total \
   pollux_nvme_qpair_latency_seconds_count pollux_nvme_qpair_outstanding= pollux_poller_runs_total
 expect "$emu_ep" pollux_emu_commands_total pollux_emu_nand_reads_total \

@@ -87,11 +87,13 @@ struct CutSwitch::Backend final : public bdev::Backend {
 
 Result<CutSwitch*> CutSwitch::create(bdev::Manager& mgr, const std::string& base,
                                      const std::string& name, uint64_t max_blocks) {
-  auto d = mgr.open(base, true);
-  if (!d.ok()) return d.error();
-  bdev::Bdev& b = d.value()->bdev();
   auto sw = std::unique_ptr<CutSwitch>(new CutSwitch);
   CutSwitch* raw = sw.get();
+  raw->mgr_ = &mgr;
+  raw->name_ = name;
+  auto d = mgr.open(base, true, on_base_event, raw);
+  if (!d.ok()) return d.error();
+  bdev::Bdev& b = d.value()->bdev();
   bdev::BdevProperties p;
   p.name = name;
   p.product = "cut switch";
@@ -107,6 +109,11 @@ Result<CutSwitch*> CutSwitch::create(bdev::Manager& mgr, const std::string& base
     return r.error();
   }
   return raw;
+}
+
+void CutSwitch::on_base_event(bdev::DescEvent e, bdev::Bdev&, void* ctx) {
+  auto* self = static_cast<CutSwitch*>(ctx);
+  if (e == bdev::DescEvent::kRemove) (void)self->mgr_->unregister_bdev(self->name_);
 }
 
 }  // namespace pollux::blob::crash

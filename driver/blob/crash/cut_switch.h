@@ -31,6 +31,12 @@ class CutSwitch {
   struct Backend;
 
  private:
+  // The base went away (its controller detached, the drive pulled): the switch goes with it,
+  // as a vbdev does, so the base's close completes the removal.
+  static void on_base_event(bdev::DescEvent e, bdev::Bdev& base, void* ctx);
+
+  bdev::Manager* mgr_ = nullptr;
+  std::string name_;
   uint64_t commands_ = 0, cut_after_ = 0;
   bool dead_ = false, cut_requested_ = false;
 };

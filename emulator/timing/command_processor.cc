@@ -8,10 +8,20 @@ namespace sp = ::pollux::spec::nvme;
 
 CommandProcessor::CommandProcessor(sc_core::sc_module_name n, const FirmwareProfile& fw,
                                    uint32_t lba_shift, uint32_t page_size)
-    : sc_module(n), fw_(fw), cores_(fw.cores, 0), lba_shift_(lba_shift), page_size_(page_size) {}
+    : sc_module(n),
+      fw_(fw),
+      cores_(fw.cores, 0),
+      core_dir_(fw.cores, Dir::kOther),
+      lba_shift_(lba_shift),
+      page_size_(page_size) {}
 
-SimTime CommandProcessor::firmware(SimTime start, SimTime cost) {
-  auto core = std::min_element(cores_.begin(), cores_.end());
+SimTime CommandProcessor::firmware(SimTime start, SimTime cost, Dir dir) {
+  const auto core = std::min_element(cores_.begin(), cores_.end());
+  if (dir != Dir::kOther) {
+    Dir& last = core_dir_[static_cast<size_t>(core - cores_.begin())];
+    if (last != Dir::kOther && last != dir) cost += fw_.turnaround;
+    last = dir;
+  }
   *core = std::max(start, *core) + cost;
   return *core;
 }
@@ -52,14 +62,19 @@ SimTime CommandProcessor::read(SimTime t, uint64_t slba, uint32_t nlb,
     done = std::max(done, media->read(t + fw_.per_unit * (u - first), u));
   }
   stats_.units_read += last - first + 1;
-  return link->dma_write(done, bytes);  // data to host; the CQE follows on the same path
+  // Data to the host through the data path and the link (streaming: the link transfer starts
+  // when the path starts moving it); the CQE follows on the same path.
+  const DataPath::Slot path = datapath->to_host(done, bytes);
+  return std::max(link->dma_write(path.begin, bytes), path.end);
 }
 
 SimTime CommandProcessor::write(SimTime t, uint64_t slba, uint32_t nlb,
                                 const sp::SubmissionEntry& sqe) {
   const uint64_t bytes = uint64_t{nlb} << lba_shift_;
   t = fetch_prp_list(t, sqe, bytes);
-  t = link->dma_read(t, bytes);  // data from host into the controller
+  // Data from the host over the link, streaming through the data path into the controller.
+  const DataPath::Slot path = datapath->from_host(t, bytes);
+  t = std::max(link->dma_read(t, bytes), path.end);
   const bool fua = (sqe.cdw12 >> 30) & 1;
   const uint64_t first = (slba << lba_shift_) / kUnitBytes;
   const uint64_t last = (((slba + nlb) << lba_shift_) - 1) / kUnitBytes;
@@ -94,12 +109,12 @@ SimTime CommandProcessor::process(uint16_t sqid, const sp::SubmissionEntry& sqe,
   switch (opc) {
     case sp::nvm::kRead:
       ++stats_.reads;
-      done = firmware(t, fw_.read);
+      done = firmware(t, fw_.read, Dir::kRead);
       if (in_range(slba, nlb)) done = read(done, slba, nlb, sqe);  // else: an error, no data
       break;
     case sp::nvm::kWrite:
       ++stats_.writes;
-      done = firmware(t, fw_.write);
+      done = firmware(t, fw_.write, Dir::kWrite);
       if (in_range(slba, nlb)) done = write(done, slba, nlb, sqe);
       break;
     case sp::nvm::kFlush: {

@@ -9,6 +9,7 @@
 
 #include "emulator/nvme/config.h"
 #include "emulator/nvme/result.h"
+#include "emulator/timing/datapath.h"
 #include "emulator/timing/nand.h"
 #include "emulator/timing/sim_time.h"
 
@@ -36,6 +37,10 @@ struct FirmwareProfile {
   SimTime admin = 0;
   SimTime other = 0;     // write zeroes, DSM, compare, unknown
   SimTime per_unit = 0;  // extra per 4 KiB mapping unit (splitting, FTL lookup)
+  // Extra per read or write command when its core's previous command went the other way
+  // (read after write or write after read): what mixed workloads cost beyond the mix of the
+  // pure ones.
+  SimTime turnaround = 0;
 };
 
 struct OptaneProfile {
@@ -61,6 +66,7 @@ struct Profile {
   uint32_t max_outstanding = 1024;    // commands the device holds at once (fetch window)
   PcieProfile pcie;
   FirmwareProfile firmware;
+  DataPathProfile datapath;
   MediaKind media = MediaKind::kNone;
   OptaneProfile optane;
   NandGeometry nand_geometry;

@@ -27,10 +27,16 @@ TimedSsd::TimedSsd(sc_core::sc_module_name n, const Profile& p, nvme::Controller
   processor_->set_capacity_bytes(p.controller.namespaces.at(0).size_bytes);
   processor_->set_cache_protected(p.cache.power_loss_protection);
   processor_->link(*link_);
+  datapath_ = std::make_unique<DataPathModule>("datapath", p.datapath);
+  processor_->datapath(*datapath_);
   processor_->cache(*cache_);
   switch (p.media) {
     case MediaKind::kNand: {
-      nand_ = std::make_unique<NandArrayModule>("nand_array", p.nand_geometry, p.nand_timing);
+      // The read model's random draws (die factors, jitter, retries) follow the profile's
+      // seed and the simulation's.
+      NandTiming t = p.nand_timing;
+      t.seed = p.ftl.seed * 0x9e3779b97f4a7c15ull ^ rng();
+      nand_ = std::make_unique<NandArrayModule>("nand_array", p.nand_geometry, t);
       FtlConfig fc = p.ftl;
       fc.logical_bytes = p.controller.namespaces.at(0).size_bytes;
       ftl_ = std::make_unique<FtlModule>("ftl", fc, *nand_);

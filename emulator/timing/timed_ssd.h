@@ -101,6 +101,7 @@ class TimedSsd final : public sc_core::sc_module, private FrontEndClient {
   std::function<void()> on_host_visible_;
 
   std::unique_ptr<PcieLinkModule> link_;
+  std::unique_ptr<DataPathModule> datapath_;
   std::unique_ptr<NandArrayModule> nand_;
   std::unique_ptr<FtlModule> ftl_;
   std::unique_ptr<MediaModule> media_;

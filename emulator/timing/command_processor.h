@@ -47,6 +47,7 @@ class CommandProcessor final : public sc_core::sc_module {
   FirmwareProfile fw_;
   std::vector<SimTime> cores_;
   std::vector<Dir> core_dir_;  // the direction of each core's last read or write
+  uint64_t rng_state_;         // firmware jitter (splitmix64)
   uint32_t lba_shift_;
   uint32_t page_size_;
   uint64_t capacity_bytes_ = ~uint64_t{0};

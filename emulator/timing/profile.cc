@@ -77,6 +77,9 @@ Result<Profile> parse_root(const YAML::Node& root) {
   POLLUX_TRY(fw.duration("other", &p.firmware.other));
   POLLUX_TRY(fw.duration("per_unit", &p.firmware.per_unit));
   POLLUX_TRY(fw.duration("turnaround", &p.firmware.turnaround));
+  POLLUX_TRY(fw.number("jitter", 0, 1, &p.firmware.jitter));
+  POLLUX_TRY(fw.duration("read_latency", &p.firmware.read_latency, kMs));
+  POLLUX_TRY(fw.duration("write_latency", &p.firmware.write_latency, kMs));
   POLLUX_TRY(fw.unknown_keys());
 
   Section dp(top.take("datapath"), "datapath");

@@ -41,6 +41,16 @@ struct FirmwareProfile {
   // (read after write or write after read): what mixed workloads cost beyond the mix of the
   // pure ones.
   SimTime turnaround = 0;
+  // Variation of the per-command time: a fraction `jitter` of it is exponentially distributed
+  // (same mean), so queues behind a busy core build tails (0: every command costs exactly its
+  // time).
+  double jitter = 0;
+  // Fixed latency of every read / write that does not hold a core (it overlaps with other
+  // commands): a read's data leaves this much after the media returned it, a write completes
+  // this long after its data is buffered.
+  SimTime read_latency = 0;
+  SimTime write_latency = 0;
+  uint64_t seed = 1;  // of the jitter (set from the simulation's generator)
 };
 
 struct OptaneProfile {

@@ -23,7 +23,9 @@ TimedSsd::TimedSsd(sc_core::sc_module_name n, const Profile& p, nvme::Controller
       on_host_visible_(std::move(on_host_visible)) {
   link_ = std::make_unique<PcieLinkModule>("pcie", p.pcie);
   cache_ = std::make_unique<WriteCacheModule>("write_cache", p.cache.bytes);
-  processor_ = std::make_unique<CommandProcessor>("command_processor", p.firmware, 9, 4096);
+  FirmwareProfile fw = p.firmware;
+  if (fw.jitter > 0) fw.seed = rng();  // only then: other profiles keep their random sequence
+  processor_ = std::make_unique<CommandProcessor>("command_processor", fw, 9, 4096);
   processor_->set_capacity_bytes(p.controller.namespaces.at(0).size_bytes);
   processor_->set_cache_protected(p.cache.power_loss_protection);
   processor_->link(*link_);

@@ -458,8 +458,11 @@ TEST(Profile, BuiltinFigures) {
   EXPECT_EQ(o.pcie.lanes, 4u);
   EXPECT_EQ(o.pcie.dma_read_latency, 700 * kNs);
   EXPECT_EQ(o.firmware.read, 1720 * kNs);
-  EXPECT_EQ(o.optane.read, 4300 * kNs);
+  EXPECT_EQ(o.optane.read, 4050 * kNs);
   EXPECT_EQ(o.optane.units, 16u);
+  EXPECT_EQ(o.firmware.turnaround, 470 * kNs);
+  EXPECT_EQ(o.datapath.read_bytes_per_second, 2'400'000'000u);
+  EXPECT_EQ(o.datapath.write_bytes_per_second, 2'020'000'000u);
   EXPECT_EQ(o.controller.namespaces[0].size_bytes, uint64_t{732585168} * 512);
   EXPECT_FALSE(o.controller.volatile_write_cache);
 
@@ -473,6 +476,19 @@ TEST(Profile, BuiltinFigures) {
   EXPECT_EQ(t.value().nand_timing.channel_bytes_per_second, 1'200'000'000u);
   EXPECT_EQ(t.value().ftl.logical_bytes, t.value().controller.namespaces[0].size_bytes);
   EXPECT_EQ(t.value().ftl.precondition, Precondition::kSequential);
+  EXPECT_EQ(t.value().ftl.slc_bytes, uint64_t{108719} << 20);
+  EXPECT_EQ(t.value().nand_timing.t_prog_slc, 400 * kUs);
+  EXPECT_TRUE(t.value().nand_timing.suspend);
+
+  auto m = load_profile("p3700");
+  ASSERT_TRUE(m.ok()) << m.error();
+  EXPECT_EQ(m.value().nand_timing.t_read_jitter, 5300 * kNs);
+  EXPECT_DOUBLE_EQ(m.value().nand_timing.t_read_die_spread, 0.03);
+  EXPECT_DOUBLE_EQ(m.value().nand_timing.read_retry_rate, 0.001);
+  EXPECT_TRUE(m.value().nand_timing.register_hits);
+  EXPECT_FALSE(m.value().nand_timing.suspend);
+  EXPECT_EQ(m.value().ftl.read_ahead_groups, 4u);
+  EXPECT_EQ(m.value().firmware.read_latency, 4700 * kNs);
 
   auto n = load_profile("null");
   ASSERT_TRUE(n.ok()) << n.error();

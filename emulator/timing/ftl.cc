@@ -244,11 +244,19 @@ void Ftl::read_ahead(SimTime start, uint64_t lpn) {
   stream_units_ = next ? stream_units_ + 1 : 0;
   last_read_lpn_ = lpn;
   if (stream_units_ < group_units_ || lpn % group_units_ != 0) return;
+  uint64_t here;
+  const bool mapped = nand_location(lpn, &here);
   for (uint32_t k = 1; k <= cfg_.read_ahead_groups; ++k) {
     const uint64_t next = lpn + uint64_t(k) * group_units_;
     uint64_t p;
     if (next >= logical_units_ || !nand_location(next, &p)) continue;
-    nand_.sense(start, page_of(p));
+    const PhysPage page = page_of(p);
+    if (mapped) {
+      // A group on the die being read would evict the page the stream is reading: stop.
+      const PhysPage cur = page_of(here);
+      if (page.channel == cur.channel && page.die == cur.die) break;
+    }
+    nand_.sense(start, page);
     ++read_ahead_senses_;
   }
 }

@@ -442,6 +442,13 @@ TimedSsdStats TimedSsd::stats() const {
     s.nand_reads = nand_->core().reads();
     s.nand_programs = nand_->core().programs();
     s.nand_erases = nand_->core().erases();
+    s.nand_register_hits = nand_->core().register_hits();
+    s.nand_read_retries = nand_->core().read_retries();
+    s.nand_suspends = nand_->core().suspends();
+    s.read_ahead_senses = ftl_->core().read_ahead_senses();
+    s.slc_programs = ftl_->core().slc().slc_programs();
+    s.tlc_programs = ftl_->core().slc().tlc_programs();
+    s.slc_used_bytes = ftl_->core().slc().used();
   }
   s.link_upstream_bytes = link_->core().upstream_bytes();
   s.link_downstream_bytes = link_->core().downstream_bytes();

@@ -237,6 +237,41 @@ TEST(PcieLink, IdealLinkCostsNothing) {
 
 // ----------------------------------------------------------------------------- WriteCache ---
 
+// ---- DataPath ----
+
+TEST(DataPath, NoLimitCostsNothing) {
+  DataPath d(DataPathProfile{});
+  const DataPath::Slot s = d.to_host(0, 5 * kUs, 1 << 20);
+  EXPECT_EQ(s.begin, 5 * kUs);
+  EXPECT_EQ(s.end, 5 * kUs);
+}
+
+TEST(DataPath, EachDirectionIsABandwidthOfItsOwn) {
+  DataPath d(DataPathProfile{2'000'000'000, 1'000'000'000});  // 2 GB/s out, 1 GB/s in
+  // 64 KiB to the host: 32.768 us; a second transfer offered at the same time queues behind.
+  DataPath::Slot a = d.to_host(0, 0, 65536);
+  EXPECT_EQ(a.begin, 0u);
+  EXPECT_EQ(a.end, 32'768 * kNs);
+  DataPath::Slot b = d.to_host(0, 0, 65536);
+  EXPECT_EQ(b.begin, 32'768 * kNs);
+  EXPECT_EQ(b.end, 65'536 * kNs);
+  // The other direction is independent: 64 KiB from the host at 1 GB/s.
+  DataPath::Slot w = d.from_host(0, 0, 65536);
+  EXPECT_EQ(w.begin, 0u);
+  EXPECT_EQ(w.end, 65'536 * kNs);
+  // An idle gap is used: a transfer offered later than the booked ones starts at once.
+  DataPath::Slot c = d.to_host(0, 1 * kMs, 4096);
+  EXPECT_EQ(c.begin, 1 * kMs);
+  EXPECT_EQ(c.end, 1 * kMs + 2'048 * kNs);
+}
+
+TEST(DataPath, SustainedRateIsTheConfiguredOne) {
+  DataPath d(DataPathProfile{2'400'000'000, 0});
+  SimTime end = 0;
+  for (int i = 0; i < 1000; ++i) end = d.to_host(0, 0, 65536).end;  // all offered at once
+  EXPECT_NEAR(1000.0 * 65536 / (double(end) / kSec) / 1e6, 2400.0, 0.01);
+}
+
 TEST(WriteCache, DisabledWithoutCapacity) {
   WriteCache c(0);
   EXPECT_FALSE(c.enabled());

@@ -298,6 +298,7 @@ std::string workload(const Row& r) {
 }
 
 std::string number(double v) {
+  if (v >= 1e6) return fmt::format("{:.3f} M", v / 1e6);
   if (v >= 100000) return fmt::format("{:.1f} K", v / 1e3);
   if (v >= 1000) return fmt::format("{:.0f}", v);
   if (v >= 100) return fmt::format("{:.1f}", v);

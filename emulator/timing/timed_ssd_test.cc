@@ -819,6 +819,30 @@ TEST_F(TimedSsdTest, FirmwareTurnaroundCostsMixedCommands) {
   EXPECT_LE(alternating - grouped, expected + 1 * kUs);
 }
 
+// Firmware jitter: with jitter 1 a command's core time is exponential with the same mean, so
+// the core still does 64 reads in about 64 x 1.72 us, but not in exactly that.
+TEST_F(TimedSsdTest, FirmwareJitterKeepsTheMeanAndSpreadsTheTimes) {
+  auto batch = [&](double jitter, uint64_t seed) {
+    Profile p = small_p4800x();
+    p.datapath = DataPathProfile{};
+    p.firmware.jitter = jitter;
+    Rig& r = make(p, seed);
+    EXPECT_TRUE(r.enable());
+    EXPECT_TRUE(r.create_io_queue_pair(1, 512));
+    uint8_t* buf = r.alloc(4096);
+    std::vector<sp::SubmissionEntry> cmds;
+    for (int i = 0; i < 400; ++i) cmds.push_back(rw(sp::nvm::kRead, uint64_t(i) * 8, 8, buf));
+    return run_batch(r, r.io(1), cmds);
+  };
+  const SimTime fixed = batch(0, 1), a = batch(1.0, 1), b = batch(1.0, 2);
+  std::printf("400 reads: %.1f us fixed, %.1f / %.1f us with jitter (seeds 1, 2)\n",
+              double(fixed) / kUs, double(a) / kUs, double(b) / kUs);
+  EXPECT_NE(a, fixed);
+  EXPECT_NE(a, b);  // the simulation's seed drives it
+  EXPECT_NEAR(double(a) / double(fixed), 1.0, 0.15);  // 400 draws: the sum is within ~5% sd
+  EXPECT_NEAR(double(b) / double(fixed), 1.0, 0.15);
+}
+
 // A small NAND drive with gen4-tlc's read-ahead and register hits: sequential 4 KiB reads at
 // QD1 find their page sensed ahead, so they take far less than tR; random ones do not.
 TEST_F(TimedSsdTest, ReadAheadServesASequentialStreamFromThePageRegister) {

@@ -642,6 +642,66 @@ TEST(Profile, BadMedia) {
               HasSubstr("nand.precondition"));
 }
 
+// The ledger's model keys: parsed, and checked.
+TEST(Profile, ModelKeys) {
+  const std::string nand =
+      "media: nand\nnand: {channels: 2, dies_per_channel: 2, planes_per_die: 1, "
+      "blocks_per_plane: 64, pages_per_block: 16, t_read: 50us, t_prog: 600us, t_erase: 3ms, ";
+  auto r = parse_profile(base_yaml(
+      "firmware: {read: 2us, turnaround: 0.5us, jitter: 0.25, read_latency: 3us, write_latency: 15us}\n"
+      "datapath: {read_mb_s: 2800, write_mb_s: 1900}\n" +
+      nand +
+      "t_read_die_spread: 0.03, t_read_jitter: 5us, read_retry_rate: 1e-3, read_retry_steps: 2, "
+      "register_hits: true, read_ahead_groups: 4, suspend: true, t_suspend: 20us, t_resume: 10us, "
+      "t_prog_slc: 150us, slc_bytes: 64KiB, slc_fold_after_idle: 2ms}\n"));
+  ASSERT_TRUE(r.ok()) << r.error();
+  const Profile& p = r.value();
+  EXPECT_EQ(p.firmware.turnaround, 500 * kNs);
+  EXPECT_DOUBLE_EQ(p.firmware.jitter, 0.25);
+  EXPECT_EQ(p.firmware.read_latency, 3 * kUs);
+  EXPECT_EQ(p.firmware.write_latency, 15 * kUs);
+  EXPECT_EQ(p.datapath.read_bytes_per_second, 2'800'000'000u);
+  EXPECT_EQ(p.datapath.write_bytes_per_second, 1'900'000'000u);
+  EXPECT_DOUBLE_EQ(p.nand_timing.t_read_die_spread, 0.03);
+  EXPECT_EQ(p.nand_timing.t_read_jitter, 5 * kUs);
+  EXPECT_DOUBLE_EQ(p.nand_timing.read_retry_rate, 0.001);
+  EXPECT_EQ(p.nand_timing.read_retry_steps, 2u);
+  EXPECT_TRUE(p.nand_timing.register_hits);
+  EXPECT_EQ(p.ftl.read_ahead_groups, 4u);
+  EXPECT_TRUE(p.nand_timing.suspend);
+  EXPECT_EQ(p.nand_timing.t_suspend, 20 * kUs);
+  EXPECT_EQ(p.nand_timing.t_resume, 10 * kUs);
+  EXPECT_EQ(p.nand_timing.t_prog_slc, 150 * kUs);
+  EXPECT_EQ(p.ftl.slc_bytes, 65536u);
+  EXPECT_EQ(p.ftl.slc_fold_after_idle, 2 * kMs);
+  // Without the keys: off.
+  auto off = parse_profile(base_yaml());
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off.value().datapath.read_bytes_per_second, 0u);
+  EXPECT_EQ(off.value().firmware.turnaround, 0u);
+  // Errors name the field.
+  EXPECT_THAT(parse_error(base_yaml(nand + "t_read_die_spread: 0.9}\n")),
+              HasSubstr("nand.t_read_die_spread: 0.9 is out of range"));
+  EXPECT_THAT(parse_error(base_yaml(nand + "read_retry_rate: often}\n")),
+              HasSubstr("nand.read_retry_rate: 'often' is not a number"));
+  EXPECT_THAT(parse_error(base_yaml(nand + "slc_bytes: 1MiB}\n")), HasSubstr("t_prog_slc"));
+  EXPECT_THAT(parse_error(base_yaml("firmware: {jitter: 2}\n")), HasSubstr("firmware.jitter"));
+  EXPECT_THAT(parse_error(base_yaml("datapath: {read_mb_s: 0}\n")), HasSubstr("datapath.read_mb_s"));
+  EXPECT_THAT(parse_error(base_yaml("datapath: {rate: 1}\n")), HasSubstr("datapath.rate: unknown key"));
+}
+
+TEST(Profile, ScaleCapacityScalesTheSlcCache) {
+  auto p = load_profile("gen4-tlc");
+  ASSERT_TRUE(p.ok());
+  Profile q = p.value();
+  const double before = double(q.controller.namespaces[0].size_bytes);
+  const uint64_t slc = q.ftl.slc_bytes;
+  ASSERT_TRUE(scale_capacity(q, 64, 48).ok());
+  const double ratio = double(q.controller.namespaces[0].size_bytes) / before;
+  EXPECT_NEAR(double(q.ftl.slc_bytes) / double(slc), ratio, 0.001);
+  EXPECT_EQ(q.ftl.slc_bytes % 4096, 0u);
+}
+
 TEST(Profile, NameIsRequired) {
   const std::string e = parse_error(
       "controller: {max_io_queue_pairs: 8, volatile_write_cache: false}\nnamespaces:\n  - {size: 1MiB}\n");

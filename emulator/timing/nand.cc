@@ -1,9 +1,9 @@
 // NandArray: busy-until reservations per die, a timeline per channel; the read latency
 // model (die spread, jitter, retries), page-register hits and program/erase suspend.
+#include "emulator/timing/nand.h"
+
 #include <algorithm>
 #include <cmath>
-
-#include "emulator/timing/nand.h"
 
 namespace pollux::emu::timing {
 
@@ -41,7 +41,9 @@ uint64_t NandArray::next_random() {  // splitmix64
   return z ^ (z >> 31);
 }
 
-double NandArray::uniform() { return double(next_random() >> 11) * 0x1.0p-53; }  // [0, 1)
+double NandArray::uniform() {
+  return double(next_random() >> 11) * 0x1.0p-53;
+}  // [0, 1)
 
 SimTime NandArray::sense_time(size_t d) {
   SimTime tr = die_tr_[d];
@@ -158,8 +160,8 @@ bool SlcCache::admit(SimTime start, uint64_t bytes) {
   // Idle time beyond fold_after_ since the last program folded SLC data into TLC.
   if (used_ != 0 && start > busy_until_ + fold_after_) {
     const SimTime idle = start - busy_until_ - fold_after_;
-    const auto can = static_cast<uint64_t>(
-        (static_cast<unsigned __int128>(idle) * fold_rate_) / kSec);
+    const auto can =
+        static_cast<uint64_t>((static_cast<unsigned __int128>(idle) * fold_rate_) / kSec);
     const uint64_t folded = std::min(used_, can);
     used_ -= folded;
     folded_ += folded;

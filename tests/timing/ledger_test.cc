@@ -7,6 +7,8 @@
 //   bazel test //tests/timing:ledger_test
 //   bazel run //tests/timing:ledger_test -- --update-doc=docs/FIDELITY.md
 //   POLLUX_LEDGER_FILTER=p3700 bazel run //tests/timing:ledger_test   (rows whose id has it)
+#include "tests/timing/ledger.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -19,13 +21,11 @@
 #include <sstream>
 #include <string>
 
-#include "tests/timing/ledger.h"
-
 namespace pollux::sim::ledger {
 namespace {
 
 constexpr uint64_t kSeed = 1;  // every run's seed; POLLUX_SEED replaces it
-std::string g_update_doc;       // --update-doc=PATH
+std::string g_update_doc;      // --update-doc=PATH
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
@@ -101,16 +101,18 @@ TEST(Ledger, EveryRowMatchesItsPublishedFigure) {
   std::printf("\n");
   for (const std::string& p : profiles) {
     const Summary sp = summarize(outcomes, p);
-    std::printf("%-9s %3zu rows, %3zu compared: mean |error| %.1f%%, largest %.1f%% (%s); %zu "
-                "known gaps, %zu bounds\n",
-                p.c_str(), sp.rows, sp.compared, sp.mean_abs_error * 100, sp.max_abs_error * 100,
-                sp.max_row.c_str(), sp.gaps, sp.bounds);
+    std::printf(
+        "%-9s %3zu rows, %3zu compared: mean |error| %.1f%%, largest %.1f%% (%s); %zu "
+        "known gaps, %zu bounds\n",
+        p.c_str(), sp.rows, sp.compared, sp.mean_abs_error * 100, sp.max_abs_error * 100,
+        sp.max_row.c_str(), sp.gaps, sp.bounds);
   }
   const Summary all = summarize(outcomes);
-  std::printf("all       %3zu rows, %3zu compared: mean |error| %.1f%% (target %.1f%%), largest "
-              "%.1f%% (%s); %zu known gaps, %zu bounds, %zu failed; %.1f s wall\n",
-              all.rows, all.compared, all.mean_abs_error * 100, l.target_mean_abs_error * 100,
-              all.max_abs_error * 100, all.max_row.c_str(), all.gaps, all.bounds, all.failed, wall);
+  std::printf(
+      "all       %3zu rows, %3zu compared: mean |error| %.1f%% (target %.1f%%), largest "
+      "%.1f%% (%s); %zu known gaps, %zu bounds, %zu failed; %.1f s wall\n",
+      all.rows, all.compared, all.mean_abs_error * 100, l.target_mean_abs_error * 100,
+      all.max_abs_error * 100, all.max_row.c_str(), all.gaps, all.bounds, all.failed, wall);
   if (!filter || !*filter) {
     EXPECT_LE(all.mean_abs_error, l.target_mean_abs_error) << "mean |error| over compared rows";
   }
@@ -136,7 +138,8 @@ TEST(Ledger, EveryRowMatchesItsPublishedFigure) {
 int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
   for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--update-doc=", 13) == 0) pollux::sim::ledger::g_update_doc = argv[i] + 13;
+    if (std::strncmp(argv[i], "--update-doc=", 13) == 0)
+      pollux::sim::ledger::g_update_doc = argv[i] + 13;
   }
   return RUN_ALL_TESTS();
 }

@@ -17,6 +17,7 @@ struct ProcessorStats {
 class CommandProcessor final : public sc_core::sc_module {
  public:
   sc_core::sc_port<LinkIf> link;
+  sc_core::sc_port<DataPathIf> datapath;
   sc_core::sc_port<MediaIf> media;
   sc_core::sc_port<CacheIf> cache;
 
@@ -36,7 +37,8 @@ class CommandProcessor final : public sc_core::sc_module {
   const ProcessorStats& stats() const { return stats_; }
 
  private:
-  SimTime firmware(SimTime start, SimTime cost);
+  enum class Dir : uint8_t { kOther, kRead, kWrite };
+  SimTime firmware(SimTime start, SimTime cost, Dir dir = Dir::kOther);
   SimTime flush_cache(SimTime t);
   bool in_range(uint64_t slba, uint32_t nlb) const;
   SimTime fetch_prp_list(SimTime t, const spec::nvme::SubmissionEntry& sqe, uint64_t bytes);
@@ -44,6 +46,8 @@ class CommandProcessor final : public sc_core::sc_module {
   SimTime write(SimTime t, uint64_t slba, uint32_t nlb, const spec::nvme::SubmissionEntry& sqe);
   FirmwareProfile fw_;
   std::vector<SimTime> cores_;
+  std::vector<Dir> core_dir_;  // the direction of each core's last read or write
+  uint64_t rng_state_;         // firmware jitter (splitmix64)
   uint32_t lba_shift_;
   uint32_t page_size_;
   uint64_t capacity_bytes_ = ~uint64_t{0};

@@ -131,6 +131,13 @@ Ftl::Ftl(const FtlConfig& c, NandArray& nand) : nand_(nand), cfg_(c), g_(nand.ge
     d.open = d.free_head = d.free_tail = d.victim = kNoBlock;
     d.min_hint = sb_units_ + 1;
   }
+  if (c.slc_bytes != 0) {
+    // Folding rewrites SLC data as TLC: the array's TLC program rate, all dies at once.
+    const uint64_t fold_rate = static_cast<uint64_t>(
+        (static_cast<unsigned __int128>(dies_) * group_units_ * unit_bytes_ * kSec) /
+        nand.timing().t_prog);
+    slc_ = SlcCache(c.slc_bytes, fold_rate, c.slc_fold_after_idle);
+  }
   if (implicit_) {
     precondition_sequential();
   } else {
@@ -208,19 +215,50 @@ void Ftl::precondition_steady() {
 // ---------------------------------------------------------------------------------------------
 // Host operations
 
+bool Ftl::nand_location(uint64_t lpn, uint64_t* p) const {
+  const uint32_t e = fwd_[lpn];
+  if (e == 0) {
+    if (!implicit_) return false;  // never written: zeroes without a media access
+    *p = implicit_phys(lpn);
+    return true;
+  }
+  if (e >= kBufferBase) return false;  // in the write buffer, or trimmed
+  *p = e - 1;
+  return true;
+}
+
 SimTime Ftl::read(SimTime start, uint64_t lpn) {
   if (lpn >= logical_units_) throw std::out_of_range("Ftl::read: LPN past the capacity");
-  const uint32_t e = fwd_[lpn];
+  if (cfg_.read_ahead_groups != 0) read_ahead(start, lpn);
   uint64_t p;
-  if (e == 0) {
-    if (!implicit_) return start;  // never written: zeroes without a media access
-    p = implicit_phys(lpn);
-  } else if (e >= kBufferBase) {
-    return start;  // in the write buffer, or trimmed
-  } else {
-    p = e - 1;
-  }
+  if (!nand_location(lpn, &p)) return start;
   return nand_.read(start, page_of(p), unit_bytes_);
+}
+
+// A stream is a run of reads of consecutive LPNs at least a page group long (a random read
+// of a few units is not one). Each read of the stream that starts a new page group senses
+// the next read_ahead_groups groups (the LPN ranges that follow, wherever the FTL put them);
+// a group already in its die's register costs nothing.
+void Ftl::read_ahead(SimTime start, uint64_t lpn) {
+  const bool next = last_read_lpn_ != kNoLpn && lpn == last_read_lpn_ + 1;
+  stream_units_ = next ? stream_units_ + 1 : 0;
+  last_read_lpn_ = lpn;
+  if (stream_units_ < group_units_ || lpn % group_units_ != 0) return;
+  uint64_t here;
+  const bool mapped = nand_location(lpn, &here);
+  for (uint32_t k = 1; k <= cfg_.read_ahead_groups; ++k) {
+    const uint64_t next = lpn + uint64_t(k) * group_units_;
+    uint64_t p;
+    if (next >= logical_units_ || !nand_location(next, &p)) continue;
+    const PhysPage page = page_of(p);
+    if (mapped) {
+      // A group on the die being read would evict the page the stream is reading: stop.
+      const PhysPage cur = page_of(here);
+      if (page.channel == cur.channel && page.die == cur.die) break;
+    }
+    nand_.sense(start, page);
+    ++read_ahead_senses_;
+  }
 }
 
 Ftl::WriteResult Ftl::write(SimTime start, uint64_t lpn) {
@@ -305,7 +343,14 @@ Ftl::WriteResult Ftl::program_buffer(SimTime start, bool timed) {
       rev_[base + o] = 0;
     }
   }
-  const SimTime done = timed ? nand_.program(start, page_of(base), g_.planes_per_die) : start;
+  SimTime done = start;
+  if (timed) {
+    // Host data goes to SLC-mode blocks while the SLC cache has room (a fast program).
+    const bool slc = slc_.admit(start, uint64_t(group_units_) * unit_bytes_);
+    done = nand_.program(start, page_of(base), g_.planes_per_die,
+                         slc ? nand_.timing().t_prog_slc : 0);
+    slc_.programmed(done);
+  }
   finish_group(d);
   stats_.nand_units_written += group_units_;
   const uint32_t units = host_fill_;

@@ -237,6 +237,82 @@ TEST(Ftl, BufferedUnmappedAndTrimmedReadsCostNoMedia) {
   EXPECT_THROW(ftl.write(0, ftl.logical_units()), std::out_of_range);
 }
 
+// Read-ahead: a run of consecutive LPNs at least a group long is a stream; each read of it
+// that starts a group senses the next groups into their dies' registers, so the host's reads
+// of them cost only the transfer.
+TEST(FtlReadAhead, SensesTheNextGroupsOfAStream) {
+  const NandGeometry g = Geo(2, 2, 2, 16, 8);  // G = 8 units, groups stripe over 4 dies
+  NandTiming t = Timing();
+  t.register_hits = true;
+  NandArray nand(g, t);
+  FtlConfig c = Config(UnitsForOp(g, 1.0), Precondition::kSequential);
+  c.read_ahead_groups = 2;
+  Ftl ftl(c, nand);
+  // Group 0 (LPNs 0-7): not yet a stream; the first read senses, the rest hit.
+  SimTime at = 1 * kMs;
+  EXPECT_EQ(ftl.read(at, 0), at + 50 * kUs + kX4k);
+  for (uint64_t lpn = 1; lpn < 8; ++lpn) ftl.read(at, lpn);
+  EXPECT_EQ(ftl.read_ahead_senses(), 0u);
+  // LPN 8 starts group 1 after 8 consecutive units: groups 2 and 3 are sensed ahead.
+  at = 2 * kMs;
+  EXPECT_EQ(ftl.read(at, 8), at + 50 * kUs + kX4k);
+  EXPECT_EQ(ftl.read_ahead_senses(), 2u);
+  for (uint64_t lpn = 9; lpn < 16; ++lpn) ftl.read(at, lpn);
+  // Group 2's first read, after its sense finished: the transfer only.
+  at = 3 * kMs;
+  EXPECT_EQ(ftl.read(at, 16), at + kX4k);
+  EXPECT_EQ(ftl.read_ahead_senses(), 4u);  // and groups 3 (in its register already) and 4
+  const uint64_t hits = nand.register_hits();
+  // A random read elsewhere breaks the stream: no read-ahead.
+  ftl.read(at, 100);
+  ftl.read(at, 101);
+  EXPECT_EQ(ftl.read_ahead_senses(), 4u);
+  EXPECT_GT(hits, 7u + 7u);
+}
+
+TEST(FtlReadAhead, OffByDefault) {
+  const NandGeometry g = Geo(2, 2, 2, 16, 8);
+  NandArray nand(g, Timing());
+  Ftl ftl(Config(UnitsForOp(g, 1.0), Precondition::kSequential), nand);
+  for (uint64_t lpn = 0; lpn < 64; ++lpn) ftl.read(0, lpn);
+  EXPECT_EQ(ftl.read_ahead_senses(), 0u);
+}
+
+// SLC cache: host groups are programmed with t_prog_slc while it has room, then with tPROG.
+TEST(FtlSlc, HostGroupsGoToSlcUntilTheCacheIsFull) {
+  const NandGeometry g = Geo(2, 2, 2, 16, 8);  // G = 8 units = 32 KiB
+  NandTiming t = Timing();
+  t.t_prog_slc = 150 * kUs;
+  NandArray nand(g, t);
+  FtlConfig c = Config(UnitsForOp(g, 1.0));
+  c.slc_bytes = 2 * 8 * kUnit;  // two page groups
+  c.slc_fold_after_idle = 1 * kMs;
+  Ftl ftl(c, nand);
+  std::vector<SimTime> done;
+  for (uint64_t lpn = 0; lpn < 32; ++lpn) {
+    const Ftl::WriteResult r = ftl.write(0, lpn);
+    if (r.units) done.push_back(r.done);
+  }
+  ASSERT_EQ(done.size(), 4u);
+  EXPECT_EQ(done[0], kX32k + 150 * kUs);      // SLC (channel 0, die 0)
+  EXPECT_EQ(done[1], kX32k + 150 * kUs);      // SLC (channel 1, die 0)
+  EXPECT_EQ(done[2], 2 * kX32k + 600 * kUs);  // full: TLC (channel 0, die 1)
+  EXPECT_EQ(done[3], 2 * kX32k + 600 * kUs);
+  EXPECT_EQ(ftl.slc().slc_programs(), 2u);
+  EXPECT_EQ(ftl.slc().tlc_programs(), 2u);
+  // A long idle folds the cache (at the array's TLC rate) and SLC programs resume.
+  for (uint64_t lpn = 32; lpn < 40; ++lpn) {
+    const Ftl::WriteResult r = ftl.write(1 * kSec, lpn);
+    if (r.units) {
+      EXPECT_EQ(r.done, 1 * kSec + kX32k + 150 * kUs);
+    }
+  }
+  EXPECT_EQ(ftl.slc().slc_programs(), 3u);
+  EXPECT_EQ(ftl.slc().folded_bytes(), 2u * 8 * kUnit);
+  // GC relocations never use the SLC cache (only host groups are counted).
+  EXPECT_EQ(ftl.slc().slc_programs() + ftl.slc().tlc_programs(), 5u);
+}
+
 TEST(Ftl, OverwriteInvalidatesTheOldCopy) {
   const NandGeometry g = Geo(2, 2, 2, 16, 8);
   NandArray nand(g, Timing());

@@ -4,6 +4,7 @@
 //                              |  grants            ^ completion requests
 //                              v                    |
 //                         CommandProcessor --> WriteCache --> Media (Optane | FTL -> NAND array)
+//                              |  data to/from the host streams through the DataPath
 //
 // Modules talk through sc_port/sc_export interfaces and annotate time (the loosely-timed
 // TLM style): a call is given the time an operation may start and returns when it ends,
@@ -18,6 +19,7 @@
 #include <random>
 #include <vector>
 
+#include "emulator/timing/datapath.h"
 #include "emulator/timing/media.h"
 #include "emulator/timing/pcie_link.h"
 #include "emulator/timing/profile.h"
@@ -34,6 +36,11 @@ struct LinkIf : virtual sc_core::sc_interface {
   virtual SimTime dma_read(SimTime start, uint64_t bytes) = 0;
   virtual SimTime dma_write(SimTime start, uint64_t bytes) = 0;
   virtual SimTime mmio_write(SimTime start) const = 0;
+};
+
+struct DataPathIf : virtual sc_core::sc_interface {
+  virtual DataPath::Slot to_host(SimTime start, uint64_t bytes) = 0;
+  virtual DataPath::Slot from_host(SimTime start, uint64_t bytes) = 0;
 };
 
 struct MediaIf : virtual sc_core::sc_interface {
@@ -63,6 +70,18 @@ class PcieLinkModule final : public sc_core::sc_module, public LinkIf {
 
  private:
   PcieLink link_;
+};
+
+class DataPathModule final : public sc_core::sc_module, public DataPathIf {
+ public:
+  DataPathModule(sc_core::sc_module_name n, const DataPathProfile& p) : sc_module(n), path_(p) {}
+  DataPath::Slot to_host(SimTime s, uint64_t b) override { return path_.to_host(sc_now(), s, b); }
+  DataPath::Slot from_host(SimTime s, uint64_t b) override {
+    return path_.from_host(sc_now(), s, b);
+  }
+
+ private:
+  DataPath path_;
 };
 
 // Any Media core (null, Optane) as a module.

@@ -6,6 +6,7 @@
 // SystemC lets them be unit-tested many times per process.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -32,6 +33,33 @@ struct NandTiming {
   SimTime t_erase = 3 * kMs;     // tBERS
   uint64_t channel_bytes_per_second = 400'000'000;  // bus between controller and dies
   SimTime command_overhead = 0;  // per operation on the channel (command/address cycles)
+
+  // --- read latency distribution (all off by default: every read senses in exactly t_read) ---
+  // Die-to-die variation: each die's tR is t_read x (1 + z x spread), z ~ N(0, 1) drawn once
+  // per die (clipped to [0.5, 1.5] x t_read).
+  double t_read_die_spread = 0;
+  // Read-to-read variation (word line position, cell state): an exponentially distributed
+  // extra sensing time with this mean, drawn per sense.
+  SimTime t_read_jitter = 0;
+  // Read retry: this fraction of senses fails ECC and is re-sensed with shifted read levels,
+  // `read_retry_steps` more tR each time.
+  double read_retry_rate = 0;
+  uint32_t read_retry_steps = 1;
+  uint64_t seed = 1;  // of the die factors, the jitter and the retries
+
+  // The die's page register keeps the last page group it sensed until the die does anything
+  // else: reading another unit of it costs only the channel transfer (no tR). Multi-plane:
+  // a sense fills the registers of every plane.
+  bool register_hits = false;
+
+  // Program/erase suspend: a read to a die that is programming or erasing suspends it
+  // (t_suspend), senses, and resumes it (t_resume); the program or erase ends that much later.
+  bool suspend = false;
+  SimTime t_suspend = 0;
+  SimTime t_resume = 0;
+
+  // tPROG of a page group programmed in SLC mode (the SLC write cache); 0: no SLC mode.
+  SimTime t_prog_slc = 0;
 };
 
 // Where a page lives. `block` is per plane.
@@ -49,9 +77,15 @@ class NandArray {
   // bytes (plus command_overhead). Returns when the data is in the controller. The die is free
   // again after tR (the data waits in the cache register for the channel).
   SimTime read(SimTime start, const PhysPage& p, uint32_t bytes);
+  // Sense a page group into the die's register without moving data (read-ahead): the die is
+  // busy for tR; a later read() of it costs only the transfer (with register_hits). Returns
+  // when the data is in the register (at once if it already is).
+  SimTime sense(SimTime start, const PhysPage& p);
   // Program a full page: the channel moves page_bytes into the die, then the die is busy
   // for tPROG. Multi-plane: `planes` pages on consecutive planes of one die in one tPROG.
-  SimTime program(SimTime start, const PhysPage& p, uint32_t planes = 1);
+  // `t_prog`: this program's array time (0: the timing's tPROG; the SLC cache passes
+  // t_prog_slc).
+  SimTime program(SimTime start, const PhysPage& p, uint32_t planes = 1, SimTime t_prog = 0);
   // Erase: the die is busy for tBERS (after command_overhead on the channel, if any).
   // Multi-plane: `planes` blocks with the same index on consecutive planes in one tBERS.
   SimTime erase(SimTime start, uint32_t channel, uint32_t die, uint32_t plane, uint32_t block,
@@ -74,10 +108,41 @@ class NandArray {
     return die_booked_[size_t(channel) * g_.dies_per_channel + die];
   }
   SimTime channel_busy_time(uint32_t channel) const { return channel_booked_[channel]; }
+  // The die's mean tR (t_read x its die factor) and counters of the read model.
+  SimTime die_t_read(uint32_t channel, uint32_t die) const {
+    return die_tr_[size_t(channel) * g_.dies_per_channel + die];
+  }
+  uint64_t register_hits() const { return register_hits_; }
+  uint64_t read_retries() const { return retries_; }
+  uint64_t suspends() const { return suspends_; }
+
  private:
+  enum class Op : uint8_t { kIdle, kRead, kProgram, kErase };
+  struct Register {
+    bool valid = false;
+    uint32_t block = 0, page = 0;
+    SimTime ready = 0;  // when the sensed data is in the register
+  };
+  size_t die_index(uint32_t channel, uint32_t die) const {
+    return size_t(channel) * g_.dies_per_channel + die;
+  }
+  SimTime sense_time(size_t d);  // tR of one sense on die d (spread, jitter, retries)
+  // Books a sense of (block, page) on die d from `start`; returns when the data is sensed.
+  SimTime book_sense(size_t d, SimTime start, uint32_t block, uint32_t page);
+  void book_array_op(size_t d, Op op, SimTime begin, SimTime end);
+  uint64_t next_random();
+  double uniform();
+
   NandGeometry g_;
   NandTiming t_;
   std::vector<SimTime> die_busy_;
+  std::vector<SimTime> die_tr_;         // per die: t_read x die factor
+  std::vector<Op> die_op_;              // the last operation booked on each die
+  std::vector<SimTime> die_op_begin_;   // and when its array time began
+  std::vector<Register> register_;      // per die
+  std::vector<SimTime> suspended_sense_end_;  // per die: last read sensed under a suspension
+  uint64_t rng_state_ = 0;
+  uint64_t register_hits_ = 0, retries_ = 0, suspends_ = 0;
   std::vector<Timeline> channels_;
   std::vector<SimTime> die_booked_, channel_booked_;
   SimTime now_ = 0;
@@ -99,6 +164,45 @@ struct FtlConfig {
   uint32_t gc_free_blocks_low = 4;   // start GC below this many free blocks per die (superblock)
   Precondition precondition = Precondition::kNone;
   uint64_t seed = 1;                 // for kSteady's random overwrites
+  // Read-ahead: once reads come in LPN order (a sequential stream), each read that enters a
+  // new page group senses the next `read_ahead_groups` groups of the stream into their dies'
+  // page registers (NandArray::sense), so the host's reads of them find the data sensed.
+  uint32_t read_ahead_groups = 0;
+  // SLC write cache (see SlcCache): host page groups are programmed in SLC mode while this
+  // much SLC space is free; idle time folds it back to TLC. 0: no SLC cache.
+  uint64_t slc_bytes = 0;
+  SimTime slc_fold_after_idle = 1 * kMs;
+};
+
+// The SLC write cache of a TLC drive, as bookkeeping: host writes land in SLC-mode blocks
+// (fast programs) while SLC space is free; once it is used up they are programmed as TLC
+// directly (the post-cache write rate). When the drive has been idle for `fold_after_idle`,
+// it folds SLC data into TLC at `fold_bytes_per_second` and frees the space again. Folding
+// happens only in idle time and is not booked on the dies (a read during idle does not see
+// it): the cost the host sees is the TLC rate once the cache is full.
+class SlcCache {
+ public:
+  SlcCache() = default;
+  SlcCache(uint64_t capacity_bytes, uint64_t fold_bytes_per_second, SimTime fold_after_idle)
+      : capacity_(capacity_bytes), fold_rate_(fold_bytes_per_second), fold_after_(fold_after_idle) {}
+  bool enabled() const { return capacity_ != 0; }
+  // A host page group of `bytes` is programmed from `start`: true if it goes to SLC (and
+  // takes the space), false if the cache is full (a TLC program).
+  bool admit(SimTime start, uint64_t bytes);
+  // That program ends at `done` (the drive is busy until then).
+  void programmed(SimTime done) { busy_until_ = std::max(busy_until_, done); }
+  uint64_t used() const { return used_; }
+  uint64_t capacity() const { return capacity_; }
+  uint64_t slc_programs() const { return slc_programs_; }
+  uint64_t tlc_programs() const { return tlc_programs_; }
+  uint64_t folded_bytes() const { return folded_; }
+
+ private:
+  uint64_t capacity_ = 0, fold_rate_ = 0;
+  SimTime fold_after_ = 0;
+  uint64_t used_ = 0;
+  SimTime busy_until_ = 0;  // end of the last program: idle time starts there
+  uint64_t slc_programs_ = 0, tlc_programs_ = 0, folded_ = 0;
 };
 
 struct FtlStats {
@@ -167,6 +271,8 @@ class Ftl {
   void trim(uint64_t lpn);
   const FtlStats& stats() const { return stats_; }
   uint64_t free_blocks() const;  // free superblocks, all dies
+  const SlcCache& slc() const { return slc_; }
+  uint64_t read_ahead_senses() const { return read_ahead_senses_; }
 
   // --- introspection (tests, diagnostics) ---
   uint32_t free_blocks(uint32_t channel, uint32_t die) const;
@@ -274,6 +380,8 @@ class Ftl {
   void push_free(uint32_t d, uint32_t sb);
   void precondition_sequential();
   void precondition_steady();
+  void read_ahead(SimTime start, uint64_t lpn);
+  bool nand_location(uint64_t lpn, uint64_t* p) const;  // false: buffered, unmapped, trimmed
 
   NandArray& nand_;
   FtlConfig cfg_;
@@ -304,6 +412,10 @@ class Ftl {
   FtlStats stats_;
   uint64_t precond_host_units_ = 0;
   double precond_wa_ = 0.0;
+  SlcCache slc_;
+  uint64_t last_read_lpn_ = kNoLpn;  // read-ahead: the stream's last LPN
+  uint64_t stream_units_ = 0;        // and how many consecutive LPNs led to it
+  uint64_t read_ahead_senses_ = 0;
 };
 
 }  // namespace pollux::emu::timing

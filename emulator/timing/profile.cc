@@ -86,7 +86,20 @@ Result<Profile> parse_root(const YAML::Node& root) {
   POLLUX_TRY(fw.duration("admin", &p.firmware.admin));
   POLLUX_TRY(fw.duration("other", &p.firmware.other));
   POLLUX_TRY(fw.duration("per_unit", &p.firmware.per_unit));
+  POLLUX_TRY(fw.duration("turnaround", &p.firmware.turnaround));
+  POLLUX_TRY(fw.number("jitter", 0, 1, &p.firmware.jitter));
+  POLLUX_TRY(fw.duration("read_latency", &p.firmware.read_latency, kMs));
+  POLLUX_TRY(fw.duration("write_latency", &p.firmware.write_latency, kMs));
   POLLUX_TRY(fw.unknown_keys());
+
+  Section dp(top.take("datapath"), "datapath");
+  POLLUX_TRY(dp.check_is_map());
+  uint64_t read_mb_s = 0, write_mb_s = 0;
+  POLLUX_TRY(dp.uint("read_mb_s", 1, 1000000, &read_mb_s));
+  POLLUX_TRY(dp.uint("write_mb_s", 1, 1000000, &write_mb_s));
+  POLLUX_TRY(dp.unknown_keys());
+  p.datapath.read_bytes_per_second = read_mb_s * 1'000'000;
+  p.datapath.write_bytes_per_second = write_mb_s * 1'000'000;
 
   std::string media = "none";
   POLLUX_TRY(top.string("media", &media));
@@ -126,6 +139,18 @@ Result<Profile> parse_root(const YAML::Node& root) {
   POLLUX_TRY(nd.uint("channel_mb_s", 1, 100000, &mb_s));
   t.channel_bytes_per_second = mb_s * 1'000'000;
   POLLUX_TRY(nd.duration("command_overhead", &t.command_overhead, kMs));
+  POLLUX_TRY(nd.number("t_read_die_spread", 0, 0.5, &t.t_read_die_spread));
+  POLLUX_TRY(nd.duration("t_read_jitter", &t.t_read_jitter, kMs));
+  POLLUX_TRY(nd.number("read_retry_rate", 0, 1, &t.read_retry_rate));
+  POLLUX_TRY(nd.uint("read_retry_steps", 1, 16, &t.read_retry_steps));
+  POLLUX_TRY(nd.boolean("register_hits", &t.register_hits));
+  POLLUX_TRY(nd.boolean("suspend", &t.suspend));
+  POLLUX_TRY(nd.duration("t_suspend", &t.t_suspend, kMs));
+  POLLUX_TRY(nd.duration("t_resume", &t.t_resume, kMs));
+  POLLUX_TRY(nd.duration("t_prog_slc", &t.t_prog_slc));
+  POLLUX_TRY(nd.uint("read_ahead_groups", 0, 64, &p.ftl.read_ahead_groups));
+  POLLUX_TRY(nd.size("slc_bytes", &p.ftl.slc_bytes));
+  POLLUX_TRY(nd.duration("slc_fold_after_idle", &p.ftl.slc_fold_after_idle));
   POLLUX_TRY(nd.uint("gc_free_blocks_low", 1, 1 << 20, &p.ftl.gc_free_blocks_low));
   std::string pre = "none";
   POLLUX_TRY(nd.string("precondition", &pre));
@@ -139,6 +164,7 @@ Result<Profile> parse_root(const YAML::Node& root) {
     return err("nand.precondition: '" + pre + "' is not one of none, sequential, steady");
   POLLUX_TRY(nd.uint("seed", 0, ~uint64_t{0}, &p.ftl.seed));
   POLLUX_TRY(nd.unknown_keys());
+  t.seed = p.ftl.seed;
 
   Section ca(top.take("cache"), "cache");
   POLLUX_TRY(ca.check_is_map());
@@ -167,6 +193,8 @@ nvme::Status scale_capacity(Profile& p, uint32_t blocks_per_plane, uint32_t page
   // Smaller blocks are erased more often per unit written: scale tBERS with the block size so
   // an erase costs the same per unit as on the full-size drive.
   p.nand_timing.t_erase = p.nand_timing.t_erase * pages_per_block / p.nand_geometry.pages_per_block;
+  // The SLC cache is a share of the blocks: it shrinks with them.
+  p.ftl.slc_bytes = static_cast<uint64_t>(double(p.ftl.slc_bytes) * ratio) / 4096 * 4096;
   p.nand_geometry.blocks_per_plane = blocks_per_plane;
   p.nand_geometry.pages_per_block = pages_per_block;
   p.ftl.logical_bytes = ns.size_bytes;
@@ -211,6 +239,10 @@ Status validate(const Profile& p) {
     if (p.nand_timing.t_read == 0 || p.nand_timing.t_prog == 0 || p.nand_timing.t_erase == 0) {
       return err("nand: t_read, t_prog and t_erase must be set");
     }
+    if (p.ftl.slc_bytes != 0 && p.nand_timing.t_prog_slc == 0)
+      return err("nand.slc_bytes: an SLC cache needs nand.t_prog_slc (its program time)");
+    if (p.ftl.slc_bytes % p.ftl.mapping_unit != 0)
+      return err("nand.slc_bytes: must be a multiple of 4 KiB");
   }
   if (p.media == MediaKind::kOptane && p.optane.read == 0) return err("optane.read: must be set");
   if (p.cache.bytes % 4096) return err("cache.bytes: must be a multiple of 4 KiB");

@@ -9,6 +9,7 @@
 
 #include "emulator/nvme/config.h"
 #include "emulator/nvme/result.h"
+#include "emulator/timing/datapath.h"
 #include "emulator/timing/nand.h"
 #include "emulator/timing/sim_time.h"
 
@@ -40,6 +41,20 @@ struct FirmwareProfile {
   SimTime admin = 0;
   SimTime other = 0;     // write zeroes, DSM, compare, unknown
   SimTime per_unit = 0;  // extra per 4 KiB mapping unit (splitting, FTL lookup)
+  // Extra per read or write command when its core's previous command went the other way
+  // (read after write or write after read): what mixed workloads cost beyond the mix of the
+  // pure ones.
+  SimTime turnaround = 0;
+  // Variation of the per-command time: a fraction `jitter` of it is exponentially distributed
+  // (same mean), so queues behind a busy core build tails (0: every command costs exactly its
+  // time).
+  double jitter = 0;
+  // Fixed latency of every read / write that does not hold a core (it overlaps with other
+  // commands): a read's data leaves this much after the media returned it, a write completes
+  // this long after its data is buffered.
+  SimTime read_latency = 0;
+  SimTime write_latency = 0;
+  uint64_t seed = 1;  // of the jitter (set from the simulation's generator)
 };
 
 struct OptaneProfile {
@@ -65,6 +80,7 @@ struct Profile {
   uint32_t max_outstanding = 1024;    // commands the device holds at once (fetch window)
   PcieProfile pcie;
   FirmwareProfile firmware;
+  DataPathProfile datapath;
   MediaKind media = MediaKind::kNone;
   OptaneProfile optane;
   NandGeometry nand_geometry;

@@ -23,14 +23,22 @@ TimedSsd::TimedSsd(sc_core::sc_module_name n, const Profile& p, nvme::Controller
       on_host_visible_(std::move(on_host_visible)) {
   link_ = std::make_unique<PcieLinkModule>("pcie", p.pcie);
   cache_ = std::make_unique<WriteCacheModule>("write_cache", p.cache.bytes);
-  processor_ = std::make_unique<CommandProcessor>("command_processor", p.firmware, 9, 4096);
+  FirmwareProfile fw = p.firmware;
+  if (fw.jitter > 0) fw.seed = rng();  // only then: other profiles keep their random sequence
+  processor_ = std::make_unique<CommandProcessor>("command_processor", fw, 9, 4096);
   processor_->set_capacity_bytes(p.controller.namespaces.at(0).size_bytes);
   processor_->set_cache_protected(p.cache.power_loss_protection);
   processor_->link(*link_);
+  datapath_ = std::make_unique<DataPathModule>("datapath", p.datapath);
+  processor_->datapath(*datapath_);
   processor_->cache(*cache_);
   switch (p.media) {
     case MediaKind::kNand: {
-      nand_ = std::make_unique<NandArrayModule>("nand_array", p.nand_geometry, p.nand_timing);
+      // The read model's random draws (die factors, jitter, retries) follow the profile's
+      // seed and the simulation's.
+      NandTiming t = p.nand_timing;
+      t.seed = p.ftl.seed * 0x9e3779b97f4a7c15ull ^ rng();
+      nand_ = std::make_unique<NandArrayModule>("nand_array", p.nand_geometry, t);
       FtlConfig fc = p.ftl;
       fc.logical_bytes = p.controller.namespaces.at(0).size_bytes;
       ftl_ = std::make_unique<FtlModule>("ftl", fc, *nand_);
@@ -434,6 +442,13 @@ TimedSsdStats TimedSsd::stats() const {
     s.nand_reads = nand_->core().reads();
     s.nand_programs = nand_->core().programs();
     s.nand_erases = nand_->core().erases();
+    s.nand_register_hits = nand_->core().register_hits();
+    s.nand_read_retries = nand_->core().read_retries();
+    s.nand_suspends = nand_->core().suspends();
+    s.read_ahead_senses = ftl_->core().read_ahead_senses();
+    s.slc_programs = ftl_->core().slc().slc_programs();
+    s.tlc_programs = ftl_->core().slc().tlc_programs();
+    s.slc_used_bytes = ftl_->core().slc().used();
   }
   s.link_upstream_bytes = link_->core().upstream_bytes();
   s.link_downstream_bytes = link_->core().downstream_bytes();

@@ -32,6 +32,10 @@ struct TimedSsdStats {
   uint64_t ftl_map_bytes = 0;      // NAND: host memory of the FTL's maps
   uint64_t ftl_mapped_lpns = 0;    // NAND: forward-map entries held
   uint64_t nand_reads = 0, nand_programs = 0, nand_erases = 0;
+  // NAND read model: reads served from a die's page register (no tR), retried senses, reads
+  // that suspended a program or erase, read-ahead senses; SLC cache programs.
+  uint64_t nand_register_hits = 0, nand_read_retries = 0, nand_suspends = 0;
+  uint64_t read_ahead_senses = 0, slc_programs = 0, tlc_programs = 0, slc_used_bytes = 0;
   uint64_t link_upstream_bytes = 0, link_downstream_bytes = 0;
 };
 
@@ -101,6 +105,7 @@ class TimedSsd final : public sc_core::sc_module, private FrontEndClient {
   std::function<void()> on_host_visible_;
 
   std::unique_ptr<PcieLinkModule> link_;
+  std::unique_ptr<DataPathModule> datapath_;
   std::unique_ptr<NandArrayModule> nand_;
   std::unique_ptr<FtlModule> ftl_;
   std::unique_ptr<MediaModule> media_;

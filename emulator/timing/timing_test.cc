@@ -237,6 +237,41 @@ TEST(PcieLink, IdealLinkCostsNothing) {
 
 // ----------------------------------------------------------------------------- WriteCache ---
 
+// ---- DataPath ----
+
+TEST(DataPath, NoLimitCostsNothing) {
+  DataPath d(DataPathProfile{});
+  const DataPath::Slot s = d.to_host(0, 5 * kUs, 1 << 20);
+  EXPECT_EQ(s.begin, 5 * kUs);
+  EXPECT_EQ(s.end, 5 * kUs);
+}
+
+TEST(DataPath, EachDirectionIsABandwidthOfItsOwn) {
+  DataPath d(DataPathProfile{2'000'000'000, 1'000'000'000});  // 2 GB/s out, 1 GB/s in
+  // 64 KiB to the host: 32.768 us; a second transfer offered at the same time queues behind.
+  DataPath::Slot a = d.to_host(0, 0, 65536);
+  EXPECT_EQ(a.begin, 0u);
+  EXPECT_EQ(a.end, 32'768 * kNs);
+  DataPath::Slot b = d.to_host(0, 0, 65536);
+  EXPECT_EQ(b.begin, 32'768 * kNs);
+  EXPECT_EQ(b.end, 65'536 * kNs);
+  // The other direction is independent: 64 KiB from the host at 1 GB/s.
+  DataPath::Slot w = d.from_host(0, 0, 65536);
+  EXPECT_EQ(w.begin, 0u);
+  EXPECT_EQ(w.end, 65'536 * kNs);
+  // An idle gap is used: a transfer offered later than the booked ones starts at once.
+  DataPath::Slot c = d.to_host(0, 1 * kMs, 4096);
+  EXPECT_EQ(c.begin, 1 * kMs);
+  EXPECT_EQ(c.end, 1 * kMs + 2'048 * kNs);
+}
+
+TEST(DataPath, SustainedRateIsTheConfiguredOne) {
+  DataPath d(DataPathProfile{2'400'000'000, 0});
+  SimTime end = 0;
+  for (int i = 0; i < 1000; ++i) end = d.to_host(0, 0, 65536).end;  // all offered at once
+  EXPECT_NEAR(1000.0 * 65536 / (double(end) / kSec) / 1e6, 2400.0, 0.01);
+}
+
 TEST(WriteCache, DisabledWithoutCapacity) {
   WriteCache c(0);
   EXPECT_FALSE(c.enabled());
@@ -458,8 +493,11 @@ TEST(Profile, BuiltinFigures) {
   EXPECT_EQ(o.pcie.lanes, 4u);
   EXPECT_EQ(o.pcie.dma_read_latency, 700 * kNs);
   EXPECT_EQ(o.firmware.read, 1720 * kNs);
-  EXPECT_EQ(o.optane.read, 4300 * kNs);
+  EXPECT_EQ(o.optane.read, 4050 * kNs);
   EXPECT_EQ(o.optane.units, 16u);
+  EXPECT_EQ(o.firmware.turnaround, 470 * kNs);
+  EXPECT_EQ(o.datapath.read_bytes_per_second, 2'400'000'000u);
+  EXPECT_EQ(o.datapath.write_bytes_per_second, 2'020'000'000u);
   EXPECT_EQ(o.controller.namespaces[0].size_bytes, uint64_t{732585168} * 512);
   EXPECT_FALSE(o.controller.volatile_write_cache);
 
@@ -473,6 +511,19 @@ TEST(Profile, BuiltinFigures) {
   EXPECT_EQ(t.value().nand_timing.channel_bytes_per_second, 1'200'000'000u);
   EXPECT_EQ(t.value().ftl.logical_bytes, t.value().controller.namespaces[0].size_bytes);
   EXPECT_EQ(t.value().ftl.precondition, Precondition::kSequential);
+  EXPECT_EQ(t.value().ftl.slc_bytes, uint64_t{108719} << 20);
+  EXPECT_EQ(t.value().nand_timing.t_prog_slc, 400 * kUs);
+  EXPECT_TRUE(t.value().nand_timing.suspend);
+
+  auto m = load_profile("p3700");
+  ASSERT_TRUE(m.ok()) << m.error();
+  EXPECT_EQ(m.value().nand_timing.t_read_jitter, 5300 * kNs);
+  EXPECT_DOUBLE_EQ(m.value().nand_timing.t_read_die_spread, 0.03);
+  EXPECT_DOUBLE_EQ(m.value().nand_timing.read_retry_rate, 0.001);
+  EXPECT_TRUE(m.value().nand_timing.register_hits);
+  EXPECT_FALSE(m.value().nand_timing.suspend);
+  EXPECT_EQ(m.value().ftl.read_ahead_groups, 4u);
+  EXPECT_EQ(m.value().firmware.read_latency, 4700 * kNs);
 
   auto n = load_profile("null");
   ASSERT_TRUE(n.ok()) << n.error();
@@ -589,6 +640,66 @@ TEST(Profile, BadMedia) {
   EXPECT_TRUE(parse_profile(base_yaml("media: optane\noptane: {read: 4us}\n")).ok());
   EXPECT_THAT(parse_error(base_yaml("media: nand\nnand: {precondition: full}\n")),
               HasSubstr("nand.precondition"));
+}
+
+// The ledger's model keys: parsed, and checked.
+TEST(Profile, ModelKeys) {
+  const std::string nand =
+      "media: nand\nnand: {channels: 2, dies_per_channel: 2, planes_per_die: 1, "
+      "blocks_per_plane: 64, pages_per_block: 16, t_read: 50us, t_prog: 600us, t_erase: 3ms, ";
+  auto r = parse_profile(base_yaml(
+      "firmware: {read: 2us, turnaround: 0.5us, jitter: 0.25, read_latency: 3us, write_latency: 15us}\n"
+      "datapath: {read_mb_s: 2800, write_mb_s: 1900}\n" +
+      nand +
+      "t_read_die_spread: 0.03, t_read_jitter: 5us, read_retry_rate: 1e-3, read_retry_steps: 2, "
+      "register_hits: true, read_ahead_groups: 4, suspend: true, t_suspend: 20us, t_resume: 10us, "
+      "t_prog_slc: 150us, slc_bytes: 64KiB, slc_fold_after_idle: 2ms}\n"));
+  ASSERT_TRUE(r.ok()) << r.error();
+  const Profile& p = r.value();
+  EXPECT_EQ(p.firmware.turnaround, 500 * kNs);
+  EXPECT_DOUBLE_EQ(p.firmware.jitter, 0.25);
+  EXPECT_EQ(p.firmware.read_latency, 3 * kUs);
+  EXPECT_EQ(p.firmware.write_latency, 15 * kUs);
+  EXPECT_EQ(p.datapath.read_bytes_per_second, 2'800'000'000u);
+  EXPECT_EQ(p.datapath.write_bytes_per_second, 1'900'000'000u);
+  EXPECT_DOUBLE_EQ(p.nand_timing.t_read_die_spread, 0.03);
+  EXPECT_EQ(p.nand_timing.t_read_jitter, 5 * kUs);
+  EXPECT_DOUBLE_EQ(p.nand_timing.read_retry_rate, 0.001);
+  EXPECT_EQ(p.nand_timing.read_retry_steps, 2u);
+  EXPECT_TRUE(p.nand_timing.register_hits);
+  EXPECT_EQ(p.ftl.read_ahead_groups, 4u);
+  EXPECT_TRUE(p.nand_timing.suspend);
+  EXPECT_EQ(p.nand_timing.t_suspend, 20 * kUs);
+  EXPECT_EQ(p.nand_timing.t_resume, 10 * kUs);
+  EXPECT_EQ(p.nand_timing.t_prog_slc, 150 * kUs);
+  EXPECT_EQ(p.ftl.slc_bytes, 65536u);
+  EXPECT_EQ(p.ftl.slc_fold_after_idle, 2 * kMs);
+  // Without the keys: off.
+  auto off = parse_profile(base_yaml());
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off.value().datapath.read_bytes_per_second, 0u);
+  EXPECT_EQ(off.value().firmware.turnaround, 0u);
+  // Errors name the field.
+  EXPECT_THAT(parse_error(base_yaml(nand + "t_read_die_spread: 0.9}\n")),
+              HasSubstr("nand.t_read_die_spread: 0.9 is out of range"));
+  EXPECT_THAT(parse_error(base_yaml(nand + "read_retry_rate: often}\n")),
+              HasSubstr("nand.read_retry_rate: 'often' is not a number"));
+  EXPECT_THAT(parse_error(base_yaml(nand + "slc_bytes: 1MiB}\n")), HasSubstr("t_prog_slc"));
+  EXPECT_THAT(parse_error(base_yaml("firmware: {jitter: 2}\n")), HasSubstr("firmware.jitter"));
+  EXPECT_THAT(parse_error(base_yaml("datapath: {read_mb_s: 0}\n")), HasSubstr("datapath.read_mb_s"));
+  EXPECT_THAT(parse_error(base_yaml("datapath: {rate: 1}\n")), HasSubstr("datapath.rate: unknown key"));
+}
+
+TEST(Profile, ScaleCapacityScalesTheSlcCache) {
+  auto p = load_profile("gen4-tlc");
+  ASSERT_TRUE(p.ok());
+  Profile q = p.value();
+  const double before = double(q.controller.namespaces[0].size_bytes);
+  const uint64_t slc = q.ftl.slc_bytes;
+  ASSERT_TRUE(scale_capacity(q, 64, 48).ok());
+  const double ratio = double(q.controller.namespaces[0].size_bytes) / before;
+  EXPECT_NEAR(double(q.ftl.slc_bytes) / double(slc), ratio, 0.001);
+  EXPECT_EQ(q.ftl.slc_bytes % 4096, 0u);
 }
 
 TEST(Profile, NameIsRequired) {

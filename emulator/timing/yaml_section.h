@@ -88,6 +88,23 @@ class Section {
     *out = static_cast<std::remove_reference_t<decltype(*out)>>(v);
     return {};
   }
+  // A plain decimal number (0.02, 1e-4) in [lo, hi].
+  Status number(const char* key, double lo, double hi, double* out) {
+    const YAML::Node n = take(key);
+    if (!n || n.IsNull()) return {};
+    const std::string f = field(key);
+    const std::string s = n.IsScalar() ? n.Scalar() : "";
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    if (s.empty() || end == s.c_str() || *end || !std::isfinite(v)) {
+      return err(f + ": '" + s + "' is not a number" + where(n));
+    }
+    if (v < lo || v > hi) {
+      return err(fmt::format("{}: {} is out of range [{}, {}]{}", f, s, lo, hi, where(n)));
+    }
+    *out = v;
+    return {};
+  }
   Status boolean(const char* key, bool* out) {
     const YAML::Node n = take(key);
     if (!n || n.IsNull()) return {};

@@ -35,14 +35,18 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["per_device"][0]; sy
 "$sim" --help | grep -q -- "-p,--profile TEXT=p4800x .*gen4-tlc.*p3700" || fail "--help names no profiles or defaults"
 refused "--interval-ms" -S 0
 # -S: the write cliff of a full TLC drive in time: fast while the cache absorbs writes, then
-# GC stalls them (a whole-run average hides both).
+# GC stalls them (a whole-run average hides both). With the TLC program time of the profile
+# (2.8 ms a page group) GC can stall every write for tens of milliseconds: some windows after
+# the cliff see no completion at all, so the slow writes are looked for over the whole run.
 timeout 120 "$sim" -p gen4-tlc --scale-blocks 64 --scale-pages 16 --precondition steady -w randwrite \
-  -q 16 -t 20 -S 2 --json >"$err.out" || fail "-S run"
+  -q 16 -t 60 -S 2 --json >"$err.out" || fail "-S run"
 python3 - "$err.out" <<'PY' || fail "-S series: $(cat "$err.out")"
 import json, sys
 s = json.load(open(sys.argv[1]))["per_device"][0]["intervals"]
 assert len(s) >= 9 and [round(x["end_ms"]) for x in s] == [2 * (i + 1) for i in range(len(s))], s
-assert s[0]["iops"] > 10 * s[-1]["iops"] and s[-1]["mean_us"] > 10 * s[0]["mean_us"], s
+later = s[len(s) // 2:]
+assert s[0]["iops"] > 10 * min(x["iops"] for x in later), s
+assert max(x["max_us"] for x in s) > 10 * s[0]["mean_us"], s
 PY
 # The emulator's memory store: zero writes keep nothing; --write-pattern writes are kept as
 # their seeds (no bytes); the FTL's forward map holds the LPNs written.

@@ -37,21 +37,25 @@ void Wire::transmit(uint64_t now_ns, uint64_t src, uint64_t dst, const uint8_t* 
       std::find(scripted_drops_.begin(), scripted_drops_.end(), index) != scripted_drops_.end() ||
       !link_up(src) || !link_up(dst);
   const char* fate = "ok";
+  uint64_t fate_code = 0;  // for the decision hash: ok, drop, corrupt, late, corrupt+late
   if (scripted || lost) {
     ++stats_.dropped;
     fate = "drop";
+    fate_code = 1;
   } else {
     std::vector<uint8_t> bytes(packet, packet + len);
     if (corrupt && len > 0) {
       bytes[flip_at % len] ^= 0x5a;
       ++stats_.corrupted;
       fate = "corrupt";
+      fate_code = 2;
     }
     uint64_t at = now_ns + latency_ns_;
     if (late) {
       at += faults_.reorder_delay_ns;
       ++stats_.reordered;
       fate = corrupt ? "corrupt+late" : "late";
+      fate_code = corrupt ? 4 : 3;
     }
     if (dup) {
       ++stats_.duplicated;
@@ -59,13 +63,17 @@ void Wire::transmit(uint64_t now_ns, uint64_t src, uint64_t dst, const uint8_t* 
     }
     enqueue(at, src, dst, std::move(bytes));
   }
+  const bool has_bth = len >= sizeof(spec::roce::Bth);
+  const uint8_t opcode = has_bth ? packet[0] : 0xff;
+  const uint32_t psn = has_bth ? spec::roce::load_be24(packet + 9) : 0;
+  for (uint64_t v : {now_ns, src, dst, uint64_t{opcode} << 32 | psn, uint64_t{len},
+                     fate_code | uint64_t{dup} << 8})
+    decision_hash_ = (decision_hash_ ^ v) * 1099511628211ull;
   if (record_) {
     char line[128];
-    const bool has_bth = len >= sizeof(spec::roce::Bth);
     std::snprintf(line, sizeof line, "t=%llu %llu->%llu op=0x%02x psn=%u len=%zu %s%s",
                   static_cast<unsigned long long>(now_ns), static_cast<unsigned long long>(src),
-                  static_cast<unsigned long long>(dst), has_bth ? packet[0] : 0xff,
-                  has_bth ? spec::roce::load_be24(packet + 9) : 0, len, fate, dup ? "+dup" : "");
+                  static_cast<unsigned long long>(dst), opcode, psn, len, fate, dup ? "+dup" : "");
     trace_.emplace_back(line);
   }
 }

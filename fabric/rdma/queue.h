@@ -66,6 +66,8 @@ class RdmaQueue final : public nvme::QueueTransport {
   const verbs::Mr* mr_for(const void* p, std::size_t len);
   int map_segment(Request& r, uint16_t index, sn::SubmissionEntry& cmd, const iovec* v, uint32_t n);
   const verbs::Mr* register_region(const void* p, std::size_t len);  // the rare path
+  uint32_t rkey_of(const verbs::Mr& mr);  // the MR's rkey, or a wrong one when injected
+  std::string renew_device_objects();     // after a device reset: MRs again
   bool post_recv(uint32_t slot);
   void send_capsules();
   void close_qp();
@@ -77,6 +79,8 @@ class RdmaQueue final : public nvme::QueueTransport {
   uint32_t max_keyed_;
   std::vector<spec::nvmf::KeyedSglDescriptor> segments_;  // kMaxKeyed per request
   std::atomic<bool> broken_{true};
+  RdmaHostFaults* faults_ = nullptr;  // error injection, if the options carry it
+  uint32_t device_generation_ = 0;    // of the MRs held
   uint32_t crqsize_ = 0;
 
   std::unique_ptr<CmId> cm_;

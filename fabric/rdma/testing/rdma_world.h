@@ -42,6 +42,7 @@ struct WorldOptions {
   }();
   uint64_t blocks = 16384;  // 8 MiB of 512-byte blocks
   QpTiming host_qp;
+  std::shared_ptr<RdmaHostFaults> host_faults;  // error injection on the host's side
 };
 
 // One machine's side of the wire: its memory, its NIC, and verbs over it.
@@ -161,6 +162,7 @@ class World {
     ho.cm_network = &net_;
     ho.registry = &host_machine_.registry;
     ho.qp = o_.host_qp;
+    ho.faults = o_.host_faults;
     auto t = RdmaTransport::create(trid.value(), ho);
     if (!t) return t.error().message;
     nvme::ControllerOptions co;

@@ -167,6 +167,21 @@ TEST(Rnic, CommandErrorsAndResourceLifetimes) {
   EXPECT_EQ(h.cmd(sr::CmdOpcode::kDeregMr, sr::HandleIn{mr2.lkey}), St::kBadResource);
 }
 
+// A CQ made in the slot of one the host had consumed 3,211 entries of starts with a consumer
+// count of 0 — all four bytes of its doorbell, not just the low one (which left 3,072 and a
+// new CQ "overflowed" at its first entry: found by a host reconnecting after a QP error).
+TEST(Rnic, ACqInAReusedSlotStartsWithAZeroConsumerCount) {
+  RawHost h;
+  Buffer ring(1 << 16);
+  const uint32_t cq = h.handle_of(sr::CmdOpcode::kCreateCq, sr::CreateCqIn{ring.iova(), 4});
+  h.ring(sr::reg::cq_doorbell(cq), 3211);
+  ASSERT_EQ(h.cmd(sr::CmdOpcode::kDestroyCq, sr::HandleIn{cq}), St::kOk);
+  ASSERT_EQ(h.handle_of(sr::CmdOpcode::kCreateCq, sr::CreateCqIn{ring.iova(), 4}), cq);
+  uint32_t db = 0xffffffff;
+  std::memcpy(&db, h.doorbells.p + sr::reg::cq_doorbell(cq) - sr::reg::kDoorbellBase, 4);
+  EXPECT_EQ(db, 0u);
+}
+
 // A QP brought to RTS by hand, and the rings it uses.
 struct RawQp {
   RawHost& h;

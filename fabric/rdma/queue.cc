@@ -476,7 +476,7 @@ int RdmaQueue::poll(sn::CompletionEntry* out, uint32_t max) {
   }
   if (n > 0 || outstanding_ == 0) {
     empty_polls_ = 0;
-  } else if (++empty_polls_ == kCmCheckPolls) {
+  } else if (++empty_polls_ >= (params_.qid == 0 ? 1 : kCmCheckPolls)) {
     // Nothing answers: the target may have ended the connection (its DREQ), or our own NIC
     // may have failed or been reset under us (a register read).
     empty_polls_ = 0;

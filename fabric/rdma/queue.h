@@ -106,7 +106,10 @@ class RdmaQueue final : public nvme::QueueTransport {
   uint32_t tail_ = 0;
   // A target that ends the queue says so on the CM stream (DREQ); its QP just goes quiet. The
   // stream is read only when commands wait and this many polls in a row found nothing: never
-  // in the steady state (on the kernel's TCP it is a recv).
+  // in the steady state (on the kernel's TCP it is a recv). The admin queue, polled only by
+  // the admin poller (every 100s of us, its AERs always waiting), reads it at every empty
+  // poll, as SPDK's host processes CM events from its admin poll: a target that ended the
+  // association is seen at once, not after its keep-alive times out.
   static constexpr uint32_t kCmCheckPolls = 4096;
   uint32_t outstanding_ = 0;  // capsules posted whose response has not come
   uint32_t empty_polls_ = 0;

@@ -66,7 +66,9 @@ RdmaQueue::RdmaQueue(std::shared_ptr<RdmaTransport::Shared> shared, const nvme::
       in_capsule_(in_capsule),
       max_keyed_(std::min(max_keyed, kMaxKeyed)),
       faults_(shared_->options.faults.get()),
-      device_generation_(shared_->options.context->generation()) {}
+      device_generation_(shared_->options.context->generation()),
+      cm_net_(shared_->options.cm_network != nullptr ? shared_->options.cm_network
+                                                     : &net::posix_network()) {}
 
 RdmaQueue::~RdmaQueue() {
   close_qp();
@@ -201,6 +203,7 @@ void RdmaQueue::reset() {
     if (r.sent) r = Request{};
   produced_ = tail_ = 0;
   outstanding_ = empty_polls_ = 0;
+  quiet_since_ns_ = 0;
   (void)open();  // a failure leaves the queue broken(): the reset fails and is tried again
 }
 
@@ -476,12 +479,19 @@ int RdmaQueue::poll(sn::CompletionEntry* out, uint32_t max) {
   }
   if (n > 0 || outstanding_ == 0) {
     empty_polls_ = 0;
-  } else if (++empty_polls_ >= (params_.qid == 0 ? 1 : kCmCheckPolls)) {
-    // Nothing answers: the target may have ended the connection (its DREQ), or our own NIC
-    // may have failed or been reset under us (a register read).
+    quiet_since_ns_ = 0;
+  } else if (params_.qid == 0 || ++empty_polls_ == kClockPolls) [[unlikely]] {
     empty_polls_ = 0;
-    if ((cm_ && cm_->poll().type != CmEventType::kNone) || shared_->options.context->probe_fatal())
-      broken_.store(true, std::memory_order_release);
+    const uint64_t now = cm_net_->now_ns();
+    if (quiet_since_ns_ == 0) quiet_since_ns_ = now;
+    if (params_.qid == 0 || now - quiet_since_ns_ >= kCmCheckNs) {
+      // Nothing answers: the target may have ended the connection (its DREQ), or our own NIC
+      // may have failed or been reset under us (a register read).
+      quiet_since_ns_ = now;
+      if ((cm_ && cm_->poll().type != CmEventType::kNone) ||
+          shared_->options.context->probe_fatal())
+        broken_.store(true, std::memory_order_release);
+    }
   }
   return static_cast<int>(n);
 }

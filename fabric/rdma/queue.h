@@ -104,15 +104,18 @@ class RdmaQueue final : public nvme::QueueTransport {
   std::vector<sn::SubmissionEntry> sq_;
   uint32_t produced_ = 0;  // SQ slots up to here have been posted
   uint32_t tail_ = 0;
-  // A target that ends the queue says so on the CM stream (DREQ); its QP just goes quiet. The
-  // stream is read only when commands wait and this many polls in a row found nothing: never
-  // in the steady state (on the kernel's TCP it is a recv). The admin queue, polled only by
-  // the admin poller (every 100s of us, its AERs always waiting), reads it at every empty
-  // poll, as SPDK's host processes CM events from its admin poll: a target that ended the
-  // association is seen at once, not after its keep-alive times out.
-  static constexpr uint32_t kCmCheckPolls = 4096;
+  // A target that ends the queue says so on the CM stream (DREQ); its QP just goes quiet (what
+  // it had acknowledged is never answered). The stream is read only when commands wait and
+  // nothing came back for kCmCheckNs — the clock looked at every kClockPolls empty polls —
+  // never in the steady state (on the kernel's TCP it is a recv). The admin queue, polled
+  // only by the admin poller (every 100s of us, its AERs always waiting), reads it at every
+  // empty poll, as SPDK's host processes CM events from its admin poll.
+  static constexpr uint32_t kClockPolls = 16;
+  static constexpr uint64_t kCmCheckNs = 100'000;
+  net::Network* cm_net_;      // the CM's network: its clock too
   uint32_t outstanding_ = 0;  // capsules posted whose response has not come
   uint32_t empty_polls_ = 0;
+  uint64_t quiet_since_ns_ = 0;  // 0: answers came at the last look
 };
 
 }  // namespace pollux::fabric::rdma

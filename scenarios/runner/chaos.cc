@@ -177,7 +177,7 @@ FabricSpec draw_rdma_fabric(Rng& r) {
   f.link.latency_ns = uniform(r, 1, 10) * 1000;
   f.link.mtu = uniform(r, 0, 1) ? 4096 : 1024;
   f.link.loss = uniform(r, 0, 2) == 0 ? 0.001 : 0;
-  f.nic.ack_timeout = static_cast<uint8_t>(uniform(r, 7, 9));  // 0.5 to 2.1 ms
+  f.nic.ack_timeout = static_cast<uint8_t>(uniform(r, 7, 8));  // 0.5 or 1 ms
   f.io_queues = static_cast<uint32_t>(uniform(r, 1, 2));
   f.keep_alive_timeout_ms = static_cast<uint32_t>(uniform(r, 3, 20));
   f.connect_timeout_ns = uniform(r, 2, 5) * 1'000'000;

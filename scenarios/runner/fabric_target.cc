@@ -183,6 +183,12 @@ class FabricScenarioTarget final : public EmulatedTarget {
     co.hostnqn = kHostNqn;
     co.keep_alive_timeout_ms = spec_.keep_alive_timeout_ms;
     co.admin_timeout_us = std::max<uint64_t>(spec_.connect_timeout_ns / 1000, 1000);
+    // RDMA: one lost packet costs an ACK timeout before the NIC sends it again; an admin
+    // command is not given up before two of them.
+    if (rdma()) {
+      const uint64_t ack_us = spec::roce::local_ack_timeout_ns(spec_.nic.ack_timeout) / 1000;
+      co.admin_timeout_us = std::max<uint64_t>(co.admin_timeout_us, 2 * ack_us);
+    }
     if (tune_) tune_(co);
     auto c = nvme::Controller::attach(std::move(transport), co);
     if (!c) return make_error(ENODEV, c.error().message);

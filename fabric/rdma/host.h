@@ -54,7 +54,7 @@ struct RdmaHostOptions {
   env::MemoryRegistry* registry = nullptr;  // data buffers (default: the factory's registry)
   uint32_t connect_timeout_ms = 5000;       // the CM exchange, in the network's time
   QpTiming qp;
-  std::shared_ptr<RdmaHostFaults> faults;   // none: the hot path never looks
+  std::shared_ptr<RdmaHostFaults> faults;  // none: the hot path never looks
 };
 
 class RdmaTransport final : public nvme::Transport {

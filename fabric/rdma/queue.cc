@@ -128,8 +128,8 @@ std::string RdmaQueue::open_qp() {
     region_ = std::move(region).value();
   }
   if (!region_mr_) {
-    auto mr = ctx.reg_mr(*shared_->pd, region_->data(), region_->size(),
-                         verbs::access::kLocalWrite);
+    auto mr =
+        ctx.reg_mr(*shared_->pd, region_->data(), region_->size(), verbs::access::kLocalWrite);
     if (!mr) return where + ": capsule buffers MR: " + mr.error().message;
     region_mr_ = std::move(mr).value();
   }
@@ -316,7 +316,8 @@ int RdmaQueue::map_data(uint16_t index, sn::SubmissionEntry& cmd, const iovec* i
         r.bounced_read = true;
       }
     }
-    const auto k = nf::KeyedSglDescriptor::make(reinterpret_cast<uintptr_t>(addr), len, rkey_of(*mr));
+    const auto k =
+        nf::KeyedSglDescriptor::make(reinterpret_cast<uintptr_t>(addr), len, rkey_of(*mr));
     std::memcpy(&cmd.dptr.sgl1, &k, sizeof k);
   }
   r.mapped = true;

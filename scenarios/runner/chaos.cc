@@ -259,7 +259,9 @@ uint64_t longest_reachable_span(const std::vector<FaultSpec>& faults, uint64_t e
       case FaultKind::kConnectionDrop:
       case FaultKind::kQpError:
       case FaultKind::kNicReset:
-      case FaultKind::kBadRkey: until = f.at_ns; break;
+      case FaultKind::kBadRkey:
+        until = f.at_ns;
+        break;
       case FaultKind::kPartition:
       case FaultKind::kLinkFlap:
       case FaultKind::kKeepaliveExpiry:
@@ -357,8 +359,8 @@ Scenario make_chaos_scenario(const ChaosOptions& o) {
   const uint64_t needed = rdma ? 2 * kRdmaConnectNs : 2 * kAcceptPeriodNs;
   if (o.fabric && longest_reachable_span(s.faults, o.duration_ns) < needed) {
     s.expect.min_ios = 0;
-    s.description += " (the target is never reachable for " + format_ns(needed) +
-                     ": no I/O expected)";
+    s.description +=
+        " (the target is never reachable for " + format_ns(needed) + ": no I/O expected)";
   }
   return s;
 }

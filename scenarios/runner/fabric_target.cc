@@ -138,8 +138,8 @@ class FabricScenarioTarget final : public EmulatedTarget {
   Result<std::unique_ptr<nvme::Controller>> connect(uint32_t d) override {
     auto trid_of = [&](uint32_t path) {
       return nvme::parse_transport_id(std::string("trtype:") + (rdma() ? "rdma" : "tcp") +
-                                      " adrfam:ipv4 traddr:" + address_of(path) + " trsvcid:" +
-                                      kPort + " subnqn:" + nqn_of(specs_[d].name));
+                                      " adrfam:ipv4 traddr:" + address_of(path) +
+                                      " trsvcid:" + kPort + " subnqn:" + nqn_of(specs_[d].name));
     };
     auto trid = trid_of(0);
     if (!trid) return trid.error();
@@ -411,7 +411,7 @@ class FabricScenarioTarget final : public EmulatedTarget {
   TuneController tune_;
   fabric::net::SimNetwork net_;
   uint64_t seed_;
-  std::unique_ptr<sim::RdmaFabric> rdma_;  // transport: rdma
+  std::unique_ptr<sim::RdmaFabric> rdma_;                                   // transport: rdma
   std::vector<std::shared_ptr<fabric::rdma::RdmaHostFaults>> host_faults_;  // per device
   std::unique_ptr<sim::FabricTarget> target_;
   std::vector<sim::FabricSubsystem> subsystems_;

@@ -2,7 +2,8 @@
 // or against QEMU's NVMe controller through vfio-pci in a HIL guest (scenarios/qemu).
 //
 //   pollux-scenario run FILE [--seed N] [--time virtual] [--report DIR]
-//   pollux-scenario chaos --seed N [--duration 20ms] [--faults 6] [--fabric | --rdma] [--report DIR]
+//   pollux-scenario chaos --seed N [--duration 20ms] [--faults 6] [--fabric | --rdma]
+//                         [--report DIR]
 //   pollux-scenario check FILE...        (parse and validate only)
 //
 // Exit status: 0 every expectation met, 1 an expectation failed (the replay command is

@@ -121,8 +121,7 @@ Status bandwidth(Section& s, const std::string& field, uint64_t* out) {
   return {};
 }
 
-Status parse_fabric_host(const YAML::Node& n, Section& s, const std::string& prefix,
-                         FabricSpec* f);
+Status parse_fabric_host(const YAML::Node& n, Section& s, const std::string& prefix, FabricSpec* f);
 
 // transport: rdma — the wire (latency, loss, path MTU) and the NICs' QP timing; what only
 // the simulated TCP network has is refused by name.

@@ -80,7 +80,7 @@ struct FabricSpec {
   int line = 0;
   std::string transport = "tcp";  // tcp | rdma
   FabricLinkSpec link;
-  FabricNicSpec nic;              // rdma only
+  FabricNicSpec nic;     // rdma only
   bool digests = false;  // NVMe/TCP header and data digests (CRC32C)
   uint32_t io_queues = 1;
   // Paths to the target (multipath, failover): the target listens on 10.0.0.1, 10.0.0.2...,
@@ -135,7 +135,13 @@ struct WorkloadSpec {
 };
 
 enum class FaultKind {
-  kHotRemove, kHotInsert, kFatal, kDisable, kPowerLoss, kReadyDelay, kHostReset,
+  kHotRemove,
+  kHotInsert,
+  kFatal,
+  kDisable,
+  kPowerLoss,
+  kReadyDelay,
+  kHostReset,
   kCommand,    // a device fault rule (status, never_complete, delay, duplicate_completion, ...)
   kBadBlocks,  // persistent bad blocks in the workload range
   kClear,      // remove every device fault rule and bad block

@@ -234,18 +234,18 @@ TEST(ScenarioInput, BadFabricInputIsRefusedWithTheFieldNamed) {
 }
 
 TEST(ScenarioInput, AnRdmaFabricParsesWithItsWireNicsAndFaults) {
-  auto s = parse_scenario(fabric(
-      "{transport: rdma, link: {latency: 3us, loss: 0.001, mtu: 1024}, "
-      "nic: {ack_timeout: 500us, retry_count: 3, rnr_retry: 6}, io_queues: 2, "
-      "keep_alive_timeout: 20ms, reconnect_delay: 1ms, ctrlr_loss_timeout: 1s, "
-      "connect_timeout: 2ms}",
-      "[{at: 1ms, action: link_flap, side: target, duration: 2ms}, "
-      "{at: 1ms, action: loss, rate: 0.05, duration: 3ms}, "
-      "{at: 1ms, action: qp_error, side: target, qp: 2}, {at: 1ms, action: qp_error}, "
-      "{at: 1ms, action: nic_reset}, {at: 1ms, action: bad_rkey, device: nvme0, count: 3}, "
-      "{at: 1ms, action: partition, duration: 1ms}, "
-      "{at: 1ms, action: corruption, rate: 0.01, duration: 1ms}, "
-      "{at: 1ms, action: target_restart, duration: 2ms}, {at: 1ms, action: bad_rkey}]"));
+  auto s = parse_scenario(
+      fabric("{transport: rdma, link: {latency: 3us, loss: 0.001, mtu: 1024}, "
+             "nic: {ack_timeout: 500us, retry_count: 3, rnr_retry: 6}, io_queues: 2, "
+             "keep_alive_timeout: 20ms, reconnect_delay: 1ms, ctrlr_loss_timeout: 1s, "
+             "connect_timeout: 2ms}",
+             "[{at: 1ms, action: link_flap, side: target, duration: 2ms}, "
+             "{at: 1ms, action: loss, rate: 0.05, duration: 3ms}, "
+             "{at: 1ms, action: qp_error, side: target, qp: 2}, {at: 1ms, action: qp_error}, "
+             "{at: 1ms, action: nic_reset}, {at: 1ms, action: bad_rkey, device: nvme0, count: 3}, "
+             "{at: 1ms, action: partition, duration: 1ms}, "
+             "{at: 1ms, action: corruption, rate: 0.01, duration: 1ms}, "
+             "{at: 1ms, action: target_restart, duration: 2ms}, {at: 1ms, action: bad_rkey}]"));
   ASSERT_TRUE(s.ok()) << s.error();
   const FabricSpec& f = *s.value().fabric;
   EXPECT_EQ(f.transport, "rdma");

@@ -103,8 +103,10 @@ RunReport run_rdma_perf(const RunSpec& spec) {
   }
 
   for (uint32_t i = 0; i < rig->devices(); ++i) {
-    auto trid = nvme::parse_transport_id("trtype:rdma adrfam:ipv4 traddr:10.0.0.1 trsvcid:4420 "
-                                         "subnqn:" + nqn_of(i));
+    auto trid = nvme::parse_transport_id(
+        "trtype:rdma adrfam:ipv4 traddr:10.0.0.1 trsvcid:4420 "
+        "subnqn:" +
+        nqn_of(i));
     fabric::rdma::RdmaHostOptions ho;
     ho.context = &fab->context(RdmaSide::kHost);
     ho.cm_network = &net;
@@ -147,7 +149,8 @@ RunReport run_rdma_perf(const RunSpec& spec) {
   if (spec.metrics) {
     sources = std::make_unique<metrics::Exporter>();
     sources->add_source(metrics::event_source(rig->framework()));
-    for (uint32_t i = 0; i < jobs.size(); ++i) qpairs.add(jobs[i]->qpair(), "dev" + std::to_string(i));
+    for (uint32_t i = 0; i < jobs.size(); ++i)
+      qpairs.add(jobs[i]->qpair(), "dev" + std::to_string(i));
     sources->add_source(qpairs.source());
     sources->add_source([&](metrics::Builder& b) {
       b.gauge("pollux_emu_simulated_seconds", "Simulated time of the run (virtual or paced)", {},

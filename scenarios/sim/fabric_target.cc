@@ -75,8 +75,8 @@ std::string FabricTarget::start_async(const std::vector<FabricSubsystem>& subsys
         return "namespace " + b + " of " + s.nqn + ": " + n.error().message;
     }
     for (const std::string& a : o_.addresses) {
-      if (auto st = tgt_->add_listener(s.nqn, ft::ListenAddress{rdma ? "RDMA" : "TCP", "IPv4", a,
-                                                                o_.port});
+      if (auto st = tgt_->add_listener(
+              s.nqn, ft::ListenAddress{rdma ? "RDMA" : "TCP", "IPv4", a, o_.port});
           !st)
         return "listener " + a + ":" + o_.port + ": " + st.error().message;
     }

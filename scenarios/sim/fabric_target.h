@@ -2,8 +2,8 @@
 // (fabric/target) and its TCP transport (fabric/tcp) — or its RDMA transport (fabric/rdma) on
 // an emulated NIC of the world (rdma_fabric.h), the connection manager's exchange on the
 // SimNetwork — on a step-mode event framework of its own, serving bdevs of its own bdev
-// manager (malloc, or bdev_nvme over the timed emulator's SSDs). The lockstep steps it as part of "the world"
-// (Lockstep::add_world): never charged to the host, never stepped by the host.
+// manager (malloc, or bdev_nvme over the timed emulator's SSDs). The lockstep steps it as part of
+// "the world" (Lockstep::add_world): never charged to the host, never stepped by the host.
 //
 // Two frameworks on one OS thread: each reactor iteration sets Thread::current() for its
 // thread and restores the previous one (CurrentThreadScope), so a host poller that waits in a

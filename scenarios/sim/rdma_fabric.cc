@@ -124,19 +124,17 @@ void RdmaFabric::collect_metrics(metrics::Builder& b) const {
     b.counter("pollux_rnic_tx_packets_total", "RoCEv2 packets the NIC sent", l, n(c.tx_packets));
     b.counter("pollux_rnic_rx_packets_total", "RoCEv2 packets the NIC received", l,
               n(c.rx_packets));
-    b.counter("pollux_rnic_tx_bytes_total", "Bytes the NIC sent (BTH to ICRC)", l,
-              n(c.tx_bytes));
+    b.counter("pollux_rnic_tx_bytes_total", "Bytes the NIC sent (BTH to ICRC)", l, n(c.tx_bytes));
     b.counter("pollux_rnic_rx_bytes_total", "Bytes the NIC received (BTH to ICRC)", l,
               n(c.rx_bytes));
     b.counter("pollux_rnic_retransmitted_packets_total",
-              "Request packets sent again (ACK timeout, NAK, RNR)", l,
-              n(c.retransmitted_packets));
-    b.counter("pollux_rnic_ack_timeouts_total", "Local ACK timeouts (go back to the oldest PSN)",
-              l, n(c.timeouts));
+              "Request packets sent again (ACK timeout, NAK, RNR)", l, n(c.retransmitted_packets));
+    b.counter("pollux_rnic_ack_timeouts_total", "Local ACK timeouts (go back to the oldest PSN)", l,
+              n(c.timeouts));
     b.counter("pollux_rnic_rnr_naks_sent_total", "RNR NAKs sent (a SEND found no receive WQE)", l,
               n(c.rnr_naks_sent));
-    b.counter("pollux_rnic_rnr_naks_received_total", "RNR NAKs received (the requester waits)",
-              l, n(c.rnr_naks_received));
+    b.counter("pollux_rnic_rnr_naks_received_total", "RNR NAKs received (the requester waits)", l,
+              n(c.rnr_naks_received));
     b.counter("pollux_rnic_seq_naks_sent_total", "PSN sequence error NAKs sent (a gap)", l,
               n(c.seq_naks_sent));
     b.counter("pollux_rnic_duplicate_requests_total", "Request packets received twice", l,
@@ -159,8 +157,7 @@ void RdmaFabric::collect_metrics(metrics::Builder& b) const {
       metrics::Labels ql = l;
       ql.emplace_back("qpn", std::to_string(qpn));
       b.counter("pollux_rnic_qp_tx_packets_total", "Packets the QP sent", ql, n(q.tx_packets));
-      b.counter("pollux_rnic_qp_rx_packets_total", "Packets the QP received", ql,
-                n(q.rx_packets));
+      b.counter("pollux_rnic_qp_rx_packets_total", "Packets the QP received", ql, n(q.rx_packets));
       b.counter("pollux_rnic_qp_tx_bytes_total", "Bytes the QP sent", ql, n(q.tx_bytes));
       b.counter("pollux_rnic_qp_rx_bytes_total", "Bytes the QP received", ql, n(q.rx_bytes));
       b.counter("pollux_rnic_qp_retransmitted_packets_total", "Packets the QP sent again", ql,

@@ -36,8 +36,7 @@ class RdmaFabric {
  public:
   // clock: the lockstep's (1 tick = 1 ns). registry: the memory both NICs reach (their rings,
   // the target's buffers, the host's data). nullptr and *error on failure.
-  static std::unique_ptr<RdmaFabric> create(const env::Clock& clock,
-                                            env::MemoryRegistry& registry,
+  static std::unique_ptr<RdmaFabric> create(const env::Clock& clock, env::MemoryRegistry& registry,
                                             const RdmaFabricOptions& options, std::string* error);
   ~RdmaFabric();
   RdmaFabric(const RdmaFabric&) = delete;

@@ -179,10 +179,10 @@ TEST(Chaos, AnRdmaRunIsAFunctionOfItsSeed) {
     EXPECT_TRUE(validate(x).ok()) << "seed " << seed << ": " << validate(x).error();
     for (const FaultSpec& f : x.faults) drawn[static_cast<size_t>(f.kind)] = true;
   }
-  for (FaultKind k : {FaultKind::kLinkFlap, FaultKind::kLoss, FaultKind::kQpError,
-                      FaultKind::kNicReset, FaultKind::kBadRkey, FaultKind::kPartition,
-                      FaultKind::kCorruption, FaultKind::kKeepaliveExpiry,
-                      FaultKind::kTargetRestart})
+  for (FaultKind k :
+       {FaultKind::kLinkFlap, FaultKind::kLoss, FaultKind::kQpError, FaultKind::kNicReset,
+        FaultKind::kBadRkey, FaultKind::kPartition, FaultKind::kCorruption,
+        FaultKind::kKeepaliveExpiry, FaultKind::kTargetRestart})
     EXPECT_TRUE(drawn[static_cast<size_t>(k)]) << to_string(k);
   EXPECT_FALSE(drawn[static_cast<size_t>(FaultKind::kConnectionDrop)]);
   EXPECT_FALSE(drawn[static_cast<size_t>(FaultKind::kLatency)]);

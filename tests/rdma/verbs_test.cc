@@ -560,8 +560,8 @@ TEST_F(Verbs, ADeviceResetKillsEveryObjectAndRecoverBringsTheDeviceBack) {
   for (uint32_t round = 0; round < 2; ++round) {
     ASSERT_EQ(post_recv(*b2, {b_.sge(8192, 4096)}, 10 + round), 0);
     fill(a_.at(0), 1000, 9 + round);
-    ASSERT_EQ(post_send(*qp.value(), WrOpcode::kSend,
-                        {Sge{a_.addr(0), 1000, mr.value()->lkey()}}, 20 + round),
+    ASSERT_EQ(post_send(*qp.value(), WrOpcode::kSend, {Sge{a_.addr(0), 1000, mr.value()->lkey()}},
+                        20 + round),
               0);
     cluster_.run_until_idle(1'000'000'000ull);
     ASSERT_EQ(cq.value()->poll(wc, 4), 1) << "round " << round;

@@ -174,6 +174,15 @@ LvolStore* LvolStore::find(const std::string& name) {
   return it == registry().end() ? nullptr : it->second;
 }
 
+std::vector<LvolStore*> LvolStore::loaded_on(const bdev::Manager& mgr) {
+  std::lock_guard lock(registry_mu());
+  std::vector<LvolStore*> out;
+  for (const auto& [name, lvs] : registry()) {
+    if (&lvs->mgr_ == &mgr) out.push_back(lvs);
+  }
+  return out;
+}
+
 Lvol* LvolStore::lvol(const std::string& name) {
   auto it = lvols_.find(name);
   return it == lvols_.end() ? nullptr : it->second.get();

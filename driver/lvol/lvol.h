@@ -55,6 +55,9 @@ class LvolStore {
   // (dirty load). Metadata thread; a second call while one runs is ignored (-EALREADY).
   void crash(DoneFn cb, void* arg);
   static LvolStore* find(const std::string& name);  // loaded lvstores, by name
+  // The loaded lvstores whose base bdev is in `mgr` (a program unloads them when it stops,
+  // as SPDK's lvol module does when the bdev subsystem finishes).
+  static std::vector<LvolStore*> loaded_on(const bdev::Manager& mgr);
 
   const std::string& name() const { return name_; }
   blob::Blobstore& blobstore() { return *bs_; }

@@ -520,6 +520,69 @@ TEST_F(Faults, StalePhaseHidesTheEntry) {
   EXPECT_EQ(sp::status::phase(raw2.status), phase);
 }
 
+FaultRule silent_rule(FaultAction action, int opcode, uint64_t shift = 0) {
+  FaultRule r;
+  r.action = action;
+  r.opcode = opcode;
+  r.shift = shift;
+  r.count = 1;
+  return r;
+}
+
+TEST_F(Faults, DropDataReadSucceedsWithoutTouchingTheBuffer) {
+  ASSERT_TRUE(ok(write_pattern(7, 0x77)));
+  ASSERT_TRUE(ctrl().faults().add(silent_rule(FaultAction::kDropData, sp::nvm::kRead)).ok());
+  const uint64_t silent = ctrl().counters().silent_faults;
+  const auto c = read_block(7);
+  EXPECT_TRUE(ok(c)) << "the whole point: the host is told it worked";
+  EXPECT_TRUE(buf_is(0xAA, 512)) << "no data reached the host buffer";
+  EXPECT_EQ(ctrl().counters().silent_faults, silent + 1);
+  ASSERT_TRUE(ok(read_block(7))) << "count 1: the next read is honest";
+  EXPECT_TRUE(buf_is(0x77));
+}
+
+TEST_F(Faults, DropDataWriteSucceedsWithoutChangingTheMedia) {
+  ASSERT_TRUE(ok(write_pattern(9, 0x19)));
+  ASSERT_TRUE(ctrl().faults().add(silent_rule(FaultAction::kDropData, sp::nvm::kWrite)).ok());
+  EXPECT_TRUE(ok(write_pattern(9, 0x91)));
+  ASSERT_TRUE(ok(read_block(9)));
+  EXPECT_TRUE(buf_is(0x19)) << "the acknowledged write never reached the media";
+}
+
+TEST_F(Faults, MisdirectedWriteLandsShiftBlocksAway) {
+  ASSERT_TRUE(ok(write_pattern(100, 0x10)));
+  ASSERT_TRUE(ok(write_pattern(108, 0x18)));
+  ASSERT_TRUE(ctrl().faults().add(silent_rule(FaultAction::kMisdirect, sp::nvm::kWrite, 8)).ok());
+  const uint64_t silent = ctrl().counters().silent_faults;
+  EXPECT_TRUE(ok(write_pattern(100, 0xEE)));
+  EXPECT_EQ(ctrl().counters().silent_faults, silent + 1);
+  ASSERT_TRUE(ok(read_block(100)));
+  EXPECT_TRUE(buf_is(0x10)) << "the addressed block kept its old data";
+  ASSERT_TRUE(ok(read_block(108)));
+  EXPECT_TRUE(buf_is(0xEE)) << "the data went 8 blocks away";
+}
+
+TEST_F(Faults, MisdirectedReadReturnsAnotherBlocksData) {
+  ASSERT_TRUE(ok(write_pattern(200, 0x20)));
+  ASSERT_TRUE(ok(write_pattern(201, 0x21)));
+  // shift 0: the command's own length, the next range.
+  ASSERT_TRUE(ctrl().faults().add(silent_rule(FaultAction::kMisdirect, sp::nvm::kRead, 0)).ok());
+  ASSERT_TRUE(ok(read_block(200)));
+  EXPECT_TRUE(buf_is(0x21)) << "block 201's data, reported as block 200's";
+  ASSERT_TRUE(ok(read_block(200)));
+  EXPECT_TRUE(buf_is(0x20));
+}
+
+TEST_F(Faults, MisdirectWrapsInsideTheNamespace) {
+  const uint64_t last = 16 * 1024 * 1024 / 512 - 1;  // namespace 1: 16 MiB of 512 B blocks
+  ASSERT_TRUE(ok(write_pattern(3, 0x03)));
+  ASSERT_TRUE(ok(write_pattern(last, 0x0F)));
+  ASSERT_TRUE(ctrl().faults().add(silent_rule(FaultAction::kMisdirect, sp::nvm::kRead, 4)).ok());
+  const auto c = read_block(last);
+  ASSERT_TRUE(ok(c)) << "a misdirected range stays a valid range";
+  EXPECT_TRUE(buf_is(0x03)) << "last + 4 wraps to block 3";
+}
+
 TEST_F(Faults, FatalStatusStopsEverythingUntilReset) {
   ctrl().inject_fatal_status();
   EXPECT_TRUE(h.ctrl().read32(sp::reg::kCsts) & sp::csts::kCfs);

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <set>
 
 #include "driver/bdev/modules/config_methods.h"
@@ -91,43 +93,80 @@ Result<std::monostate> TargetApp::start(const AppOptions& o) {
 void TargetApp::stop(std::function<void()> done) {
   rpc_.reset();
   if (!mgr_) return done();
-  auto after_target = [this, done = std::move(done)] {
-    // bdev_nvme controllers (their admin pollers live on this thread), then the collector.
-    bdev::nvme_hotplug_stop(*mgr_);
-    const auto names = bdev::nvme_controller_names(*mgr_);
-    auto left = std::make_shared<std::size_t>(names.size() + 1);
-    auto finish = std::make_shared<std::function<void()>>([this, done] {
-      if (collector_) {
-        auto* d = new std::function<void()>(done);
-        collector_->stop(
-            [](void* a) {
-              std::unique_ptr<std::function<void()>> f(static_cast<std::function<void()>*>(a));
-              (*f)();
-            },
-            d);
-        return;
-      }
-      done();
-    });
-    struct Ctx {
-      std::shared_ptr<std::size_t> left;
-      std::shared_ptr<std::function<void()>> finish;
-    };
-    auto one = [](void* a) {
-      std::unique_ptr<Ctx> c(static_cast<Ctx*>(a));
-      if (--*c->left == 0) (*c->finish)();
-    };
-    for (const auto& n : names) {
-      auto* c = new Ctx{left, finish};
-      if (bdev::nvme_detach_controller(*mgr_, n, one, c) != 0) one(c);
-    }
-    one(new Ctx{left, finish});
+  auto after_target = [this, done = std::move(done)]() mutable {
+    // The lvol stores first (their blobs write through the base bdevs, which may be NVMe).
+    unload_lvol_stores([this, done = std::move(done)] { detach_and_finish(done); });
   };
   if (tgt_) {
     tgt_->stop(std::move(after_target));
   } else {
     after_target();
   }
+}
+
+// Unloads every lvol store on this target's bdevs, one after another (the target is stopped:
+// no namespace holds an lvol open); a store that refuses (-EBUSY) is crashed instead, which
+// frees it writing nothing: its next load is a dirty load.
+void TargetApp::unload_lvol_stores(std::function<void()> then) {
+  const auto stores = lvol::LvolStore::loaded_on(*mgr_);
+  if (stores.empty()) return then();
+  struct Ctx {
+    TargetApp* app;
+    std::function<void()> then;
+    lvol::LvolStore* lvs;
+  };
+  auto* c = new Ctx{this, std::move(then), stores.front()};
+  c->lvs->unload(
+      [](void* a, int rc) {
+        std::unique_ptr<Ctx> c(static_cast<Ctx*>(a));
+        if (rc != 0) {
+          std::fprintf(stderr, "pollux-tgt: lvol store %s did not unload (%s): left dirty\n",
+                       c->lvs->name().c_str(), std::strerror(-rc));
+          auto* again = new Ctx{c->app, std::move(c->then), nullptr};
+          c->lvs->crash(
+              [](void* a, int) {
+                std::unique_ptr<Ctx> c(static_cast<Ctx*>(a));
+                c->app->unload_lvol_stores(std::move(c->then));
+              },
+              again);
+          return;
+        }
+        c->app->unload_lvol_stores(std::move(c->then));
+      },
+      c);
+}
+
+void TargetApp::detach_and_finish(std::function<void()> done) {
+  // bdev_nvme controllers (their admin pollers live on this thread), then the collector.
+  bdev::nvme_hotplug_stop(*mgr_);
+  const auto names = bdev::nvme_controller_names(*mgr_);
+  auto left = std::make_shared<std::size_t>(names.size() + 1);
+  auto finish = std::make_shared<std::function<void()>>([this, done] {
+    if (collector_) {
+      auto* d = new std::function<void()>(done);
+      collector_->stop(
+          [](void* a) {
+            std::unique_ptr<std::function<void()>> f(static_cast<std::function<void()>*>(a));
+            (*f)();
+          },
+          d);
+      return;
+    }
+    done();
+  });
+  struct Ctx {
+    std::shared_ptr<std::size_t> left;
+    std::shared_ptr<std::function<void()>> finish;
+  };
+  auto one = [](void* a) {
+    std::unique_ptr<Ctx> c(static_cast<Ctx*>(a));
+    if (--*c->left == 0) (*c->finish)();
+  };
+  for (const auto& n : names) {
+    auto* c = new Ctx{left, finish};
+    if (bdev::nvme_detach_controller(*mgr_, n, one, c) != 0) one(c);
+  }
+  one(new Ctx{left, finish});
 }
 
 nlohmann::json TargetApp::save_config() const {

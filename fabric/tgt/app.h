@@ -38,8 +38,8 @@ class TargetApp {
   // The application thread: builds everything and applies the configuration. An error is bad
   // input (exit status 2) unless its code says otherwise.
   Result<std::monostate> start(const AppOptions& o);
-  // The application thread: stops the RPC server, the target (every association ends), NVMe
-  // bdev controllers; then done().
+  // The application thread: stops the RPC server, the target (every association ends), unloads
+  // the lvol stores, detaches NVMe bdev controllers; then done().
   void stop(std::function<void()> done);
 
   target::Target& target() const { return *tgt_; }
@@ -54,6 +54,8 @@ class TargetApp {
     nlohmann::json params;
     std::vector<std::string> created;  // bdevs the entry made
   };
+  void unload_lvol_stores(std::function<void()> then);
+  void detach_and_finish(std::function<void()> done);
   void record_bdev_methods();
   void register_rpc_methods();
   void config_method_rpc(const std::string& method, const bdev::ConfigMethods& table);

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -217,6 +218,43 @@ TEST(Chaos, AFabricRunExpectsIoOnlyWhenTheTargetIsReachable) {
   EXPECT_EQ(make_chaos_scenario({105, kDurationNs, 6, true}).expect.min_ios, 1u);
   EXPECT_EQ(make_chaos_scenario({178, kDurationNs, 6, true}).expect.min_ios, 1u);
   EXPECT_EQ(make_chaos_scenario({435, kDurationNs, 6}).expect.min_ios, 1u);
+}
+
+// Chaos reaches what issue 16 found outside its draws: every timeout action, large I/O on
+// a slow drive, and re-insertions faster than the driver's admin poll.
+TEST(Chaos, DrawsEveryTimeoutActionLargeIoAndFastReinsertion) {
+  std::set<std::string> actions;
+  uint64_t large = 0, fast_reinsert = 0, slow_reinsert = 0;
+  for (uint64_t seed = 1; seed <= 2000; ++seed) {
+    const Scenario s = make_chaos_scenario({seed, kDurationNs, 6});
+    actions.insert(s.host.timeout_action);
+    for (const WorkloadSpec& w : s.workloads) large += w.block_size >= 65536;
+    for (const FaultSpec& f : s.faults) {
+      if (f.kind != FaultKind::kHotRemove) continue;
+      if (f.delay_ns < 200'000) ++fast_reinsert;
+      if (f.delay_ns >= 1'000'000) ++slow_reinsert;
+      EXPECT_GE(f.delay_ns, 10'000u) << "seed " << seed;
+      EXPECT_LE(f.delay_ns, 3'000'000u) << "seed " << seed;
+    }
+  }
+  EXPECT_EQ(actions, (std::set<std::string>{"abort", "none", "reset"}));
+  EXPECT_GT(large, 100u);
+  EXPECT_GT(fast_reinsert, 20u);
+  EXPECT_GT(slow_reinsert, 20u);
+  std::printf("2000 seeds: %lu workloads of 64 KiB+, re-insertions %lu under 200 us, %lu over 1 ms\n",
+              static_cast<unsigned long>(large), static_cast<unsigned long>(fast_reinsert),
+              static_cast<unsigned long>(slow_reinsert));
+}
+
+// The outside tester's seed (issue 16 item 3): pulled at 8.87 ms, back 2.5 ms later, a fatal
+// status right after; the drive must be attached at the end.
+TEST(Chaos, Seed1115RecoversAFatalStatusRightAfterReinsertion) {
+  const Scenario s = make_chaos_scenario({1115, 20'000'000, 6});
+  RunOptions o;
+  o.seed = 1115;
+  o.replay = "bazel run //scenarios/runner:pollux-scenario -- chaos --seed 1115 --duration 20ms --faults 6";
+  const RunResult r = run_scenario(s, o);
+  expect_recovered(r, 1115);
 }
 
 TEST(Chaos, TheScenarioIsAFunctionOfTheSeed) {

@@ -485,14 +485,15 @@ int RdmaQueue::poll(sn::CompletionEntry* out, uint32_t max) {
     empty_polls_ = 0;
     const uint64_t now = cm_net_->now_ns();
     if (quiet_since_ns_ == 0) quiet_since_ns_ = now;
-    if (params_.qid == 0 || now - quiet_since_ns_ >= kCmCheckNs) {
-      // Nothing answers: the target may have ended the connection (its DREQ), or our own NIC
-      // may have failed or been reset under us (a register read).
-      quiet_since_ns_ = now;
-      if ((cm_ && cm_->poll().type != CmEventType::kNone) ||
-          shared_->options.context->probe_fatal())
-        broken_.store(true, std::memory_order_release);
-    }
+    // The admin queue always waits (its AERs): its NIC is probed every 1 ms of quiet only.
+    const bool quiet = now - quiet_since_ns_ >= (params_.qid == 0 ? 10 : 1) * kCmCheckNs;
+    if (quiet) quiet_since_ns_ = now;
+    // Nothing answers: the target may have ended the connection (its DREQ), or our own NIC
+    // may have failed or been reset under us (a register read).
+    if ((params_.qid == 0 || quiet) && cm_ && cm_->poll().type != CmEventType::kNone)
+      broken_.store(true, std::memory_order_release);
+    if (quiet && shared_->options.context->probe_fatal())
+      broken_.store(true, std::memory_order_release);
   }
   return static_cast<int>(n);
 }

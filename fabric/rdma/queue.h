@@ -109,7 +109,8 @@ class RdmaQueue final : public nvme::QueueTransport {
   // nothing came back for kCmCheckNs — the clock looked at every kClockPolls empty polls —
   // never in the steady state (on the kernel's TCP it is a recv). The admin queue, polled
   // only by the admin poller (every 100s of us, its AERs always waiting), reads it at every
-  // empty poll, as SPDK's host processes CM events from its admin poll.
+  // empty poll, as SPDK's host processes CM events from its admin poll. The same quiet makes
+  // the queue probe its NIC (a register read: was it reset?); the admin queue every 1 ms.
   static constexpr uint32_t kClockPolls = 16;
   static constexpr uint64_t kCmCheckNs = 100'000;
   net::Network* cm_net_;      // the CM's network: its clock too

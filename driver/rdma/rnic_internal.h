@@ -46,8 +46,19 @@ class RnicContext final : public Context {
   Result<std::unique_ptr<Qp>> create_qp(Pd& pd, const QpInitAttr& init) override;
   bool get_async_event(AsyncEvent* event) override;
   bool probe_removed() override { return pci_->probe_removed(); }
+  bool probe_fatal() override;
+  int recover() override;
+  uint32_t generation() const override { return gen_.load(std::memory_order_acquire); }
   // The device is gone (a flag load: the hot path reads it).
   bool removed() const { return removed_->load(std::memory_order_acquire); }
+  // For an object of generation `gen` on the hot path: 0, -ENODEV (the device is gone) or
+  // -EIO (it failed, or the object is older than its last recovery). Flag loads only.
+  int check(uint32_t gen) const {
+    if (removed()) return -ENODEV;
+    if (fatal_.load(std::memory_order_relaxed) || gen != gen_.load(std::memory_order_relaxed))
+      return -EIO;
+    return 0;
+  }
 
   // One mailbox command: 0 or a negative errno (the device's status mapped to errno).
   int command(sr::CmdOpcode op, const void* in, std::size_t in_len, void* out, std::size_t out_len);
@@ -65,6 +76,10 @@ class RnicContext final : public Context {
   const std::string& why() const { return why_; }
 
  private:
+  int enable_function();  // memory space and bus mastering on; BAR0 is a Pollux RNIC
+  int start();            // the NIC enabled, the mailbox and the event queue set up; attr_ queried
+  void mark_fatal() { fatal_.store(true, std::memory_order_release); }
+
   std::unique_ptr<env::PciDevice> pci_;
   const std::atomic<bool>* removed_;
   env::MemoryRegistry& registry_;
@@ -76,12 +91,15 @@ class RnicContext final : public Context {
   std::mutex command_mu_;  // set-up path only
   uint32_t last_syndrome_ = 0;
   std::string why_;
+  std::atomic<bool> fatal_{false};
+  std::atomic<uint32_t> gen_{0};
+  std::mutex recover_mu_;
 };
 
 class RnicCq final : public Cq {
  public:
   RnicCq(RnicContext& ctx, uint32_t handle, Ring<sr::Cqe> ring)
-      : ctx_(ctx), handle_(handle), ring_(std::move(ring)) {}
+      : ctx_(ctx), gen_(ctx.generation()), handle_(handle), ring_(std::move(ring)) {}
   ~RnicCq() override;
   int poll(WorkCompletion* wc, int n) override;
   // Discards the completions of QP qpn still in the ring (a QP reset or destroyed: its work
@@ -89,9 +107,11 @@ class RnicCq final : public Cq {
   void clean(uint32_t qpn);
   uint32_t handle() const override { return handle_; }
   uint32_t capacity() const override { return ring_.size(); }
+  uint32_t generation() const { return gen_; }
 
  private:
   RnicContext& ctx_;
+  uint32_t gen_;
   uint32_t handle_;
   Ring<sr::Cqe> ring_;
   uint32_t consumed_ = 0;
@@ -121,9 +141,11 @@ class RnicSrq final : public Srq {
   int post_recv(const RecvWr& wr, const RecvWr** bad_wr) override;
   uint32_t handle() const override { return handle_; }
   WorkQueue& queue() { return rq_; }
+  uint32_t generation() const { return gen_; }
 
  private:
   RnicContext& ctx_;
+  uint32_t gen_;
   uint32_t handle_;
   Ring<sr::RecvWqe> ring_;
   WorkQueue rq_;
@@ -147,6 +169,7 @@ class RnicQp final : public Qp {
 
  private:
   RnicContext& ctx_;
+  uint32_t gen_;
   uint32_t qpn_;
   bool sig_all_;
   RnicSrq* srq_;  // nullptr: the QP's own receive queue

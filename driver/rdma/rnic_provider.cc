@@ -43,35 +43,46 @@ uint32_t log2_at_least(uint32_t n) {
 
 class RnicPd final : public Pd {
  public:
-  RnicPd(RnicContext& ctx, uint32_t pdn) : ctx_(ctx), pdn_(pdn) {}
+  RnicPd(RnicContext& ctx, uint32_t pdn) : ctx_(ctx), gen_(ctx.generation()), pdn_(pdn) {}
   ~RnicPd() override {
+    if (gen_ != ctx_.generation()) return;  // the device was reset: nothing of it is left
     const sr::HandleIn in{pdn_};
     ctx_.command(sr::CmdOpcode::kDeallocPd, &in, sizeof in, nullptr, 0);
   }
   uint32_t handle() const override { return pdn_; }
+  uint32_t generation() const { return gen_; }
 
  private:
   RnicContext& ctx_;
+  uint32_t gen_;
   uint32_t pdn_;
 };
 
 class RnicMr final : public Mr {
  public:
   RnicMr(RnicContext& ctx, uint32_t lkey, uint32_t rkey, void* addr, std::size_t length)
-      : ctx_(ctx) {
+      : ctx_(ctx), gen_(ctx.generation()) {
     lkey_ = lkey;
     rkey_ = rkey;
     addr_ = addr;
     length_ = length;
   }
   ~RnicMr() override {
+    if (gen_ != ctx_.generation()) return;
     const sr::HandleIn in{lkey_};
     ctx_.command(sr::CmdOpcode::kDeregMr, &in, sizeof in, nullptr, 0);
   }
 
  private:
   RnicContext& ctx_;
+  uint32_t gen_;
 };
+
+// Objects of an older generation than the context's are dead (the device was reset since).
+template <typename T>
+bool stale(const RnicContext& ctx, const T& object) {
+  return object.generation() != ctx.generation();
+}
 
 }  // namespace
 
@@ -101,19 +112,7 @@ int RnicContext::init() {
     why_ = "not a Pollux RNIC (PCI ids)";
     return -ENODEV;
   }
-  uint16_t cmd = 0;
-  pci_->config_read(spec::pci::kCommand, &cmd, sizeof cmd);
-  cmd |= spec::pci::command::kMemorySpace | spec::pci::command::kBusMaster |
-         spec::pci::command::kInterruptDisable;
-  if (pci_->config_write(spec::pci::kCommand, &cmd, sizeof cmd) != 0) {
-    why_ = "cannot enable the PCI function";
-    return -EIO;
-  }
-  if (pci_->read32(0, sr::reg::kId) != sr::reg::kIdValue) {
-    why_ = "BAR0 does not identify a Pollux RNIC";
-    return -ENODEV;
-  }
-  pci_->write32(0, sr::reg::kControl, 0);  // start from a clean device
+  if (int rc = enable_function(); rc != 0) return rc;
   doorbells_ = static_cast<volatile uint8_t*>(
       pci_->bar_map(0, sr::reg::kDoorbellBase, sr::reg::kDoorbellSize));
   if (doorbells_ == nullptr) {
@@ -126,6 +125,35 @@ int RnicContext::init() {
     return mb.error().code;
   }
   mailbox_ = std::move(mb).value();
+  // One event queue with room for an event per resource and then some.
+  if (int rc = alloc_ring(eq_, 10); rc != 0) {
+    why_ = "event queue memory";
+    return rc;
+  }
+  return start();
+}
+
+int RnicContext::enable_function() {
+  uint16_t cmd = 0;
+  pci_->config_read(spec::pci::kCommand, &cmd, sizeof cmd);
+  cmd |= spec::pci::command::kMemorySpace | spec::pci::command::kBusMaster |
+         spec::pci::command::kInterruptDisable;
+  if (pci_->config_write(spec::pci::kCommand, &cmd, sizeof cmd) != 0) {
+    why_ = "cannot enable the PCI function";
+    return -EIO;
+  }
+  if (pci_->read32(0, sr::reg::kId) != sr::reg::kIdValue) {
+    why_ = "BAR0 does not identify a Pollux RNIC";
+    return -ENODEV;
+  }
+  return 0;
+}
+
+// Also after a reset of the NIC (recover()): a function-level reset clears the command
+// register too.
+int RnicContext::start() {
+  if (int rc = enable_function(); rc != 0) return rc;
+  pci_->write32(0, sr::reg::kControl, 0);  // start from a clean device
   pci_->write64(0, sr::reg::kCmdAddr, mailbox_->iova());
   pci_->write32(0, sr::reg::kControl, sr::control::kEnable);
   if (!(pci_->read32(0, sr::reg::kStatus) & sr::status::kReady)) {
@@ -150,11 +178,8 @@ int RnicContext::init() {
   attr_.max_qp_rd_atom = q.max_qp_dest_rd_atomic;
   attr_.max_mtu = static_cast<Mtu>(q.max_mtu);
   attr_.port_address = q.port_address;
-  // One event queue with room for an event per resource and then some.
-  if (int rc = alloc_ring(eq_, 10); rc != 0) {
-    why_ = "event queue memory";
-    return rc;
-  }
+  std::memset(eq_.mem->data(), 0, eq_.mem->size());
+  eq_consumed_ = 0;
   const sr::CreateEqIn eq{eq_.iova(), eq_.log};
   if (int rc = command(sr::CmdOpcode::kCreateEq, &eq, sizeof eq, nullptr, 0); rc != 0) {
     why_ = "CREATE_EQ failed";
@@ -167,6 +192,13 @@ int RnicContext::command(sr::CmdOpcode op, const void* in, std::size_t in_len, v
                          std::size_t out_len) {
   std::lock_guard lock(command_mu_);
   if (removed()) return -ENODEV;
+  if (fatal_.load(std::memory_order_acquire)) return -EIO;
+  // A NIC that was reset has forgotten the mailbox: asking it would only time out.
+  if (!(pci_->read32(0, sr::reg::kStatus) & sr::status::kReady)) {
+    if (removed()) return -ENODEV;
+    mark_fatal();
+    return -EIO;
+  }
   auto* m = static_cast<sr::CommandMailbox*>(mailbox_->data());
   std::memset(m, 0, sizeof *m);
   m->opcode = static_cast<uint8_t>(op);
@@ -185,6 +217,31 @@ int RnicContext::command(sr::CmdOpcode op, const void* in, std::size_t in_len, v
   return rc;
 }
 
+bool RnicContext::probe_fatal() {
+  if (fatal_.load(std::memory_order_acquire)) return true;
+  // A removed device is gone, not failed (and its reads say nothing).
+  if (removed() || (pci_->read32(0, sr::reg::kStatus) & sr::status::kReady)) return false;
+  mark_fatal();
+  return true;
+}
+
+int RnicContext::recover() {
+  std::lock_guard lock(recover_mu_);  // two users of the device may find it failed at once
+  if (removed()) return -ENODEV;
+  if (!probe_fatal()) return 0;
+  // Every object made so far is dead: its destructor must not touch the tables or the device.
+  qps.fill(nullptr);
+  srqs.fill(nullptr);
+  cqs.fill(nullptr);
+  gen_.fetch_add(1, std::memory_order_acq_rel);
+  fatal_.store(false, std::memory_order_release);
+  if (const int rc = start(); rc != 0) {
+    mark_fatal();
+    return rc;
+  }
+  return 0;
+}
+
 Result<std::unique_ptr<Pd>> RnicContext::alloc_pd() {
   sr::HandleOut o{};
   if (int rc = command(sr::CmdOpcode::kAllocPd, nullptr, 0, &o, sizeof o); rc != 0)
@@ -195,6 +252,8 @@ Result<std::unique_ptr<Pd>> RnicContext::alloc_pd() {
 Result<std::unique_ptr<Mr>> RnicContext::reg_mr(Pd& pd, void* addr, std::size_t length,
                                                 uint32_t access) {
   if (addr == nullptr || length == 0) return make_error(-EINVAL, "empty memory region");
+  if (stale(*this, static_cast<const RnicPd&>(pd)))
+    return make_error(-EIO, "the PD is older than the device's last reset");
   const uint64_t iova = registry_.translate(addr, length);
   if (iova == env::kInvalidIova)
     return make_error(-EFAULT, "the range is not inside one DMA-able region of the registry");
@@ -223,6 +282,8 @@ Result<std::unique_ptr<Cq>> RnicContext::create_cq(uint32_t min_entries) {
 Result<std::unique_ptr<Srq>> RnicContext::create_srq(Pd& pd, uint32_t max_wr, uint32_t max_sge) {
   if (max_wr == 0 || max_wr > attr_.max_qp_wr || max_sge == 0 || max_sge > attr_.max_sge)
     return make_error(-EINVAL, "SRQ size out of range");
+  if (stale(*this, static_cast<const RnicPd&>(pd)))
+    return make_error(-EIO, "the PD is older than the device's last reset");
   Ring<sr::RecvWqe> ring;
   if (int rc = alloc_ring(ring, log2_at_least(max_wr)); rc != 0)
     return make_error(rc, "SRQ memory");
@@ -239,6 +300,11 @@ Result<std::unique_ptr<Qp>> RnicContext::create_qp(Pd& pd, const QpInitAttr& ini
   const QpCap& c = init.cap;
   if (init.send_cq == nullptr || init.recv_cq == nullptr)
     return make_error(-EINVAL, "a QP needs CQs");
+  if (stale(*this, static_cast<const RnicPd&>(pd)) ||
+      stale(*this, static_cast<const RnicCq&>(*init.send_cq)) ||
+      stale(*this, static_cast<const RnicCq&>(*init.recv_cq)) ||
+      (init.srq != nullptr && stale(*this, static_cast<const RnicSrq&>(*init.srq))))
+    return make_error(-EIO, "a PD, CQ or SRQ older than the device's last reset");
   if (c.max_send_wr == 0 || c.max_send_wr > attr_.max_qp_wr || c.max_send_sge > attr_.max_sge ||
       c.max_recv_sge > attr_.max_sge || c.max_recv_wr > attr_.max_qp_wr ||
       (init.srq == nullptr && c.max_recv_wr == 0))

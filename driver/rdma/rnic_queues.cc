@@ -22,6 +22,7 @@ bool copy_sges(sr::Sge* dst, const Sge* src, int n) {
 
 // ------------------------------------------------------------------------------ CQ ---
 RnicCq::~RnicCq() {
+  if (gen_ != ctx_.generation()) return;  // the device was reset: nothing of it is left
   ctx_.cqs[handle_] = nullptr;
   const sr::HandleIn in{handle_};
   ctx_.command(sr::CmdOpcode::kDestroyCq, &in, sizeof in, nullptr, 0);
@@ -32,7 +33,7 @@ constexpr uint32_t kCleanedQpn = sr::kNone;
 
 int RnicCq::poll(WorkCompletion* wc, int n) {
   if (n < 0 || (n > 0 && wc == nullptr)) return -EINVAL;
-  if (ctx_.removed()) return -ENODEV;
+  if (const int rc = ctx_.check(gen_); rc != 0) return rc;
   int got = 0;
   uint32_t taken = 0;
   while (got < n) {
@@ -81,6 +82,7 @@ void RnicCq::clean(uint32_t qpn) {
 // ----------------------------------------------------------------------------- SRQ ---
 RnicSrq::RnicSrq(RnicContext& ctx, uint32_t handle, Ring<sr::RecvWqe> ring, uint32_t max_sge)
     : ctx_(ctx),
+      gen_(ctx.generation()),
       handle_(handle),
       ring_(std::move(ring)),
       doorbell_(ctx.doorbell(sr::reg::srq_doorbell(handle))) {
@@ -89,6 +91,7 @@ RnicSrq::RnicSrq(RnicContext& ctx, uint32_t handle, Ring<sr::RecvWqe> ring, uint
 }
 
 RnicSrq::~RnicSrq() {
+  if (gen_ != ctx_.generation()) return;
   ctx_.srqs[handle_] = nullptr;
   const sr::HandleIn in{handle_};
   ctx_.command(sr::CmdOpcode::kDestroySrq, &in, sizeof in, nullptr, 0);
@@ -125,9 +128,9 @@ int post_recv_chain(const RecvWr& first, const RecvWr** bad_wr, Ring<sr::RecvWqe
 }  // namespace
 
 int RnicSrq::post_recv(const RecvWr& wr, const RecvWr** bad_wr) {
-  if (ctx_.removed()) {
+  if (const int rc = ctx_.check(gen_); rc != 0) {
     if (bad_wr != nullptr) *bad_wr = &wr;
-    return -ENODEV;
+    return rc;
   }
   return post_recv_chain(wr, bad_wr, ring_, rq_, doorbell_);
 }
@@ -136,6 +139,7 @@ int RnicSrq::post_recv(const RecvWr& wr, const RecvWr** bad_wr) {
 RnicQp::RnicQp(RnicContext& ctx, uint32_t qpn, const QpInitAttr& init, Ring<sr::SendWqe> sq,
                Ring<sr::RecvWqe> rq)
     : ctx_(ctx),
+      gen_(ctx.generation()),
       qpn_(qpn),
       sig_all_(init.sq_sig_all),
       srq_(init.srq != nullptr ? ctx.srqs[init.srq->handle()] : nullptr),
@@ -152,6 +156,7 @@ RnicQp::RnicQp(RnicContext& ctx, uint32_t qpn, const QpInitAttr& init, Ring<sr::
 }
 
 RnicQp::~RnicQp() {
+  if (gen_ != ctx_.generation()) return;
   ctx_.qps[qpn_] = nullptr;
   const sr::HandleIn in{qpn_};
   ctx_.command(sr::CmdOpcode::kDestroyQp, &in, sizeof in, nullptr, 0);
@@ -164,6 +169,7 @@ void RnicQp::clean_cqs() {
 }
 
 int RnicQp::modify(const QpAttr& a, uint32_t mask) {
+  if (gen_ != ctx_.generation()) return -EIO;  // its number may be another QP's now
   sr::QpAttrs in{};
   in.qpn = qpn_;
   in.attr_mask = mask;
@@ -200,6 +206,7 @@ int RnicQp::modify(const QpAttr& a, uint32_t mask) {
 
 int RnicQp::query(QpAttr* out) {
   if (out == nullptr) return -EINVAL;
+  if (gen_ != ctx_.generation()) return -EIO;
   const sr::HandleIn in{qpn_};
   sr::QpAttrs q{};
   if (int rc = ctx_.command(sr::CmdOpcode::kQueryQp, &in, sizeof in, &q, sizeof q); rc != 0)
@@ -223,7 +230,8 @@ int RnicQp::query(QpAttr* out) {
 
 int RnicQp::post_send(const SendWr& first, const SendWr** bad_wr) {
   const QpState s = state_.load(std::memory_order_acquire);
-  int rc = ctx_.removed() ? -ENODEV : (s == QpState::kRts || s == QpState::kErr) ? 0 : -EINVAL;
+  int rc = ctx_.check(gen_);
+  if (rc == 0 && s != QpState::kRts && s != QpState::kErr) rc = -EINVAL;
   const uint32_t before = sq_.produced;
   const SendWr* wr = &first;
   for (; rc == 0 && wr != nullptr; wr = wr->next) {
@@ -263,9 +271,9 @@ int RnicQp::post_send(const SendWr& first, const SendWr** bad_wr) {
 
 int RnicQp::post_recv(const RecvWr& wr, const RecvWr** bad_wr) {
   const QpState s = state_.load(std::memory_order_acquire);
-  if (ctx_.removed()) {
+  if (const int rc = ctx_.check(gen_); rc != 0) {
     if (bad_wr != nullptr) *bad_wr = &wr;
-    return -ENODEV;
+    return rc;
   }
   if (srq_ != nullptr || s == QpState::kReset || s == QpState::kSqd || s == QpState::kSqe) {
     if (bad_wr != nullptr) *bad_wr = &wr;

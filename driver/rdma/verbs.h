@@ -204,6 +204,17 @@ class Context {
   // Once it has, posts and polls return -ENODEV and set-up calls fail; destroying objects
   // still works (without the device).
   virtual bool probe_removed() = 0;
+  // The device failed under us or was reset (a function-level reset after a fault: every
+  // resource it held is gone). Looks actively (a control path: a register read); a failed
+  // command finds it too. Once it has, the objects made before are dead for good: posts and
+  // polls return -EIO, set-up calls on them fail, destroying them costs no command.
+  virtual bool probe_fatal() { return false; }
+  // After probe_fatal(): brings the device up again, as a fresh open would; the caller then
+  // makes its PDs, MRs, CQs and QPs anew (as verbs users re-open a device after
+  // IBV_EVENT_DEVICE_FATAL). 0 (also when nothing failed) or a negative errno. Set-up path.
+  virtual int recover() { return probe_fatal() ? -EOPNOTSUPP : 0; }
+  // Counts recoveries: an object made under an older generation is dead.
+  virtual uint32_t generation() const { return 0; }
 };
 
 }  // namespace pollux::rdma

@@ -34,6 +34,7 @@ class Cluster {
   RnicDevice& nic(std::size_t i) { return *nics_.at(i); }
   std::size_t count() const { return nics_.size(); }
   Wire& wire() { return wire_; }
+  const Wire& wire() const { return wire_; }
   uint64_t now_ns() const { return now_; }
 
   // All the work due now: deliveries, then each NIC. True if anything happened.

@@ -256,7 +256,8 @@ sr::CmdStatus Rnic::run_command(sr::CommandMailbox& m) {
       const int i = free_slot(cqs_, 0);
       if (i < 0) return St::kNoResources;
       cqs_[i] = Cq{true, {in.ring_iova, in.log_size, 0}, false, 0};
-      doorbells_[sr::reg::cq_doorbell(i) - sr::reg::kDoorbellBase] = 0;
+      for (int b = 0; b < 4; ++b)  // the whole 32-bit consumer count, not its low byte
+        doorbells_[sr::reg::cq_doorbell(i) - sr::reg::kDoorbellBase + b] = 0;
       output(m, sr::HandleOut{static_cast<uint32_t>(i)});
       return St::kOk;
     }

@@ -80,6 +80,14 @@ sr::WcOpcode send_wc_opcode(uint8_t wr_opcode) {
 
 void Rnic::complete_send(Qp& qp, uint32_t qpn, const SendOp& op, sr::WcStatus status,
                          uint8_t vendor_err) {
+  if (status == sr::WcStatus::kSuccess) {
+    const uint64_t took = now_ - std::min(now_, op.fetched_ns);
+    ++qp.counters.messages;
+    qp.counters.latency_ns_sum += took;
+    qp.counters.latency_ns_max = std::max(qp.counters.latency_ns_max, took);
+  } else {
+    ++qp.counters.error_completions;
+  }
   // Successful unsignaled WQEs complete silently; errors always produce an entry.
   if (status == sr::WcStatus::kSuccess && !(op.wqe.flags & sr::wqe_flag::kSignaled)) return;
   sr::Cqe c{};
@@ -97,6 +105,7 @@ void Rnic::complete_recv(Qp& qp, uint32_t qpn, sr::WcStatus status, uint32_t byt
                          bool with_imm, uint32_t imm, bool rdma_with_imm) {
   if (!qp.have_rwqe) return;
   qp.have_rwqe = false;
+  if (status != sr::WcStatus::kSuccess) ++qp.counters.error_completions;
   sr::Cqe c{};
   c.wr_id = qp.rwqe.wr_id;
   c.byte_len = byte_len;
@@ -136,10 +145,20 @@ void Rnic::drop_completions(uint32_t qpn) {
   std::erase_if(completions_, [qpn](const PendingCompletion& c) { return c.qpn == qpn; });
 }
 
+bool Rnic::force_qp_error(uint32_t qpn) {
+  if (qpn >= qps_.size() || !qps_[qpn].valid) return false;
+  const sr::QpState st = qps_[qpn].state;
+  if (st == sr::QpState::kReset || st == sr::QpState::kErr) return false;
+  post_event(sr::EventType::kQpFatal, qpn);
+  enter_error(qpn);
+  return true;
+}
+
 void Rnic::enter_error(uint32_t qpn) {
   Qp& qp = qps_[qpn];
   if (qp.state == sr::QpState::kErr) return;
   qp.state = sr::QpState::kErr;
+  ++qp.counters.errors;
   qp.ack_deadline = qp.rnr_deadline = 0;
   qp.in_progress = Incoming::kNone;
   qp.responses.clear();  // READ responses still owed are abandoned

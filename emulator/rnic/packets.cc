@@ -88,6 +88,8 @@ void Rnic::emit(const Qp& qp, uint8_t opcode, uint32_t psn, bool ack_req, bool s
   tx_buf_.insert(tx_buf_.end(), crc, crc + 4);
   ++counters_.tx_packets;
   counters_.tx_bytes += tx_buf_.size();
+  ++qp.counters.tx_packets;
+  qp.counters.tx_bytes += tx_buf_.size();
   wire_->transmit_at(ready, port_address_, qp.attrs.dest_address, tx_buf_.data(),
                      tx_buf_.size());
 }
@@ -164,6 +166,8 @@ void Rnic::handle_packet(const RxPacket& rx) {
     ++counters_.dropped_packets;
     return;
   }
+  ++qp.counters.rx_packets;
+  qp.counters.rx_bytes += n;
   if (op::is_request(code)) {
     handle_request(qp, qpn, p);
   } else {

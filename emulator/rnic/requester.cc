@@ -34,6 +34,7 @@ bool Rnic::fetch_send_wqes(Qp& qp, uint32_t qpn) {
     }
     SendOp o;
     o.wqe_counter = qp.sq_fetched;
+    o.fetched_ns = now_;
     const uint8_t* w =
         mem_.translate(qp.sq_iova + uint64_t{qp.sq_fetched & (size - 1)} * sizeof(sr::SendWqe),
                        sizeof(sr::SendWqe));
@@ -96,7 +97,10 @@ bool Rnic::transmit(Qp& qp, uint32_t qpn) {
     for (std::size_t i = 0; i < qp.tx_op; ++i) reads_before += qp.ops[i].is_read;
     if (o.is_read && reads_before >= max_reads) break;
     if ((o.wqe.flags & sr::wqe_flag::kFence) && reads_before > 0 && qp.tx_pkt == 0) break;
-    if (roce::psn_diff(psn, qp.tx_high) < 0) ++counters_.retransmitted_packets;
+    if (roce::psn_diff(psn, qp.tx_high) < 0) {
+      ++counters_.retransmitted_packets;
+      ++qp.counters.retransmitted_packets;
+    }
     send_request_packet(qp, qpn, o, qp.tx_pkt);
     if (qp.state != sr::QpState::kRts) return true;  // a local error ended the QP
     did = true;
@@ -263,6 +267,7 @@ void Rnic::handle_ack(Qp& qp, uint32_t qpn, const Packet& p) {
   if (qp.state != sr::QpState::kRts || qp.ops.empty()) return;
   if (type == roce::syndrome::kTypeRnrNak) {
     ++counters_.rnr_naks_received;
+    ++qp.counters.rnr_naks_received;
     if (qp.rnr_retry_left == 0) {
       const SendOp o = qp.ops.front();
       qp.ops.pop_front();
@@ -359,6 +364,7 @@ void Rnic::check_timers(Qp& qp, uint32_t qpn) {
   qp.ack_deadline = 0;
   if (qp.ops.empty()) return;
   ++counters_.timeouts;
+  ++qp.counters.timeouts;
   if (qp.retry_left == 0) {
     const SendOp o = qp.ops.front();
     qp.ops.pop_front();

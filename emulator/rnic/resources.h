@@ -64,6 +64,7 @@ enum class Incoming : uint8_t { kNone, kSend, kWrite };
 // A fetched send WQE as the requester tracks it until it completes.
 struct SendOp {
   sr::SendWqe wqe;
+  uint64_t fetched_ns = 0;   // when the requester took it (its completion's latency)
   uint32_t wqe_counter = 0;  // the SQ count of this WQE
   uint32_t length = 0;       // total bytes of its SGEs
   uint32_t first_psn = 0;
@@ -85,6 +86,17 @@ struct Response {
   uint32_t rkey = 0;
   uint32_t length = 0;
   uint32_t sent = 0;     // READ: response packets sent so far
+};
+
+// What one QP did, for metrics (the NIC's RnicCounters are the port's sums). Gone with the QP.
+struct QpCounters {
+  uint64_t tx_packets = 0, rx_packets = 0, tx_bytes = 0, rx_bytes = 0;
+  uint64_t retransmitted_packets = 0, timeouts = 0;
+  uint64_t rnr_naks_sent = 0, rnr_naks_received = 0, seq_naks_sent = 0, duplicate_requests = 0;
+  uint64_t error_completions = 0;  // work completions in error, flushes included
+  uint64_t errors = 0;             // times the QP entered the Error state
+  // Send work requests completed successfully, and their latency from fetch to completion.
+  uint64_t messages = 0, latency_ns_sum = 0, latency_ns_max = 0;
 };
 
 struct Qp {
@@ -126,6 +138,8 @@ struct Qp {
   uint32_t write_rkey = 0;
   uint32_t write_total = 0;
   std::deque<Response> responses;  // owed, oldest first
+
+  mutable QpCounters counters;  // counted where the NIC's own are (emit() sees a const Qp)
 };
 
 }  // namespace pollux::emu::rnic

@@ -152,6 +152,7 @@ void Rnic::handle_request(Qp& qp, uint32_t qpn, const Packet& p) {
     // A duplicate: its ACK was lost. SEND/WRITE are acknowledged again (up to the last PSN
     // seen); a READ is answered again from the data as it is now (IBA 9.7.5.1.2).
     ++counters_.duplicate_requests;
+    ++qp.counters.duplicate_requests;
     if (code == op::kRdmaReadRequest && p.reth != nullptr) {
       const uint32_t len = p.reth->dma_length();
       const uint8_t* src =
@@ -169,6 +170,7 @@ void Rnic::handle_request(Qp& qp, uint32_t qpn, const Packet& p) {
     if (!qp.nak_sent) {
       send_ack(qp, syn::nak(syn::kNakPsnSequenceError), qp.epsn);
       ++counters_.seq_naks_sent;
+      ++qp.counters.seq_naks_sent;
       qp.nak_sent = true;
     }
     return;
@@ -216,6 +218,7 @@ void Rnic::handle_request(Qp& qp, uint32_t qpn, const Packet& p) {
     if (!take_recv_wqe(qp)) {
       send_ack(qp, syn::rnr_nak(qp.attrs.min_rnr_timer), psn);
       ++counters_.rnr_naks_sent;
+      ++qp.counters.rnr_naks_sent;
       // The packets behind this one are dropped quietly: the requester goes back to it
       // after the RNR wait anyway, and a PSN-sequence NAK would cost it a transport retry.
       qp.nak_sent = true;

@@ -88,6 +88,16 @@ class Rnic final : public WirePort {
   const NicTiming* timing() const { return timing_.get(); }
   // For tests and inspection: a QP's state as the device sees it (kReset if none).
   sr::QpState qp_state(uint32_t qpn) const;
+  bool enabled() const { return control_ & sr::control::kEnable; }
+  // Every QP that exists, in QPN order: fn(qpn, state, counters) (metrics).
+  template <typename F>
+  void for_each_qp(F&& fn) const {
+    for (uint32_t n = sr::kFirstQpn; n < qps_.size(); ++n)
+      if (qps_[n].valid) fn(n, qps_[n].state, qps_[n].counters);
+  }
+  // A fault hook: the QP fails as after an internal error (QP_FATAL event, to Error, its work
+  // flushed). false: no such QP, or it is in Reset or Error already.
+  bool force_qp_error(uint32_t qpn);
 
  private:
   friend struct RnicAccess;  // tests

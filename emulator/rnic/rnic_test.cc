@@ -167,6 +167,21 @@ TEST(Rnic, CommandErrorsAndResourceLifetimes) {
   EXPECT_EQ(h.cmd(sr::CmdOpcode::kDeregMr, sr::HandleIn{mr2.lkey}), St::kBadResource);
 }
 
+// A CQ made in the slot of one the host had consumed 3,211 entries of starts with a consumer
+// count of 0 — all four bytes of its doorbell, not just the low one (which left 3,072 and a
+// new CQ "overflowed" at its first entry: found by a host reconnecting after a QP error).
+TEST(Rnic, ACqInAReusedSlotStartsWithAZeroConsumerCount) {
+  RawHost h;
+  Buffer ring(1 << 16);
+  const uint32_t cq = h.handle_of(sr::CmdOpcode::kCreateCq, sr::CreateCqIn{ring.iova(), 4});
+  h.ring(sr::reg::cq_doorbell(cq), 3211);
+  ASSERT_EQ(h.cmd(sr::CmdOpcode::kDestroyCq, sr::HandleIn{cq}), St::kOk);
+  ASSERT_EQ(h.handle_of(sr::CmdOpcode::kCreateCq, sr::CreateCqIn{ring.iova(), 4}), cq);
+  uint32_t db = 0xffffffff;
+  std::memcpy(&db, h.doorbells.p + sr::reg::cq_doorbell(cq) - sr::reg::kDoorbellBase, 4);
+  EXPECT_EQ(db, 0u);
+}
+
 // A QP brought to RTS by hand, and the rings it uses.
 struct RawQp {
   RawHost& h;
@@ -275,6 +290,94 @@ TEST(Rnic, WqesWrittenByHandAreSentWithPsnsFromSqPsn) {
   EXPECT_EQ(roce::load_be32(peer.got[2].data() + 12), 0x01020304u);  // ImmDt
   EXPECT_EQ(packet_icrc(peer.got[2].data(), peer.got[2].size() - 4),
             roce::load_be32(peer.got[2].data() + peer.got[2].size() - 4));
+}
+
+// Per-QP counters (what metrics export): a SEND's packets, its ACK and the latency from fetch
+// to completion, a retransmission after the ACK timeout; and the fault hook that fails a QP as
+// an internal error would: QP_FATAL, the Error state, its outstanding work flushed.
+TEST(Rnic, PerQpCountersAndAForcedQpError) {
+  RawHost h;
+  Buffer eq(4096);
+  ASSERT_EQ(h.cmd(sr::CmdOpcode::kCreateEq, sr::CreateEqIn{eq.iova(), 4}), St::kOk);
+  RawQp q(h);
+  Wire wire(1, {}, 0);
+  struct Capture : WirePort {
+    int got = 0;
+    void receive(uint64_t, const uint8_t*, std::size_t) override { ++got; }
+  } peer;
+  wire.attach(2, &peer);
+  h.nic.connect(&wire);
+  Buffer data(4096);
+  sr::RegMrOut mr{};
+  ASSERT_EQ(h.cmd(sr::CmdOpcode::kRegMr, sr::RegMrIn{q.pd, 0, data.iova(), 4096, data.iova()}, &mr,
+                  sizeof mr),
+            St::kOk);
+  auto post_send = [&](uint32_t count) {
+    auto* w = reinterpret_cast<sr::SendWqe*>(q.rings.p + 4096) + ((count - 1) & 3);
+    std::memset(w, 0, sizeof *w);
+    w->opcode = static_cast<uint8_t>(sr::WrOpcode::kSend);
+    w->flags = sr::wqe_flag::kSignaled;
+    w->num_sge = 1;
+    w->wr_id = count;
+    w->sge[0] = sr::Sge{data.iova(), 100, mr.lkey};
+    h.ring(sr::reg::sq_doorbell(q.qpn), count);
+  };
+  auto ack = [&](uint32_t psn, uint64_t at) {
+    std::vector<uint8_t> p(sizeof(roce::Bth) + sizeof(roce::Aeth) + roce::kIcrcBytes);
+    roce::Bth bth{};
+    bth.set_opcode(roce::opcode::kAcknowledge);
+    bth.set_pkey(roce::kDefaultPkey);
+    bth.set_dest_qp(q.qpn);
+    bth.set_psn(psn);
+    roce::Aeth aeth{};
+    aeth.set(roce::syndrome::kTypeAck | roce::syndrome::kCreditsUnlimited, 1);
+    std::memcpy(p.data(), bth.b, sizeof bth.b);
+    std::memcpy(p.data() + sizeof bth.b, aeth.b, sizeof aeth.b);
+    roce::store_be32(p.data() + p.size() - 4, packet_icrc(p.data(), p.size() - 4));
+    h.nic.receive(2, p.data(), p.size());
+    h.nic.process(at);
+  };
+  post_send(1);
+  h.nic.process(1000);
+  ack(0, 6000);
+  ASSERT_EQ(q.cqe(0)->owner, 1);
+  EXPECT_EQ(q.cqe(0)->status, static_cast<uint8_t>(sr::WcStatus::kSuccess));
+  // A second SEND is never acknowledged: the ACK timeout (4.096 us * 2^10) sends it again.
+  post_send(2);
+  h.nic.process(7000);
+  h.nic.process(7000 + roce::local_ack_timeout_ns(10));
+  int seen = 0;
+  h.nic.for_each_qp([&](uint32_t qpn, sr::QpState st, const QpCounters& c) {
+    ++seen;
+    EXPECT_EQ(qpn, q.qpn);
+    EXPECT_EQ(st, sr::QpState::kRts);
+    EXPECT_EQ(c.tx_packets, 3u);  // two SENDs, one of them twice
+    EXPECT_EQ(c.rx_packets, 1u);  // the ACK
+    EXPECT_EQ(c.tx_bytes, h.nic.counters().tx_bytes);
+    EXPECT_EQ(c.retransmitted_packets, 1u);
+    EXPECT_EQ(c.timeouts, 1u);
+    EXPECT_EQ(c.messages, 1u);
+    EXPECT_EQ(c.latency_ns_sum, 5000u);  // fetched at 1 us, acknowledged at 6 us
+    EXPECT_EQ(c.latency_ns_max, 5000u);
+    EXPECT_EQ(c.errors, 0u);
+  });
+  EXPECT_EQ(seen, 1);
+  EXPECT_EQ(peer.got, 0) << "nothing was delivered yet: the wire was not stepped";
+  // The fault: the outstanding SEND is flushed, the QP is in Error, the driver hears QP_FATAL.
+  EXPECT_TRUE(h.nic.force_qp_error(q.qpn));
+  EXPECT_FALSE(h.nic.force_qp_error(q.qpn)) << "in Error already";
+  EXPECT_FALSE(h.nic.force_qp_error(q.qpn + 1)) << "no such QP";
+  EXPECT_EQ(h.nic.qp_state(q.qpn), sr::QpState::kErr);
+  ASSERT_EQ(q.cqe(1)->owner, 1);
+  EXPECT_EQ(q.cqe(1)->status, static_cast<uint8_t>(sr::WcStatus::kWrFlushErr));
+  const auto* ev = reinterpret_cast<const sr::EventEntry*>(eq.p);
+  EXPECT_EQ(ev->type, static_cast<uint8_t>(sr::EventType::kQpFatal));
+  EXPECT_EQ(ev->resource, q.qpn);
+  h.nic.for_each_qp([&](uint32_t, sr::QpState st, const QpCounters& c) {
+    EXPECT_EQ(st, sr::QpState::kErr);
+    EXPECT_EQ(c.errors, 1u);
+    EXPECT_GE(c.error_completions, 1u);
+  });
 }
 
 // Random packets with a valid ICRC, addressed to a live QP from its peer: whatever the

@@ -79,30 +79,38 @@ Wire::Decision Wire::decide(uint64_t t_ns, uint64_t src, uint64_t dst, const uin
   const bool scripted =
       std::find(scripted_drops_.begin(), scripted_drops_.end(), index) != scripted_drops_.end();
   const char* fate = "ok";
+  uint64_t fate_code = 0;  // for the decision hash: ok, drop, corrupt, late, corrupt+late
   if (scripted || down || lost) {
     d.lost = true;
     d.duplicate = d.late = false;
     ++stats_.dropped;
     fate = "drop";
+    fate_code = 1;
   } else {
     if (corrupt && len > 0) {
       d.corrupt_at = static_cast<int64_t>(flip_at % len);
       ++stats_.corrupted;
       fate = "corrupt";
+      fate_code = 2;
     }
     if (d.late) {
       ++stats_.reordered;
       fate = corrupt ? "corrupt+late" : "late";
+      fate_code = corrupt ? 4 : 3;
     }
     if (d.duplicate) ++stats_.duplicated;
   }
+  const bool has_bth = len >= sizeof(spec::roce::Bth);
+  const uint8_t opcode = has_bth ? packet[0] : 0xff;
+  const uint32_t psn = has_bth ? spec::roce::load_be24(packet + 9) : 0;
+  for (uint64_t v : {t_ns, src, dst, uint64_t{opcode} << 32 | psn, uint64_t{len},
+                     fate_code | uint64_t{d.duplicate} << 8})
+    decision_hash_ = (decision_hash_ ^ v) * 1099511628211ull;
   if (record_) {
     char line[128];
-    const bool has_bth = len >= sizeof(spec::roce::Bth);
     std::snprintf(line, sizeof line, "t=%llu %llu->%llu op=0x%02x psn=%u len=%zu %s%s",
                   static_cast<unsigned long long>(t_ns), static_cast<unsigned long long>(src),
-                  static_cast<unsigned long long>(dst), has_bth ? packet[0] : 0xff,
-                  has_bth ? spec::roce::load_be24(packet + 9) : 0, len, fate,
+                  static_cast<unsigned long long>(dst), opcode, psn, len, fate,
                   d.duplicate ? "+dup" : "");
     trace_.emplace_back(line);
   }

@@ -109,6 +109,11 @@ class Wire : private Network::Sink {
   uint64_t seed() const { return seed_; }
   // A hash of every delivery (time, addresses, bytes): equal inputs give equal hashes.
   uint64_t trace_hash() const { return trace_hash_; }
+  // A hash of every transmit decision (time, addresses, opcode, PSN, length, fate): what a
+  // trace line says. Unlike trace_hash() it leaves out the bytes, which carry host virtual
+  // addresses (RETHs, keyed SGLs) that differ between two runs of one seed.
+  uint64_t decision_hash() const { return decision_hash_; }
+  uint64_t decisions() const { return send_index_; }
   // With recording on, one line per transmit decision ("t=… 1->2 op=0x04 psn=7 len=… drop").
   void record_trace(bool on) { record_ = on; }
   const std::vector<std::string>& trace() const { return trace_; }
@@ -158,6 +163,7 @@ class Wire : private Network::Sink {
   uint64_t delivery_ps_ = 0;
   WireStats stats_;
   uint64_t trace_hash_ = 1469598103934665603ull;
+  uint64_t decision_hash_ = 1469598103934665603ull;
   bool record_ = false;
   std::vector<std::string> trace_;
 };

@@ -88,6 +88,9 @@ TEST(Wire, FaultsFollowTheSeed) {
   EXPECT_EQ(a.trace(), b.trace());
   EXPECT_EQ(a.trace_hash(), b.trace_hash());
   EXPECT_NE(a.trace_hash(), c.trace_hash());
+  EXPECT_EQ(a.decision_hash(), b.decision_hash());
+  EXPECT_NE(a.decision_hash(), c.decision_hash());
+  EXPECT_EQ(a.decisions(), 2000u);
   // Each fault happened at roughly its rate (2000 packets, 5%: 100 expected).
   for (uint64_t n :
        {a.stats().dropped, a.stats().corrupted, a.stats().duplicated, a.stats().reordered}) {
@@ -225,6 +228,26 @@ TEST(TimedWire, FaultsAreDecidedWhenTheFrameStarts) {
   ASSERT_EQ(w.trace().size(), 1u);
   EXPECT_EQ(w.trace()[0].rfind("t=5000 ", 0), 0u) << w.trace()[0];
   EXPECT_TRUE(b.got.empty());
+}
+
+// The decision hash covers what a trace line says and not the bytes beyond the headers: two
+// runs that differ only in a payload (a host address in a RETH) hash alike; another fate,
+// time or PSN does not.
+TEST(Wire, DecisionHashLeavesPayloadsOut) {
+  auto hash = [](uint8_t payload_byte, uint64_t at, uint16_t id, bool down) {
+    Wire w(3);
+    Sink b;
+    w.attach(2, &b);
+    if (down) w.set_link_up(2, false);
+    std::vector<uint8_t> p = packet(id);
+    p[15] = payload_byte;
+    w.transmit(at, 1, 2, p.data(), p.size());
+    return w.decision_hash();
+  };
+  EXPECT_EQ(hash(1, 10, 5, false), hash(2, 10, 5, false));
+  EXPECT_NE(hash(1, 10, 5, false), hash(1, 11, 5, false));
+  EXPECT_NE(hash(1, 10, 5, false), hash(1, 10, 6, false));
+  EXPECT_NE(hash(1, 10, 5, false), hash(1, 10, 5, true));
 }
 
 }  // namespace

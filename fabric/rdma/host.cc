@@ -40,10 +40,27 @@ Result<std::unique_ptr<RdmaTransport>> RdmaTransport::create(const nvme::Transpo
   auto cm = connection_manager_for(*options.context, options.cm_network, options.qp);
   if (!cm) return make_error(cm.error().code, "RDMA CM: " + cm.error().message);
   shared->cm = std::move(cm).value();
+  shared->pd_generation = options.context->generation();
   if (std::string e = options.registry->add_listener(shared.get()); !e.empty())
     return make_error(EIO, "RDMA host: " + e);
   shared->listening = true;
   return std::unique_ptr<RdmaTransport>(new RdmaTransport(std::move(shared), trid.subnqn));
+}
+
+std::string RdmaTransport::Shared::ensure_device() {
+  std::lock_guard<std::mutex> lock(device_mu);
+  verbs::Context& ctx = *options.context;
+  if (ctx.probe_fatal()) {
+    if (const int rc = ctx.recover(); rc != 0)
+      return "the RDMA device failed and did not come back (" + std::to_string(rc) + ")";
+  }
+  if (pd_generation == ctx.generation()) return "";
+  pd.reset();  // dead with the device's reset: its destruction sends nothing
+  auto p = ctx.alloc_pd();
+  if (!p) return "RDMA PD after a device reset: " + p.error().message;
+  pd = std::move(p).value();
+  pd_generation = ctx.generation();
+  return "";
 }
 
 RdmaTransport::Shared::~Shared() {

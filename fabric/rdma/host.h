@@ -23,6 +23,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "driver/env/memory_registry.h"
@@ -37,6 +38,16 @@ namespace pollux::fabric::rdma {
 
 namespace sn = spec::nvme;
 
+// Error injection on the host's side (scenarios, tests), shared by every transport made with
+// the options that carry it: the next `bad_rkeys` commands whose data travels by keyed SGL
+// name their buffer with a wrong rkey (a stale key of the same MR slot). The target's RDMA
+// READ or WRITE of it then fails with a remote access error at the host's NIC: both QPs go to
+// Error, the command gets no response, the queue breaks and the controller resets.
+struct RdmaHostFaults {
+  std::atomic<uint32_t> bad_rkeys{0};
+  std::atomic<uint64_t> bad_rkeys_sent{0};  // commands that carried one
+};
+
 struct RdmaHostOptions {
   verbs::Context* context = nullptr;  // the RDMA device (required)
   // The stream CM's network, for a Pollux RNIC (default: the kernel's TCP). A libibverbs device
@@ -45,6 +56,7 @@ struct RdmaHostOptions {
   env::MemoryRegistry* registry = nullptr;  // data buffers (default: the factory's registry)
   uint32_t connect_timeout_ms = 5000;       // the CM exchange, in the network's time
   QpTiming qp;
+  std::shared_ptr<RdmaHostFaults> faults;  // none: the hot path never looks
 };
 
 class RdmaTransport final : public nvme::Transport {
@@ -75,10 +87,15 @@ class RdmaTransport final : public nvme::Transport {
     std::string traddr, trsvcid;
     std::unique_ptr<verbs::Pd> pd;
     std::unique_ptr<ConnectionManager> cm;  // the device's (stream CM or rdma_cm)
+    uint32_t pd_generation = 0;  // the device's generation the PD belongs to
+    std::mutex device_mu;        // queues of several threads may reconnect at once
     // Bumped when a region leaves the registry: a queue's MR over it must go before another
     // region can take its addresses (the queue checks it with one load per keyed command).
     std::atomic<uint64_t> regions_removed{0};
     bool listening = false;
+    // Set-up path (a queue connecting): a device that failed or was reset (a NIC reset) is
+    // brought up again, and the PD made anew on it. "" or why the device is unusable.
+    std::string ensure_device();
     std::string on_region_added(const env::MemoryRegion&) override { return ""; }
     void on_region_removed(const env::MemoryRegion&) override {
       regions_removed.fetch_add(1, std::memory_order_release);

@@ -341,5 +341,75 @@ TEST(RdmaLoopback, TargetErrorCompletionEndsQueueHostSeesItAndResets) {
   ASSERT_EQ(w.ctrl().free_io_qpair(std::move(qp)), 0);
 }
 
+// A command whose keyed SGL carries a wrong rkey (injected on the host's side): the target's
+// RDMA WRITE of the read data fails with a remote access error at the host's NIC, both QPs go
+// to Error, the target ends that connection and no response comes; the host's queue breaks,
+// the controller resets and the read, ended retriably, goes through with the right data.
+TEST(RdmaLoopback, ABadRkeyEndsTheConnectionAndTheHostRecovers) {
+  WorldOptions o;
+  o.host_faults = std::make_shared<RdmaHostFaults>();
+  World w(o);
+  ASSERT_EQ(w.attach(), "");
+  auto qp = io_qpair(w);
+  ASSERT_NE(qp, nullptr);
+  auto mem = w.host_memory(1 << 20);
+  auto* out = static_cast<uint8_t*>(mem->data());
+  fill(out, 16384, 21);
+  ASSERT_EQ(io(w, *qp, true, out, 256, 32), 0);
+  const auto before = w.group().stats();
+  const uint64_t accepted = before.accepted, errors = before.error_completions;
+  o.host_faults->bad_rkeys = 1;
+  uint8_t* in = out + (512 << 10);
+  std::memset(in, 0, 16384);
+  uint16_t st = io(w, *qp, false, in, 256, 32);
+  EXPECT_EQ(o.host_faults->bad_rkeys_sent.load(), 1u);
+  EXPECT_EQ(o.host_faults->bad_rkeys.load(), 0u);
+  EXPECT_GT(w.group().stats().error_completions, errors) << "the target's WRITE was refused";
+  if (st != 0) {
+    EXPECT_FALSE(sn::status::dnr(st)) << "a reset ends I/O retriably";
+    st = io(w, *qp, false, in, 256, 32);
+  }
+  ASSERT_EQ(st, 0);
+  EXPECT_EQ(std::memcmp(out, in, 16384), 0);
+  EXPECT_GT(w.group().stats().accepted, accepted) << "the queues were connected again";
+  ASSERT_EQ(w.ctrl().free_io_qpair(std::move(qp)), 0);
+}
+
+// The host's NIC is reset (a function-level reset: every QP, CQ, MR and PD on it is gone).
+// Commands go unanswered; the queue finds the device failed, the controller resets, and the
+// reconnect brings the NIC up again, makes the PD and MRs anew and goes on with the data intact.
+TEST(RdmaLoopback, AHostNicResetIsRecoveredByTheControllerReset) {
+  WorldOptions o;
+  o.target.qp.timeout = 8;  // the target's QPs toward the dead NIC give up in ~9 ms
+  o.target.qp.retry_cnt = 2;
+  World w(o);
+  ASSERT_EQ(w.attach(), "");
+  auto qp = io_qpair(w);
+  ASSERT_NE(qp, nullptr);
+  auto mem = w.host_memory(1 << 20);
+  auto* out = static_cast<uint8_t*>(mem->data());
+  fill(out, 65536, 31);
+  ASSERT_EQ(io(w, *qp, true, out, 512, 128), 0);
+  verbs::Context& ctx = *w.host_machine().ctx;
+  const uint32_t generation = ctx.generation();
+  const uint64_t accepted = w.group().stats().accepted;
+  w.host_machine().device->on_reset();
+  uint8_t* in = out + (512 << 10);
+  std::memset(in, 0, 65536);
+  uint16_t st = io(w, *qp, false, in, 512, 128);
+  if (st != 0) {
+    EXPECT_FALSE(sn::status::dnr(st)) << "a reset ends I/O retriably";
+    st = io(w, *qp, false, in, 512, 128);
+  }
+  ASSERT_EQ(st, 0);
+  EXPECT_EQ(std::memcmp(out, in, 65536), 0);
+  EXPECT_EQ(ctx.generation(), generation + 1) << "the device was brought up once";
+  EXPECT_GT(w.group().stats().accepted, accepted);
+  // Writes and reads on the recovered device, keyed and in the capsule.
+  EXPECT_EQ(verified_sizes(w, *qp, out, in, 2048),
+            512u + 1024 + 4096 + 4608 + 8192 + 65536 + 131072);
+  ASSERT_EQ(w.ctrl().free_io_qpair(std::move(qp)), 0);
+}
+
 }  // namespace
 }  // namespace pollux::fabric::rdma::testing

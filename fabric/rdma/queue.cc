@@ -63,7 +63,9 @@ RdmaQueue::RdmaQueue(std::shared_ptr<RdmaTransport::Shared> shared, const nvme::
     : shared_(std::move(shared)),
       params_(params),
       in_capsule_(in_capsule),
-      max_keyed_(std::min(max_keyed, kMaxKeyed)) {}
+      max_keyed_(std::min(max_keyed, kMaxKeyed)),
+      faults_(shared_->options.faults.get()),
+      device_generation_(shared_->options.context->generation()) {}
 
 RdmaQueue::~RdmaQueue() {
   close_qp();
@@ -87,6 +89,22 @@ std::string RdmaQueue::open() {
   return err;
 }
 
+// After a reset of the device (a NIC reset): the MRs this queue held died with it.
+std::string RdmaQueue::renew_device_objects() {
+  region_mr_.reset();
+  mrs_.clear();
+  bounce_mr_.reset();
+  device_generation_ = shared_->options.context->generation();
+  if (bounce_) {
+    auto mr = shared_->options.context->reg_mr(
+        *shared_->pd, bounce_->data(), bounce_->size(),
+        verbs::access::kLocalWrite | verbs::access::kRemoteRead | verbs::access::kRemoteWrite);
+    if (!mr) return "bounce slots MR: " + mr.error().message;
+    bounce_mr_ = std::move(mr).value();
+  }
+  return "";
+}
+
 std::string RdmaQueue::open_qp() {
   close_qp();
   verbs::Context& ctx = *shared_->options.context;
@@ -94,6 +112,10 @@ std::string RdmaQueue::open_qp() {
                             std::to_string(params_.qid);
   const uint32_t entries = params_.entries;
   if (entries < 2 || entries > 0x10000) return where + ": queue size out of range";
+  if (std::string e = shared_->ensure_device(); !e.empty()) return where + ": " + e;
+  if (device_generation_ != ctx.generation()) {
+    if (std::string e = renew_device_objects(); !e.empty()) return where + ": " + e;
+  }
   if (!region_) {
     capsule_stride_ = (kSqe + in_capsule_ + 63) / 64 * 64;
     const std::size_t bytes =
@@ -101,7 +123,10 @@ std::string RdmaQueue::open_qp() {
     auto region = env::DmaRegion::create(*shared_->options.registry, bytes, env::DmaOptions{false});
     if (!region) return where + ": capsule buffers: " + region.error().message;
     region_ = std::move(region).value();
-    auto mr = ctx.reg_mr(*shared_->pd, region_->data(), bytes, verbs::access::kLocalWrite);
+  }
+  if (!region_mr_) {
+    auto mr =
+        ctx.reg_mr(*shared_->pd, region_->data(), region_->size(), verbs::access::kLocalWrite);
     if (!mr) return where + ": capsule buffers MR: " + mr.error().message;
     region_mr_ = std::move(mr).value();
   }
@@ -176,6 +201,7 @@ void RdmaQueue::reset() {
     if (r.sent) r = Request{};
   produced_ = tail_ = 0;
   outstanding_ = empty_polls_ = 0;
+  quiet_since_ns_ = 0;
   (void)open();  // a failure leaves the queue broken(): the reset fails and is tried again
 }
 
@@ -223,6 +249,17 @@ const verbs::Mr* RdmaQueue::mr_for(const void* p, std::size_t len) {
   return register_region(p, len);
 }
 
+uint32_t RdmaQueue::rkey_of(const verbs::Mr& mr) {
+  if (faults_ == nullptr) [[likely]]
+    return mr.rkey();
+  uint32_t n = faults_->bad_rkeys.load(std::memory_order_relaxed);
+  while (n != 0 && !faults_->bad_rkeys.compare_exchange_weak(n, n - 1, std::memory_order_relaxed)) {
+  }
+  if (n == 0) return mr.rkey();
+  faults_->bad_rkeys_sent.fetch_add(1, std::memory_order_relaxed);
+  return mr.rkey() ^ 0x80;  // another tag of the same slot: a stale key the NIC refuses
+}
+
 const verbs::Mr* RdmaQueue::register_region(const void* p, std::size_t len) {
   const env::MemoryRegion region = shared_->options.registry->find(p);
   if (region.length == 0 || !region.contains(p, len)) return nullptr;
@@ -268,6 +305,7 @@ int RdmaQueue::map_data(uint16_t index, sn::SubmissionEntry& cmd, const iovec* i
     const verbs::Mr* mr = mr_for(addr, len);
     if (mr == nullptr) {
       if (len > kBounceBytes) return -EINVAL;  // not DMA memory of the registry
+      if (bounce_mr_ == nullptr) return -EIO;  // the device failed: the reset renews it
       addr = static_cast<uint8_t*>(bounce_->data()) + std::size_t{kBounceBytes} * index;
       mr = bounce_mr_.get();
       if (writes(cmd)) {
@@ -276,7 +314,8 @@ int RdmaQueue::map_data(uint16_t index, sn::SubmissionEntry& cmd, const iovec* i
         r.bounced_read = true;
       }
     }
-    const auto k = nf::KeyedSglDescriptor::make(reinterpret_cast<uintptr_t>(addr), len, mr->rkey());
+    const auto k =
+        nf::KeyedSglDescriptor::make(reinterpret_cast<uintptr_t>(addr), len, rkey_of(*mr));
     std::memcpy(&cmd.dptr.sgl1, &k, sizeof k);
   }
   r.mapped = true;
@@ -298,7 +337,7 @@ int RdmaQueue::map_segment(Request& r, uint16_t index, sn::SubmissionEntry& cmd,
     const verbs::Mr* mr = mr_for(base, len);
     if (mr == nullptr) return -EINVAL;  // not DMA memory of the registry
     out[k++] = nf::KeyedSglDescriptor::make(reinterpret_cast<uintptr_t>(base),
-                                            static_cast<uint32_t>(len), mr->rkey());
+                                            static_cast<uint32_t>(len), rkey_of(*mr));
   }
   r.segment = static_cast<uint8_t>(k);
   cmd.dptr.sgl1 = sn::SglDescriptor{
@@ -439,9 +478,19 @@ int RdmaQueue::poll(sn::CompletionEntry* out, uint32_t max) {
   }
   if (n > 0 || outstanding_ == 0) {
     empty_polls_ = 0;
-  } else if (++empty_polls_ == kCmCheckPolls) {
+    quiet_since_ns_ = 0;
+  } else if (params_.qid == 0 || ++empty_polls_ == kClockPolls) [[unlikely]] {
     empty_polls_ = 0;
-    if (cm_ && cm_->poll().type != CmEventType::kNone)
+    const uint64_t now = shared_->cm->now_ns();  // the CM's clock (virtual in the lockstep)
+    if (quiet_since_ns_ == 0) quiet_since_ns_ = now;
+    // The admin queue always waits (its AERs): its NIC is probed every 1 ms of quiet only.
+    const bool quiet = now - quiet_since_ns_ >= (params_.qid == 0 ? 10 : 1) * kCmCheckNs;
+    if (quiet) quiet_since_ns_ = now;
+    // Nothing answers: the target may have ended the connection (its DREQ), or our own NIC
+    // may have failed or been reset under us (a register read).
+    if ((params_.qid == 0 || quiet) && cm_ && cm_->poll().type != CmEventType::kNone)
+      broken_.store(true, std::memory_order_release);
+    if (quiet && shared_->options.context->probe_fatal())
       broken_.store(true, std::memory_order_release);
   }
   return static_cast<int>(n);

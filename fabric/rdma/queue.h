@@ -66,6 +66,8 @@ class RdmaQueue final : public nvme::QueueTransport {
   const verbs::Mr* mr_for(const void* p, std::size_t len);
   int map_segment(Request& r, uint16_t index, sn::SubmissionEntry& cmd, const iovec* v, uint32_t n);
   const verbs::Mr* register_region(const void* p, std::size_t len);  // the rare path
+  uint32_t rkey_of(const verbs::Mr& mr);  // the MR's rkey, or a wrong one when injected
+  std::string renew_device_objects();     // after a device reset: MRs again
   bool post_recv(uint32_t slot);
   void send_capsules();
   void close_qp();
@@ -77,6 +79,8 @@ class RdmaQueue final : public nvme::QueueTransport {
   uint32_t max_keyed_;
   std::vector<spec::nvmf::KeyedSglDescriptor> segments_;  // kMaxKeyed per request
   std::atomic<bool> broken_{true};
+  RdmaHostFaults* faults_ = nullptr;  // error injection, if the options carry it
+  uint32_t device_generation_ = 0;    // of the MRs held
   uint32_t crqsize_ = 0;
 
   std::unique_ptr<CmId> cm_;
@@ -100,12 +104,18 @@ class RdmaQueue final : public nvme::QueueTransport {
   std::vector<sn::SubmissionEntry> sq_;
   uint32_t produced_ = 0;  // SQ slots up to here have been posted
   uint32_t tail_ = 0;
-  // A target that ends the queue says so on the CM stream (DREQ); its QP just goes quiet. The
-  // stream is read only when commands wait and this many polls in a row found nothing: never
-  // in the steady state (on the kernel's TCP it is a recv).
-  static constexpr uint32_t kCmCheckPolls = 4096;
+  // A target that ends the queue says so on the CM stream (DREQ); its QP just goes quiet (what
+  // it had acknowledged is never answered). The stream is read only when commands wait and
+  // nothing came back for kCmCheckNs — the clock looked at every kClockPolls empty polls —
+  // never in the steady state (on the kernel's TCP it is a recv). The admin queue, polled
+  // only by the admin poller (every 100s of us, its AERs always waiting), reads it at every
+  // empty poll, as SPDK's host processes CM events from its admin poll. The same quiet makes
+  // the queue probe its NIC (a register read: was it reset?); the admin queue every 1 ms.
+  static constexpr uint32_t kClockPolls = 16;
+  static constexpr uint64_t kCmCheckNs = 100'000;
   uint32_t outstanding_ = 0;  // capsules posted whose response has not come
   uint32_t empty_polls_ = 0;
+  uint64_t quiet_since_ns_ = 0;  // 0: answers came at the last look
 };
 
 }  // namespace pollux::fabric::rdma

@@ -174,6 +174,83 @@ FaultSpec draw_fabric_fault(Rng& r, const FabricSpec& fab, const std::string& de
   return f;
 }
 
+// An RDMA fabric: the wire, the QPs' timing and the host's recovery knobs from the seed.
+FabricSpec draw_rdma_fabric(Rng& r) {
+  FabricSpec f;
+  f.transport = "rdma";
+  f.link.latency_ns = uniform(r, 1, 10) * 1000;
+  f.link.mtu = uniform(r, 0, 1) ? 4096 : 1024;
+  f.link.loss = uniform(r, 0, 2) == 0 ? 0.001 : 0;
+  f.nic.ack_timeout = static_cast<uint8_t>(uniform(r, 7, 8));  // 0.5 or 1 ms
+  f.io_queues = static_cast<uint32_t>(uniform(r, 1, 2));
+  f.keep_alive_timeout_ms = static_cast<uint32_t>(uniform(r, 3, 20));
+  f.connect_timeout_ns = uniform(r, 2, 5) * 1'000'000;
+  f.reconnect_delay_ns = uniform(r, 5, 20) * 100'000;
+  f.ctrlr_loss_timeout_ns = 1'000'000'000;
+  return f;
+}
+
+// A fault for an RDMA fabric: an RDMA fault, a hung or restarted target, or a device fault
+// that applies behind the target.
+FaultSpec draw_rdma_fault(Rng& r, const std::string& device, uint64_t at) {
+  FaultSpec f;
+  f.trigger = TriggerKind::kAt;
+  f.at_ns = at;
+  const char* side = uniform(r, 0, 1) ? "host" : "target";
+  switch (uniform(r, 0, 9)) {
+    case 0:
+      f.kind = FaultKind::kLinkFlap;
+      f.side = side;
+      f.duration_ns = uniform(r, 2, 60) * 100'000;
+      f.label = std::string(side) + " link flap";
+      break;
+    case 1:
+      f.kind = FaultKind::kPartition;
+      f.duration_ns = uniform(r, 2, 60) * 100'000;
+      f.label = "partition";
+      break;
+    case 2:
+      f.kind = FaultKind::kLoss;
+      f.rate = static_cast<double>(uniform(r, 1, 50)) / 1000;
+      f.duration_ns = uniform(r, 5, 30) * 100'000;
+      f.label = "packet loss";
+      break;
+    case 3:
+      f.kind = FaultKind::kCorruption;
+      f.rate = static_cast<double>(uniform(r, 1, 30)) / 1000;
+      f.duration_ns = uniform(r, 5, 30) * 100'000;
+      f.label = "corruption";
+      break;
+    case 4:
+      f.kind = FaultKind::kQpError;
+      f.side = side;
+      f.label = std::string(side) + " QP error";
+      break;
+    case 5:
+      f.kind = FaultKind::kNicReset;
+      f.side = "host";
+      f.label = "host NIC reset";
+      break;
+    case 6:
+      f.kind = FaultKind::kBadRkey;
+      f.device = device;
+      f.count = static_cast<uint32_t>(uniform(r, 1, 3));
+      f.label = "bad rkey";
+      break;
+    case 7:
+      f.kind = uniform(r, 0, 1) ? FaultKind::kKeepaliveExpiry : FaultKind::kTargetRestart;
+      f.duration_ns = uniform(r, 2, 40) * 100'000;
+      f.label = f.kind == FaultKind::kKeepaliveExpiry ? "target hung" : "target restart";
+      break;
+    default:
+      do {
+        f = draw_fault(r, device, at);
+      } while (f.kind == FaultKind::kHotRemove || f.kind == FaultKind::kHotInsert);
+      break;
+  }
+  return f;
+}
+
 // The longest span of the workloads' time in which the target is reachable on every path
 // without a break: partitions, hangs and restarts of every path make it unreachable for
 // their duration, a connection drop ends a span (what was connected must connect again).
@@ -183,8 +260,14 @@ uint64_t longest_reachable_span(const std::vector<FaultSpec>& faults, uint64_t e
     if (f.path >= 0) continue;  // one path only: the host fails over to the other
     uint64_t until;
     switch (f.kind) {
-      case FaultKind::kConnectionDrop: until = f.at_ns; break;
+      case FaultKind::kConnectionDrop:
+      case FaultKind::kQpError:
+      case FaultKind::kNicReset:
+      case FaultKind::kBadRkey:
+        until = f.at_ns;
+        break;
       case FaultKind::kPartition:
+      case FaultKind::kLinkFlap:
       case FaultKind::kKeepaliveExpiry:
       case FaultKind::kTargetRestart: until = f.at_ns + f.duration_ns; break;
       default: continue;
@@ -201,6 +284,7 @@ uint64_t longest_reachable_span(const std::vector<FaultSpec>& faults, uint64_t e
 // made), and the target accepts every kAcceptPeriodNs (fabric/tcp's target transport polls
 // its listeners every 1 ms, as SPDK's acceptor poller does every acceptor_poll_rate).
 constexpr uint64_t kAcceptPeriodNs = 1'000'000;
+constexpr uint64_t kRdmaConnectNs = 1'000'000;
 
 }  // namespace
 
@@ -234,15 +318,17 @@ Scenario make_chaos_scenario(const ChaosOptions& o) {
   const uint32_t n = static_cast<uint32_t>(uniform(r, 1, std::max<uint32_t>(o.max_faults, 1)));
   // Drawn from a stream of its own: a device-only seed gives the scenario it always gave.
   Rng fr(o.seed ^ 0xfab41c0ull);
+  const bool rdma = o.fabric && o.rdma;
   if (o.fabric) {
-    s.fabric = draw_fabric(fr);
-    s.name = "chaos-fabric-" + std::to_string(o.seed);
+    s.fabric = rdma ? draw_rdma_fabric(fr) : draw_fabric(fr);
+    s.name = (rdma ? "chaos-rdma-" : "chaos-fabric-") + std::to_string(o.seed);
   }
   for (uint32_t i = 0; i < n; ++i) {
     const uint64_t at = uniform(r, o.duration_ns / 10, o.duration_ns * 3 / 4);
     const std::string device = "nvme" + std::to_string(uniform(r, 0, devices - 1));
-    s.faults.push_back(o.fabric ? draw_fabric_fault(fr, *s.fabric, device, at)
-                                : draw_fault(r, device, at));
+    s.faults.push_back(rdma       ? draw_rdma_fault(fr, device, at)
+                       : o.fabric ? draw_fabric_fault(fr, *s.fabric, device, at)
+                                  : draw_fault(r, device, at));
   }
   std::sort(s.faults.begin(), s.faults.end(),
             [](const FaultSpec& a, const FaultSpec& b) { return a.at_ns < b.at_ns; });
@@ -272,9 +358,13 @@ Scenario make_chaos_scenario(const ChaosOptions& o) {
   // I/O queue's connection, accepted at ~0.8 ms, was dropped at 0.895 ms; the target hung at
   // 1.52 ms before its next accept, and was partitioned from 4.15 ms past the end). Such a run
   // still checks everything else; it is not expected to complete I/O.
-  if (o.fabric && longest_reachable_span(s.faults, o.duration_ns) < 2 * kAcceptPeriodNs) {
+  // The RDMA target's CM listener runs every 100 us; a CM exchange, the Connect and a first
+  // I/O fit in 1 ms with room to spare (and an ACK timeout's retransmission of a lost packet).
+  const uint64_t needed = rdma ? 2 * kRdmaConnectNs : 2 * kAcceptPeriodNs;
+  if (o.fabric && longest_reachable_span(s.faults, o.duration_ns) < needed) {
     s.expect.min_ios = 0;
-    s.description += " (the target is never reachable for 2 ms: no I/O expected)";
+    s.description +=
+        " (the target is never reachable for " + format_ns(needed) + ": no I/O expected)";
   }
   return s;
 }

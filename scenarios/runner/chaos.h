@@ -16,6 +16,9 @@ struct ChaosOptions {
   // A fabric topology (the drives behind an NVMe-oF/TCP target over a simulated network):
   // fabric faults are drawn too, with the device faults that apply behind a target.
   bool fabric = false;
+  // With fabric: NVMe/RDMA over emulated RoCEv2 NICs instead of NVMe/TCP, and RDMA faults
+  // (link flaps, loss, corruption, QPs to Error, a host NIC reset, bad rkeys) drawn.
+  bool rdma = false;
 };
 
 Scenario make_chaos_scenario(const ChaosOptions& o);

@@ -60,6 +60,11 @@ InjectResult EmulatedTarget::inject(uint32_t d, const FaultSpec& s, uint64_t ran
     case FaultKind::kCorruption:
     case FaultKind::kKeepaliveExpiry:
     case FaultKind::kTargetRestart:
+    case FaultKind::kLinkFlap:
+    case FaultKind::kLoss:
+    case FaultKind::kQpError:
+    case FaultKind::kNicReset:
+    case FaultKind::kBadRkey:
       r.error = "not a device-side fault";
       break;
   }

@@ -1,9 +1,10 @@
-// The fabric target: the scenario's emulated drives behind an in-process Pollux NVMe-oF/TCP
+// The fabric target: the scenario's emulated drives behind an in-process Pollux NVMe-oF
 // target (scenarios/sim's FabricTarget, on a step-mode framework of its own: another machine
-// in the lockstep world), and the host's driver connected to it over a SimNetwork — so a
-// fabric fault replays from its seed like a device fault — or (network: kernel, realtime
-// only) over the kernel's TCP on 127.0.0.x behind a FaultNetwork, the same faults on real
-// sockets on the wall clock. One subsystem per drive
+// in the lockstep world), and the host's driver connected to it over a SimNetwork (NVMe/TCP)
+// or over two emulated RoCEv2 NICs on a wire (NVMe/RDMA: scenarios/sim's RdmaFabric, the CM's
+// exchange on the SimNetwork) — so a fabric fault replays from its seed like a device fault —
+// or (NVMe/TCP, network: kernel, realtime only) over the kernel's TCP on 127.0.0.x behind a
+// FaultNetwork, the same faults on real sockets on the wall clock. One subsystem per drive
 // (nqn.2026-11.io.pollux:<name>, namespace 1 = the drive's namespace 1 through the target's
 // bdev_nvme); the host's controller for the drive has the drive's name, so its bdev is
 // <name>n1 as on the emulated target.
@@ -17,8 +18,10 @@
 #include "fabric/net/fault_network.h"
 #include "fabric/net/posix.h"
 #include "fabric/net/sim_network.h"
+#include "fabric/rdma/host.h"
 #include "fabric/tcp/host.h"
 #include "scenarios/runner/emulated_target.h"
+#include "scenarios/sim/rdma_fabric.h"
 
 namespace pollux::scenarios {
 namespace {
@@ -58,6 +61,28 @@ std::string nqn_of(const std::string& device) {
   return "nqn.2026-11.io.pollux:" + device;
 }
 
+// RDMA: the CM's out-of-band exchange rides a simulated network as fast as the wire. A real
+// CM connection has no stream to time out: its user timeout is past any scenario.
+fabric::net::LinkConfig cm_link_of(const FabricLinkSpec& l) {
+  fabric::net::LinkConfig c;
+  c.latency_ns = l.latency_ns;
+  c.bandwidth_bps = 100'000'000'000;
+  c.rto_ns = 200'000;
+  c.user_timeout_ns = 3'600'000'000'000ull;
+  return c;
+}
+
+fabric::rdma::QpTiming qp_timing_of(const FabricSpec& f) {
+  fabric::rdma::QpTiming t;
+  uint8_t mtu = 1;  // IBA's encoding: 256 << (code - 1) bytes
+  while (mtu < 5 && spec::roce::mtu_bytes(static_cast<spec::roce::Mtu>(mtu)) < f.link.mtu) ++mtu;
+  t.mtu = static_cast<spec::roce::Mtu>(mtu);
+  t.timeout = f.nic.ack_timeout;
+  t.retry_cnt = f.nic.retry_count;
+  t.rnr_retry = f.nic.rnr_retry;
+  return t;
+}
+
 fabric::net::LinkConfig link_of(const FabricLinkSpec& l) {
   fabric::net::LinkConfig c;
   c.latency_ns = l.latency_ns;
@@ -77,7 +102,8 @@ class FabricScenarioTarget final : public EmulatedTarget {
       : EmulatedTarget(sc, std::move(profiles), std::move(rig)),
         spec_(*sc.fabric),
         host_(sc.host),
-        tune_(std::move(tune)) {
+        tune_(std::move(tune)),
+        seed_(seed) {
     if (spec_.network == "kernel") {
       fabric::net::FaultConfig fc;
       fc.user_timeout_ns = spec_.link.user_timeout_ns;
@@ -93,11 +119,14 @@ class FabricScenarioTarget final : public EmulatedTarget {
       faults_ = kernel_.get();
     } else {
       sim_ = std::make_unique<fabric::net::SimNetwork>(rig_->clock(), seed ^ 0xfab41c5eedull);
-      sim_->set_default_link(link_of(spec_.link));
+      sim_->set_default_link(rdma() ? cm_link_of(spec_.link) : link_of(spec_.link));
       net_ = sim_.get();
       faults_ = sim_.get();
     }
-    for (const DeviceSpec& d : sc.devices) subsystems_.push_back({nqn_of(d.name), {d.name + "n1"}});
+    for (const DeviceSpec& d : sc.devices) {
+      subsystems_.push_back({nqn_of(d.name), {d.name + "n1"}});
+      host_faults_.push_back(std::make_shared<fabric::rdma::RdmaHostFaults>());
+    }
     for (const FaultSpec& f : sc.faults)
       hotplug_ |= f.kind == FaultKind::kHotRemove || f.kind == FaultKind::kHotInsert;
     readd_.assign(sc.devices.size(), false);
@@ -112,7 +141,10 @@ class FabricScenarioTarget final : public EmulatedTarget {
       std::fprintf(stderr, "fabric target: could not stop (I/O held by a drive); left in memory\n");
     }
     target_.reset();
+    rdma_.reset();  // the NICs after every verbs object on them
   }
+
+  bool rdma() const { return spec_.transport == "rdma"; }
 
   // The target's side: its framework, the drives attached to its bdev_nvme, the listener.
   std::string start() {
@@ -131,6 +163,17 @@ class FabricScenarioTarget final : public EmulatedTarget {
     // buffers of 128 KiB (16 MiB of DMA memory allocated and registered) took 30-36 ms here,
     // 32 take 3-16 ms — and 32 cover the scenarios' queue depths.
     if (kernel_) fo.tcp.num_shared_buffers = 32;
+    if (rdma()) {
+      sim::RdmaFabricOptions ro;
+      ro.seed = seed_;
+      ro.latency_ns = spec_.link.latency_ns;
+      ro.loss = spec_.link.loss;
+      rdma_ = sim::RdmaFabric::create(rig_->clock(), rig_->registry(), ro, &err);
+      if (!rdma_) return err;
+      fo.trtype = "RDMA";
+      fo.rdma_context = &rdma_->context(sim::RdmaSide::kTarget);
+      fo.rdma.qp = qp_timing_of(spec_);
+    }
     target_ = sim::FabricTarget::create(rig_->clock(), *net_, fo, &err);
     if (!target_) return err;
     sim::Lockstep& ls = rig_->lockstep();
@@ -182,11 +225,25 @@ class FabricScenarioTarget final : public EmulatedTarget {
 
   Result<std::unique_ptr<nvme::Controller>> connect(uint32_t d) override {
     auto trid_of = [&](uint32_t path) {
-      return nvme::parse_transport_id("trtype:tcp adrfam:ipv4 traddr:" + address_of(spec_, path) +
+      return nvme::parse_transport_id(std::string("trtype:") + (rdma() ? "rdma" : "tcp") +
+                                      " adrfam:ipv4 traddr:" + address_of(spec_, path) +
                                       " trsvcid:" + port_ + " subnqn:" + nqn_of(specs_[d].name));
     };
     auto trid = trid_of(0);
     if (!trid) return trid.error();
+    if (rdma()) {
+      fabric::rdma::RdmaHostOptions ho;
+      ho.context = &rdma_->context(sim::RdmaSide::kHost);
+      ho.cm_network = sim_.get();
+      ho.registry = &rig_->registry();
+      ho.connect_timeout_ms =
+          static_cast<uint32_t>(std::max<uint64_t>(1, spec_.connect_timeout_ns / 1'000'000));
+      ho.qp = qp_timing_of(spec_);
+      ho.faults = host_faults_[d];
+      auto transport = fabric::rdma::RdmaTransport::create(trid.value(), ho);
+      if (!transport) return transport.error();
+      return attach(std::move(transport).value());
+    }
     fabric::tcp::TcpOptions to;
     to.network = net_;
     to.header_digest = to.data_digest = spec_.digests;
@@ -200,6 +257,11 @@ class FabricScenarioTarget final : public EmulatedTarget {
       if (std::string e = transport.value()->add_path(other.value()); !e.empty())
         return make_error(EINVAL, "path " + std::to_string(p) + ": " + e);
     }
+    return attach(std::move(transport).value());
+  }
+
+  // The host's controller over either transport, tuned as the scenario says.
+  Result<std::unique_ptr<nvme::Controller>> attach(std::unique_ptr<nvme::Transport> transport) {
     nvme::ControllerOptions co;
     co.registry = &rig_->registry();
     co.clock = &rig_->clock();
@@ -209,8 +271,14 @@ class FabricScenarioTarget final : public EmulatedTarget {
     co.hostnqn = kHostNqn;
     co.keep_alive_timeout_ms = spec_.keep_alive_timeout_ms;
     co.admin_timeout_us = std::max<uint64_t>(spec_.connect_timeout_ns / 1000, 1000);
+    // RDMA: one lost packet costs an ACK timeout before the NIC sends it again; an admin
+    // command is not given up before two of them.
+    if (rdma()) {
+      const uint64_t ack_us = spec::roce::local_ack_timeout_ns(spec_.nic.ack_timeout) / 1000;
+      co.admin_timeout_us = std::max<uint64_t>(co.admin_timeout_us, 2 * ack_us);
+    }
     if (tune_) tune_(co);
-    auto c = nvme::Controller::attach(std::move(transport).value(), co);
+    auto c = nvme::Controller::attach(std::move(transport), co);
     if (!c) return make_error(ENODEV, c.error().message);
     return c;
   }
@@ -242,6 +310,7 @@ class FabricScenarioTarget final : public EmulatedTarget {
   InjectResult inject(uint32_t d, const FaultSpec& s, uint64_t range_blocks,
                       uint64_t seed) override {
     if (!is_fabric_fault(s.kind)) return EmulatedTarget::inject(d, s, range_blocks, seed);
+    if (rdma()) return inject_rdma(d, s, seed);
     InjectResult r;
     const uint64_t now = rig_->clock().now();
     const std::string link =
@@ -282,6 +351,70 @@ class FabricScenarioTarget final : public EmulatedTarget {
     return r;
   }
 
+  // Faults on the RDMA fabric: its wire and NICs, the host's error injection, the target.
+  InjectResult inject_rdma(uint32_t d, const FaultSpec& s, uint64_t seed) {
+    InjectResult r;
+    const auto side = s.side == "target" ? sim::RdmaSide::kTarget : sim::RdmaSide::kHost;
+    const std::string whose = std::string("the ") + sim::to_string(side) + "'s";
+    switch (s.kind) {
+      case FaultKind::kPartition:
+        rdma_->partition(s.duration_ns);
+        sim_->partition("", s.duration_ns);  // the CM's exchange too
+        r.detail = "both links down for " + format_ns(s.duration_ns);
+        break;
+      case FaultKind::kLinkFlap:
+        // One link each side: either one down cuts host and target apart, the CM with them.
+        rdma_->link_down(side, s.duration_ns);
+        sim_->partition("", s.duration_ns);
+        r.detail = whose + " link down for " + format_ns(s.duration_ns);
+        break;
+      case FaultKind::kLoss:
+        rdma_->loss(s.rate, s.duration_ns);
+        r.detail = "packets lost with probability " + std::to_string(s.rate) + " for " +
+                   format_ns(s.duration_ns);
+        break;
+      case FaultKind::kCorruption:
+        rdma_->corrupt(s.rate, s.duration_ns);
+        r.detail = "packets corrupted (dropped by the ICRC check) with probability " +
+                   std::to_string(s.rate) + " for " + format_ns(s.duration_ns);
+        break;
+      case FaultKind::kQpError: {
+        const uint64_t n = s.qp >= 0 ? static_cast<uint64_t>(s.qp) : seed % 256;
+        const uint32_t qpn = rdma_->fail_qp(side, n);
+        r.detail = qpn != 0 ? whose + " QP " + std::to_string(qpn) + " to Error"
+                            : "no QP of " + whose + " NIC was connected: nothing failed";
+        break;
+      }
+      case FaultKind::kNicReset:
+        rdma_->reset_nic(side);
+        r.detail = whose + " NIC reset: every QP, CQ and MR on it gone";
+        break;
+      case FaultKind::kBadRkey:
+        host_faults_[d]->bad_rkeys.fetch_add(s.count);
+        r.detail = "the next " + std::to_string(s.count) + " keyed command" +
+                   (s.count == 1 ? "" : "s") + " of " + specs_[d].name + " name a wrong rkey";
+        break;
+      case FaultKind::kKeepaliveExpiry:
+      case FaultKind::kTargetRestart: {
+        const bool restart = s.kind == FaultKind::kTargetRestart;
+        if (restart) {
+          restart_requested_ = true;
+          back_at_ = rig_->clock().now() + s.duration_ns;
+        } else {
+          frozen_until_ = std::max(frozen_until_, rig_->clock().now() + s.duration_ns);
+        }
+        r.detail = restart ? "target down for " + format_ns(s.duration_ns)
+                           : "the target answers nothing for " + format_ns(s.duration_ns) +
+                                 " (its NIC still acknowledges packets)";
+        break;
+      }
+      default:
+        r.error = std::string("'") + to_string(s.kind) + "' does not apply to an RDMA fabric";
+        break;
+    }
+    return r;
+  }
+
   std::string describe(uint32_t d) override {
     std::string s = EmulatedTarget::describe(d);
     s += target_ && target_->running() ? " target:up" : " target:down";
@@ -311,15 +444,59 @@ class FabricScenarioTarget final : public EmulatedTarget {
               static_cast<double>(st.corrupted));
     b.counter("pollux_simnet_connection_resets_total", "Connections reset (drops, timeouts)", {},
               static_cast<double>(st.resets));
+    if (!rdma_) return;
+    rdma_->collect_metrics(b);
+    for (uint32_t d = 0; d < host_faults_.size(); ++d) {
+      b.counter("pollux_rdma_host_bad_rkeys_sent_total",
+                "Keyed commands sent with a wrong rkey (error injection)",
+                {{"controller", specs_[d].name}},
+                static_cast<double>(host_faults_[d]->bad_rkeys_sent.load()));
+    }
   }
   // The drives' trace and the network's delivery trace together (kernel sockets: the fault
-  // schedule and its draws; their timing is the wall clock's).
+  // schedule and its draws; their timing is the wall clock's), and the RDMA wire's packet
+  // decisions.
   uint64_t trace_hash() const override {
     const uint64_t net = kernel_ ? kernel_->fault_hash() : sim_->trace_hash();
-    return EmulatedTarget::trace_hash() ^ (net * 0x9e3779b97f4a7c15ull);
+    const uint64_t h = EmulatedTarget::trace_hash() ^ (net * 0x9e3779b97f4a7c15ull);
+    return rdma_ ? h ^ (rdma_->trace_hash() * 0xc2b2ae3d27d4eb4full) : h;
+  }
+  // Kernel sockets: none (the notes say what the fault layer did; the kernel's TCP keeps its
+  // retransmissions to itself).
+  std::vector<std::pair<std::string, uint64_t>> fabric_counters() const override {
+    if (kernel_) return {};
+    const fabric::net::SimNetworkStats& st = sim_->stats();
+    if (!rdma_) {
+      return {{"segments", st.segments},
+              {"segments lost and sent again", st.lost},
+              {"segments corrupted", st.corrupted},
+              {"connection resets", st.resets}};
+    }
+    uint64_t bad_rkeys = 0;
+    for (const auto& f : host_faults_) bad_rkeys += f->bad_rkeys_sent.load();
+    std::vector<std::pair<std::string, uint64_t>> out;
+    for (sim::RdmaSide side : {sim::RdmaSide::kHost, sim::RdmaSide::kTarget}) {
+      const emu::rnic::RnicCounters& c = rdma_->nic(side).counters();
+      const std::string who = sim::to_string(side);
+      out.emplace_back(who + " packets sent", c.tx_packets);
+      out.emplace_back(who + " retransmitted", c.retransmitted_packets);
+      out.emplace_back(who + " ACK timeouts", c.timeouts);
+      out.emplace_back(who + " RNR NAKs", c.rnr_naks_received);
+      out.emplace_back(who + " ICRC errors", c.icrc_errors);
+    }
+    out.emplace_back("wire drops", rdma_->cluster().wire().stats().dropped);
+    out.emplace_back("bad rkeys sent", bad_rkeys);
+    return out;
+  }
+  uint64_t retransmissions() const override {
+    if (kernel_) return 0;  // not seen (validate refuses expect.min_retransmissions there)
+    if (!rdma_) return sim_->stats().lost;
+    return rdma_->nic(sim::RdmaSide::kHost).counters().retransmitted_packets +
+           rdma_->nic(sim::RdmaSide::kTarget).counters().retransmitted_packets;
   }
   uint64_t trace_records() const override {
-    return EmulatedTarget::trace_records() + (sim_ ? sim_->trace_records() : 0);
+    return EmulatedTarget::trace_records() + (sim_ ? sim_->trace_records() : 0) +
+           (rdma_ ? rdma_->trace_records() : 0);
   }
   std::vector<std::string> notes() const override {
     if (!kernel_) return {};
@@ -349,10 +526,12 @@ class FabricScenarioTarget final : public EmulatedTarget {
         errors_.push_back("target restart: " + e);
       }
     }
-    if (now < frozen_until_) return false;
-    const bool work = target_->step();
-    if (std::find(readd_.begin(), readd_.end(), true) != readd_.end()) readd_namespaces();
-    return work;
+    // A hung target's NIC still works (it acknowledges packets, as hardware does).
+    const bool frozen = now < frozen_until_;
+    const bool work = !frozen && target_->step();
+    if (!frozen && std::find(readd_.begin(), readd_.end(), true) != readd_.end())
+      readd_namespaces();
+    return (rdma_ && rdma_->step()) || work;
   }
   // A re-inserted drive's bdev is back on the target: its namespace 1 is added again (an
   // old one still draining, or the old bdev still going: the next step tries again).
@@ -371,6 +550,7 @@ class FabricScenarioTarget final : public EmulatedTarget {
   }
   uint64_t next_event_ns() {
     uint64_t next = sim_ ? sim_->next_event_ns() : UINT64_MAX;
+    if (rdma_) next = std::min(next, rdma_->next_event_ns());
     const uint64_t now = rig_->clock().now();
     for (uint64_t t : {frozen_until_, back_at_})
       if (t > now) next = std::min(next, t);
@@ -386,6 +566,9 @@ class FabricScenarioTarget final : public EmulatedTarget {
   fabric::net::Network* net_ = nullptr;
   fabric::net::NetworkFaults* faults_ = nullptr;
   std::string port_;
+  uint64_t seed_;
+  std::unique_ptr<sim::RdmaFabric> rdma_;                                   // transport: rdma
+  std::vector<std::shared_ptr<fabric::rdma::RdmaHostFaults>> host_faults_;  // per device
   std::unique_ptr<sim::FabricTarget> target_;
   std::vector<sim::FabricSubsystem> subsystems_;
   uint64_t frozen_until_ = 0;

@@ -193,6 +193,12 @@ void Engine::judge(RunResult& r) {
            "an I/O took " + format_ns(slowest) + " to fail (at most " +
                format_ns(e.errors_within_ns) + " expected)");
   }
+  if (e.min_retransmissions > 0) {
+    expect("retransmissions", n(r.retransmissions), ">= " + n(e.min_retransmissions),
+           r.retransmissions >= e.min_retransmissions,
+           n(r.retransmissions) + " packets or segments sent again (at least " +
+               n(e.min_retransmissions) + " expected: the fault was to cost retransmissions)");
+  }
   expect("successful I/Os", n(ok_ios), ">= " + n(e.min_ios), ok_ios >= e.min_ios,
          n(ok_ios) + " successful I/Os (at least " + n(e.min_ios) + " expected)");
   for (const Fault& f : faults_) {

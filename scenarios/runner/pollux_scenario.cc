@@ -2,7 +2,8 @@
 // or against QEMU's NVMe controller through vfio-pci in a HIL guest (scenarios/qemu).
 //
 //   pollux-scenario run FILE [--seed N] [--time virtual] [--report DIR]
-//   pollux-scenario chaos --seed N [--duration 20ms] [--faults 6] [--fabric] [--report DIR]
+//   pollux-scenario chaos --seed N [--duration 20ms] [--faults 6] [--fabric | --rdma]
+//                         [--report DIR]
 //   pollux-scenario check FILE...        (parse and validate only)
 //
 // Exit status: 0 every expectation met, 1 an expectation failed (the replay command is
@@ -99,6 +100,10 @@ int main(int argc, char** argv) {
   chaos->add_flag("--fabric", fabric,
                   "the drives behind an NVMe-oF/TCP target over a simulated network, and fabric "
                   "faults drawn too");
+  bool rdma = false;
+  chaos->add_flag("--rdma", rdma,
+                  "the drives behind an NVMe-oF/RDMA target over emulated RoCEv2 NICs, and RDMA "
+                  "faults drawn too (link flaps, loss, QP errors, a NIC reset, bad rkeys)");
   metrics_opts(chaos);
 
   std::vector<std::string> files;
@@ -167,11 +172,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--duration: '%s' (expected at least 1ms, e.g. 20ms)\n", duration.c_str());
     return 2;
   }
-  ps::ChaosOptions co{chaos_seed, d.value(), max_faults, fabric};
+  ps::ChaosOptions co{chaos_seed, d.value(), max_faults, fabric || rdma, rdma};
   const ps::Scenario s = ps::make_chaos_scenario(co);
   o.seed = chaos_seed;
   o.replay = self + " chaos --seed " + std::to_string(chaos_seed) + " --duration " + duration +
-             " --faults " + std::to_string(max_faults) + (fabric ? " --fabric" : "");
+             " --faults " + std::to_string(max_faults) +
+             (rdma ? " --rdma" : fabric ? " --fabric" : "");
   std::printf("chaos seed %lu: %zu devices, %zu faults, I/O timeout %lu us (%s)\n",
               static_cast<unsigned long>(chaos_seed), s.devices.size(), s.faults.size(),
               static_cast<unsigned long>(s.host.io_timeout_us), s.host.timeout_action.c_str());

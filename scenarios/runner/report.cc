@@ -281,6 +281,12 @@ std::string result_table(const RunResult& r) {
   }
   if (!r.notes.empty()) s += "\n";
   for (const std::string& n : r.notes) s += n + "\n";
+  if (!r.fabric.empty()) {  // the transport's counters at the end
+    s += "\nfabric counters:";
+    for (size_t i = 0; i < r.fabric.size(); ++i)
+      s += fmt::format("{} {} {}", i ? "," : "", r.fabric[i].first, r.fabric[i].second);
+    s += "\n";
+  }
   if (!r.expectations.empty()) s += "\n";
   for (const ExpectationOutcome& x : r.expectations) {
     s += fmt::format("expect {:<4} {}: {} ({})\n", x.passed ? "ok" : "NOT", x.name, x.measured,
@@ -321,6 +327,9 @@ std::string report_json(const RunResult& r) {
   j["violation_count"] = r.violation_count;
   j["violations"] = r.violations;
   j["notes"] = r.notes;
+  j["fabric"] = json::object();
+  for (const auto& [name, value] : r.fabric) j["fabric"][name] = value;
+  j["retransmissions"] = r.retransmissions;
   j["expectations"] = json::array();
   for (const ExpectationOutcome& x : r.expectations) {
     j["expectations"].push_back({{"name", x.name}, {"measured", x.measured}, {"limit", x.limit},

@@ -629,6 +629,8 @@ RunResult Engine::run() {
       runtime_errors_.push_back(e);
   }
   sweep();
+  r.fabric = target_->fabric_counters();
+  r.retransmissions = target_->retransmissions();
   judge(r);
   r.trace_hash = target_->trace_hash();
   r.trace_records = target_->trace_records();

@@ -97,6 +97,9 @@ struct RunResult {
   std::vector<DeviceOutcome> devices;
   std::vector<PollerSeries> pollers;  // busiest first
   std::vector<std::string> notes;       // "lvol: ..." (what the lvstores went through), "fabric: ..."
+  // A fabric's transport counters at the end (target.h), and the retransmissions of them.
+  std::vector<std::pair<std::string, uint64_t>> fabric;
+  uint64_t retransmissions = 0;
   std::vector<std::string> violations;  // the first few, in words
   uint64_t violation_count = 0;
   uint32_t devices_at_end = 0;

@@ -121,15 +121,94 @@ Status bandwidth(Section& s, const std::string& field, uint64_t* out) {
   return {};
 }
 
+Status parse_fabric_host(const YAML::Node& n, Section& s, const std::string& prefix, FabricSpec* f);
+
+// transport: rdma — the wire (latency, loss, path MTU) and the NICs' QP timing; what only
+// the simulated TCP network has is refused by name.
+Status parse_rdma_fabric(const YAML::Node& n, Section& s, const std::string& prefix,
+                         FabricSpec* f) {
+  f->link.latency_ns = 2'000;
+  f->link.mtu = 4096;
+  std::string network = "simulated";
+  POLLUX_TRY(s.string("network", &network));
+  if (network != "simulated") {
+    return err(prefix + ".network: '" + network + "' not with transport: rdma (the emulated " +
+               "NICs' wire runs in the lockstep; the CM's exchange on the simulated network)" +
+               where(n["network"]));
+  }
+  if (YAML::Node l = s.take("link")) {
+    const std::string lp = prefix + ".link";
+    if (!l.IsMap()) return err(lp + ": expected a mapping" + where(l));
+    Section ls(l, lp);
+    for (const char* tcp_only : {"bandwidth", "rto", "jitter", "user_timeout"}) {
+      if (l[tcp_only]) {
+        return err(lp + "." + tcp_only + ": not with transport: rdma (the RDMA wire has " +
+                   "latency, loss and mtu; bandwidth and switch timing are not modelled yet)" +
+                   where(l[tcp_only]));
+      }
+    }
+    FabricLinkSpec& k = f->link;
+    POLLUX_TRY(duration_ns(ls, "latency", &k.latency_ns));
+    POLLUX_TRY(real(ls, l, lp, "loss", 0, 0.5, &k.loss));
+    POLLUX_TRY(ls.uint("mtu", 256, 4096, &k.mtu));
+    if (k.mtu != 256 && k.mtu != 512 && k.mtu != 1024 && k.mtu != 2048 && k.mtu != 4096) {
+      return err(lp + ".mtu: " + std::to_string(k.mtu) +
+                 " (an IB path MTU: 256, 512, 1024, 2048 or 4096)" + where(l["mtu"]));
+    }
+    POLLUX_TRY(ls.unknown_keys());
+  }
+  if (YAML::Node nic = s.take("nic")) {
+    const std::string np = prefix + ".nic";
+    if (!nic.IsMap()) return err(np + ": expected a mapping" + where(nic));
+    Section ns(nic, np);
+    // The local ACK timeout as a time: the smallest 4.096 us * 2^t (t 1..31) at least that.
+    uint64_t ack = 0;
+    POLLUX_TRY(duration_ns(ns, "ack_timeout", &ack));
+    if (nic["ack_timeout"]) {
+      uint8_t t = 1;
+      while (t < 31 && 4096ull << t < ack) ++t;
+      if (4096ull << t < ack) {
+        return err(np + ".ack_timeout: at most 4.096us * 2^31 (2.4 hours)" + where(nic));
+      }
+      f->nic.ack_timeout = t;
+    }
+    uint32_t retry = f->nic.retry_count, rnr = f->nic.rnr_retry;
+    POLLUX_TRY(ns.uint("retry_count", 0, 7, &retry));
+    POLLUX_TRY(ns.uint("rnr_retry", 0, 7, &rnr));
+    f->nic.retry_count = static_cast<uint8_t>(retry);
+    f->nic.rnr_retry = static_cast<uint8_t>(rnr);
+    POLLUX_TRY(ns.unknown_keys());
+  }
+  if (n["digests"]) {
+    return err(prefix + ".digests: NVMe/TCP only (each RDMA packet carries its ICRC)" +
+               where(n["digests"]));
+  }
+  if (n["paths"]) {
+    uint32_t paths = 1;
+    POLLUX_TRY(s.uint("paths", 1, 4, &paths));
+    if (paths != 1) {
+      return err(prefix + ".paths: one with transport: rdma (multipath over RDMA is not " +
+                 "built: one NIC each side)" + where(n["paths"]));
+    }
+  }
+  return parse_fabric_host(n, s, prefix, f);
+}
+
 Status parse_fabric(const YAML::Node& n, FabricSpec* f) {
   const std::string prefix = "topology.fabric";
   if (!n.IsMap()) return err(prefix + ": expected a mapping" + where(n));
   Section s(n, prefix);
   f->line = line_of(n);
   POLLUX_TRY(s.string("transport", &f->transport));
-  if (f->transport != "tcp") {
+  if (f->transport != "tcp" && f->transport != "rdma") {
     return err(prefix + ".transport: '" + f->transport +
-               "' (expected tcp: the simulated network carries NVMe/TCP)" + where(n["transport"]));
+               "' (expected tcp — NVMe/TCP over the simulated network — or rdma — NVMe/RDMA " +
+               "over emulated RoCEv2 NICs)" + where(n["transport"]));
+  }
+  if (f->transport == "rdma") return parse_rdma_fabric(n, s, prefix, f);
+  if (YAML::Node nic = s.take("nic")) {
+    return err(prefix + ".nic: only with transport: rdma (the emulated NICs' QP timing)" +
+               where(nic));
   }
   POLLUX_TRY(s.string("network", &f->network));
   if (f->network != "simulated" && f->network != "kernel") {
@@ -164,8 +243,14 @@ Status parse_fabric(const YAML::Node& n, FabricSpec* f) {
     POLLUX_TRY(ls.unknown_keys());
   }
   POLLUX_TRY(s.boolean("digests", &f->digests));
-  POLLUX_TRY(s.uint("io_queues", 1, 64, &f->io_queues));
   POLLUX_TRY(s.uint("paths", 1, 4, &f->paths));
+  return parse_fabric_host(n, s, prefix, f);
+}
+
+// The knobs of both transports: queues, keep-alive, connect timeout, bdev_nvme's recovery.
+Status parse_fabric_host(const YAML::Node& n, Section& s, const std::string& prefix,
+                         FabricSpec* f) {
+  POLLUX_TRY(s.uint("io_queues", 1, 64, &f->io_queues));
   uint64_t kato = uint64_t{f->keep_alive_timeout_ms} * 1'000'000;
   POLLUX_TRY(duration_ns(s, "keep_alive_timeout", &kato));
   if (kato % 1'000'000 != 0) {
@@ -287,7 +372,17 @@ constexpr ActionName kActions[] = {
     {"latency", FaultKind::kLatency},      {"corruption", FaultKind::kCorruption},
     {"keepalive_expiry", FaultKind::kKeepaliveExpiry},
     {"target_restart", FaultKind::kTargetRestart},
+    {"link_flap", FaultKind::kLinkFlap},   {"loss", FaultKind::kLoss},
+    {"qp_error", FaultKind::kQpError},     {"nic_reset", FaultKind::kNicReset},
+    {"bad_rkey", FaultKind::kBadRkey},
 };
+
+// Fabric faults that last a while (`duration` required).
+bool lasts(FaultKind k) {
+  return k == FaultKind::kPartition || k == FaultKind::kLatency || k == FaultKind::kCorruption ||
+         k == FaultKind::kKeepaliveExpiry || k == FaultKind::kTargetRestart ||
+         k == FaultKind::kLinkFlap || k == FaultKind::kLoss;
+}
 constexpr const char* kCommandActions[] = {"status",      "never_complete", "delay",
                                            "duplicate_completion", "unknown_cid", "stale_phase",
                                            "drop_data",   "misdirect"};
@@ -448,7 +543,7 @@ Status parse_fault(const YAML::Node& n, size_t i, FaultSpec* f) {
     POLLUX_TRY(s.uint("count", 1, 1u << 20, &f->count));
     if (f->count == 0) return err(prefix + ".count: required for bad_blocks" + where(n));
   }
-  if (is_fabric_fault(f->kind) && f->kind != FaultKind::kConnectionDrop) {
+  if (lasts(f->kind)) {
     POLLUX_TRY(duration_ns(s, "duration", &f->duration_ns));
     if (f->duration_ns == 0) {
       return err(prefix + ".duration: required for " + action + " (how long it lasts)" + where(n));
@@ -468,12 +563,29 @@ Status parse_fault(const YAML::Node& n, size_t i, FaultSpec* f) {
       return err(prefix + ".latency: required for latency (the one-way delay added)" + where(n));
     }
   }
-  if (f->kind == FaultKind::kCorruption) {
+  if (f->kind == FaultKind::kCorruption || f->kind == FaultKind::kLoss) {
     POLLUX_TRY(real(s, n, prefix, "rate", 0, 1, &f->rate));
     if (f->rate <= 0) {
-      return err(prefix + ".rate: required for corruption (the probability per segment, in " +
-                 "(0, 1])" + where(n));
+      return err(prefix + ".rate: required for " + action +
+                 " (the probability per segment or packet, in (0, 1])" + where(n));
     }
+  }
+  if (f->kind == FaultKind::kLinkFlap || f->kind == FaultKind::kQpError ||
+      f->kind == FaultKind::kNicReset) {
+    POLLUX_TRY(s.string("side", &f->side));
+    if (f->side != "host" && f->side != "target") {
+      return err(prefix + ".side: '" + f->side + "' (expected host or target: whose NIC)" +
+                 where(n["side"]));
+    }
+  }
+  if (f->kind == FaultKind::kQpError && n["qp"]) {
+    uint32_t qp = 0;
+    POLLUX_TRY(s.uint("qp", 0, 255, &qp));
+    f->qp = static_cast<int>(qp);
+  }
+  if (f->kind == FaultKind::kBadRkey) {
+    f->count = 1;
+    POLLUX_TRY(s.uint("count", 1, 1000, &f->count));
   }
   if (f->label.empty()) f->label = action;
   return s.unknown_keys();
@@ -489,6 +601,7 @@ Status parse_expect(const YAML::Node& n, Expectations* e) {
   POLLUX_TRY(s.uint("max_errors", 0, 1ull << 50, &e->max_errors));
   POLLUX_TRY(s.uint("min_errors", 0, 1ull << 50, &e->min_errors));
   POLLUX_TRY(duration_ns(s, "errors_within", &e->errors_within_ns));
+  POLLUX_TRY(s.uint("min_retransmissions", 0, 1ull << 50, &e->min_retransmissions));
   if (YAML::Node d = s.take("detects")) {
     if (!d.IsSequence() || d.size() == 0) {
       return err("expect.detects: expected a list of violation kinds (stale, "
@@ -600,7 +713,12 @@ Result<Scenario> parse_root(const YAML::Node& root, const std::string& file) {
 bool is_fabric_fault(FaultKind k) {
   return k == FaultKind::kConnectionDrop || k == FaultKind::kPartition ||
          k == FaultKind::kLatency || k == FaultKind::kCorruption ||
-         k == FaultKind::kKeepaliveExpiry || k == FaultKind::kTargetRestart;
+         k == FaultKind::kKeepaliveExpiry || k == FaultKind::kTargetRestart || is_rdma_fault(k);
+}
+
+bool is_rdma_fault(FaultKind k) {
+  return k == FaultKind::kLinkFlap || k == FaultKind::kLoss || k == FaultKind::kQpError ||
+         k == FaultKind::kNicReset || k == FaultKind::kBadRkey;
 }
 
 const char* to_string(FaultKind k) {

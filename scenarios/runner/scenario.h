@@ -53,9 +53,14 @@ struct HostSpec {
 
 // A fabric topology: the devices are served by an in-process Pollux NVMe-oF target (one
 // subsystem per device, nqn.2026-11.io.pollux:<name>) and the host's bdev_nvme reaches it over
-// a simulated network (fabric/net's SimNetwork) in virtual time, or over the kernel's TCP on
-// loopback behind fabric/net's FaultNetwork (network: kernel; realtime only).
+// a simulated network (fabric/net's SimNetwork) in virtual time — NVMe/TCP — or over the
+// kernel's TCP on loopback behind fabric/net's FaultNetwork (network: kernel; realtime only),
+// or over two emulated RoCEv2 NICs on a wire (emulator/rnic), the CM's exchange on the
+// simulated network — NVMe/RDMA.
 struct FabricLinkSpec {
+  // TCP: bandwidth, mtu (segments), loss, rto, jitter and user_timeout are the simulated
+  // network's. RDMA: latency (the wire's; default 2 us), loss (per packet) and mtu (the QPs'
+  // path MTU: 256-4096, default 4096) only.
   uint64_t latency_ns = 10'000;             // one way
   uint64_t bandwidth_bps = 25'000'000'000;  // per direction
   uint32_t mtu = 1500;
@@ -65,13 +70,21 @@ struct FabricLinkSpec {
   uint64_t user_timeout_ns = 50'000'000;  // a partition this long ends the connections
 };
 
+// RDMA: the RC QPs' transport timing, on both sides (IBA's QP attributes).
+struct FabricNicSpec {
+  uint8_t ack_timeout = 8;  // local ACK timeout 4.096 us * 2^t (8: 1.05 ms)
+  uint8_t retry_count = 7;  // retransmissions after a timeout or NAK before the QP fails
+  uint8_t rnr_retry = 7;    // retries after an RNR NAK (7: for ever)
+};
+
 struct FabricSpec {
   int line = 0;
-  std::string transport = "tcp";
+  std::string transport = "tcp";  // tcp | rdma
   // simulated: SimNetwork, the link below; kernel: real sockets on 127.0.0.x (the link's
   // user_timeout applies; latency, bandwidth, MTU, loss, RTO and jitter are the kernel's).
   std::string network = "simulated";
   FabricLinkSpec link;
+  FabricNicSpec nic;     // rdma only
   bool digests = false;  // NVMe/TCP header and data digests (CRC32C)
   uint32_t io_queues = 1;
   // Paths to the target (multipath, failover): the target listens on 10.0.0.1, 10.0.0.2...,
@@ -126,7 +139,13 @@ struct WorkloadSpec {
 };
 
 enum class FaultKind {
-  kHotRemove, kHotInsert, kFatal, kDisable, kPowerLoss, kReadyDelay, kHostReset,
+  kHotRemove,
+  kHotInsert,
+  kFatal,
+  kDisable,
+  kPowerLoss,
+  kReadyDelay,
+  kHostReset,
   kCommand,    // a device fault rule (status, never_complete, delay, duplicate_completion, ...)
   kBadBlocks,  // persistent bad blocks in the workload range
   kClear,      // remove every device fault rule and bad block
@@ -137,9 +156,16 @@ enum class FaultKind {
   kCorruption,       // segments corrupted past TCP's checksum with `rate` for `duration`
   kKeepaliveExpiry,  // the target stops answering for `duration`: the host's KATO fires
   kTargetRestart,    // the target process exits; it is back after `duration`
+  // RDMA faults (transport: rdma), on the emulated NICs and their wire.
+  kLinkFlap,  // `side`'s link down for `duration` (the NICs retransmit; long: QPs fail)
+  kLoss,      // packets lost with `rate` for `duration` (retransmissions in the NIC counters)
+  kQpError,   // one of `side`'s connected QPs (`qp`: the n-th by number) fails: to Error
+  kNicReset,  // `side`'s NIC is reset (every QP, CQ, MR gone): its driver brings it up again
+  kBadRkey,   // the next `count` keyed commands of `device`'s host controller name a wrong rkey
 };
-constexpr int kFaultKinds = static_cast<int>(FaultKind::kTargetRestart) + 1;
+constexpr int kFaultKinds = static_cast<int>(FaultKind::kBadRkey) + 1;
 bool is_fabric_fault(FaultKind k);
+bool is_rdma_fault(FaultKind k);  // needs transport: rdma
 const char* to_string(FaultKind k);
 
 enum class TriggerKind { kAt, kAfterIos, kOnState };
@@ -162,6 +188,8 @@ struct FaultSpec {
                                  // keepalive_expiry, target_restart
   double rate = 0;               // kCorruption: probability per segment
   int path = -1;                 // fabric faults: on this path's link only (-1: every link)
+  std::string side = "host";     // RDMA faults on a NIC: host | target
+  int qp = -1;                   // kQpError: the n-th connected QP (-1: drawn from the seed)
   uint64_t window_ns = 0;        // errors are allowed from the fault to this long after it
                                  // (hot-remove: after the re-insertion); 0: the default
   std::string label;             // shown in the report
@@ -187,6 +215,9 @@ struct Expectations {
   // Every failed I/O failed within this of its submission (fast_io_fail_timeout at work);
   // 0: not checked.
   uint64_t errors_within_ns = 0;
+  // A fabric's packets (RDMA) or segments (TCP) sent again, at least: a fault meant to cost
+  // retransmissions, not I/O.
+  uint64_t min_retransmissions = 0;
 };
 
 struct Scenario {

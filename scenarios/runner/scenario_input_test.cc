@@ -204,7 +204,7 @@ TEST(ScenarioInput, BadFabricInputIsRefusedWithTheFieldNamed) {
     const std::string e = error_of(yaml);
     EXPECT_NE(e.find(what), std::string::npos) << "got: " << e;
   };
-  has(fabric("{transport: rdma}"), "topology.fabric.transport: 'rdma' (expected tcp");
+  has(fabric("{transport: iwarp}"), "topology.fabric.transport: 'iwarp' (expected tcp");
   has(fabric("{link: {latency: fast}}"), "topology.fabric.link.latency: 'fast' is not a duration");
   has(fabric("{link: {bandwidth: 10GB}}"), "topology.fabric.link.bandwidth: '10GB'");
   has(fabric("{link: {mtu: 100}}"), "topology.fabric.link.mtu: 100 is out of range [576, 65535]");
@@ -262,6 +262,100 @@ TEST(ScenarioInput, AKernelSocketFabricNeedsRealtimeAndTakesOnlyTheUserTimeout) 
   EXPECT_NE(r.error.find("kernel sockets run on the wall clock: they cannot run in virtual time"),
             std::string::npos)
       << r.error;
+}
+
+TEST(ScenarioInput, AnRdmaFabricParsesWithItsWireNicsAndFaults) {
+  auto s = parse_scenario(
+      fabric("{transport: rdma, link: {latency: 3us, loss: 0.001, mtu: 1024}, "
+             "nic: {ack_timeout: 500us, retry_count: 3, rnr_retry: 6}, io_queues: 2, "
+             "keep_alive_timeout: 20ms, reconnect_delay: 1ms, ctrlr_loss_timeout: 1s, "
+             "connect_timeout: 2ms}",
+             "[{at: 1ms, action: link_flap, side: target, duration: 2ms}, "
+             "{at: 1ms, action: loss, rate: 0.05, duration: 3ms}, "
+             "{at: 1ms, action: qp_error, side: target, qp: 2}, {at: 1ms, action: qp_error}, "
+             "{at: 1ms, action: nic_reset}, {at: 1ms, action: bad_rkey, device: nvme0, count: 3}, "
+             "{at: 1ms, action: partition, duration: 1ms}, "
+             "{at: 1ms, action: corruption, rate: 0.01, duration: 1ms}, "
+             "{at: 1ms, action: target_restart, duration: 2ms}, {at: 1ms, action: bad_rkey}]"));
+  ASSERT_TRUE(s.ok()) << s.error();
+  const FabricSpec& f = *s.value().fabric;
+  EXPECT_EQ(f.transport, "rdma");
+  EXPECT_EQ(f.link.latency_ns, 3'000u);
+  EXPECT_DOUBLE_EQ(f.link.loss, 0.001);
+  EXPECT_EQ(f.link.mtu, 1024u);
+  EXPECT_EQ(f.nic.ack_timeout, 7);  // 4.096 us * 2^7 = 524 us: the first at least 500 us
+  EXPECT_EQ(f.nic.retry_count, 3);
+  EXPECT_EQ(f.nic.rnr_retry, 6);
+  EXPECT_EQ(f.io_queues, 2u);
+  const auto& x = s.value().faults;
+  EXPECT_EQ(x[0].kind, FaultKind::kLinkFlap);
+  EXPECT_EQ(x[0].side, "target");
+  EXPECT_EQ(x[0].duration_ns, 2'000'000u);
+  EXPECT_EQ(x[1].kind, FaultKind::kLoss);
+  EXPECT_DOUBLE_EQ(x[1].rate, 0.05);
+  EXPECT_EQ(x[2].kind, FaultKind::kQpError);
+  EXPECT_EQ(x[2].qp, 2);
+  EXPECT_EQ(x[3].side, "host");  // the defaults: the host's side, a QP drawn from the seed
+  EXPECT_EQ(x[3].qp, -1);
+  EXPECT_EQ(x[4].kind, FaultKind::kNicReset);
+  EXPECT_EQ(x[5].kind, FaultKind::kBadRkey);
+  EXPECT_EQ(x[5].count, 3u);
+  EXPECT_EQ(x[9].count, 1u);
+  // The RDMA defaults: a 2 us wire, 4 KiB path MTU, a 1 ms ACK timeout, seven retries.
+  auto d = parse_scenario(fabric("{transport: rdma}", "[{at: 1ms, action: nic_reset}]"));
+  ASSERT_TRUE(d.ok()) << d.error();
+  EXPECT_EQ(d.value().fabric->link.latency_ns, 2'000u);
+  EXPECT_EQ(d.value().fabric->link.mtu, 4096u);
+  EXPECT_EQ(d.value().fabric->nic.ack_timeout, 8);
+  EXPECT_EQ(d.value().fabric->nic.retry_count, 7);
+}
+
+// What does not apply to RDMA (or only to it) is refused by name, with why.
+TEST(ScenarioInput, WhatDoesNotApplyToRdmaIsRefusedWithWhy) {
+  auto has = [](const std::string& yaml, const std::string& what) {
+    const std::string e = error_of(yaml);
+    EXPECT_NE(e.find(what), std::string::npos) << "got: " << e;
+  };
+  const std::string rdma = "{transport: rdma}";
+  has(fabric("{transport: rdma, digests: true}"),
+      "topology.fabric.digests: NVMe/TCP only (each RDMA packet carries its ICRC)");
+  has(fabric("{transport: rdma, paths: 2}"), "topology.fabric.paths: one with transport: rdma");
+  has(fabric("{transport: rdma, link: {bandwidth: 100Gbps}}"),
+      "topology.fabric.link.bandwidth: not with transport: rdma");
+  has(fabric("{transport: rdma, link: {user_timeout: 10ms}}"),
+      "topology.fabric.link.user_timeout: not with transport: rdma");
+  has(fabric("{transport: rdma, link: {mtu: 1500}}"),
+      "topology.fabric.link.mtu: 1500 (an IB path MTU: 256, 512, 1024, 2048 or 4096)");
+  has(fabric("{transport: rdma, nic: {retry_count: 8}}"),
+      "topology.fabric.nic.retry_count: 8 is out of range [0, 7]");
+  has(fabric("{transport: rdma, nic: {timeout: 1ms}}"), "topology.fabric.nic.timeout: unknown key");
+  has(fabric("{transport: tcp, nic: {retry_count: 3}}"),
+      "topology.fabric.nic: only with transport: rdma");
+  has(fabric(rdma, "[{at: 1ms, action: connection_drop}]"),
+      "faults[0]: 'connection_drop' resets NVMe/TCP connections; an RDMA queue has no byte "
+      "stream to reset");
+  has(fabric(rdma, "[{at: 1ms, action: latency, latency: 5us, duration: 1ms}]"),
+      "faults[0]: 'latency' adds delay on the simulated TCP network only");
+  has(fabric(rdma, "[{at: 1ms, action: nic_reset, side: target}]"),
+      "faults[0].side: a reset of the target's NIC is not supported yet");
+  has(fabric(rdma, "[{at: 1ms, action: link_flap, side: switch, duration: 1ms}]"),
+      "faults[0].side: 'switch' (expected host or target");
+  has(fabric(rdma, "[{at: 1ms, action: link_flap}]"), "faults[0].duration: required for link_flap");
+  has(fabric(rdma, "[{at: 1ms, action: loss, duration: 1ms}]"),
+      "faults[0].rate: required for loss");
+  has(fabric(rdma, "[{at: 1ms, action: qp_error, qp: 300}]"),
+      "faults[0].qp: 300 is out of range [0, 255]");
+  has(fabric(rdma, "[{at: 1ms, action: qp_error, device: nvme0}]"),
+      "faults[0].device: a fabric fault acts on the fabric");
+  has(fabric(rdma, "[{at: 1ms, action: bad_rkey, count: 0}]"),
+      "faults[0].count: 0 is out of range [1, 1000]");
+  // RDMA faults need an RDMA fabric.
+  has(fabric("{}", "[{at: 1ms, action: qp_error}]"),
+      "faults[0]: 'qp_error' is an RDMA fault: it needs topology.fabric.transport: rdma");
+  has(base("{name: nvme0}", kWorkload, "[{at: 1ms, action: nic_reset}]"),
+      "faults[0]: 'nic_reset' is a fabric fault: it needs topology.fabric with transport: rdma");
+  has(base("{name: nvme0}") + "expect: {min_retransmissions: 5}\n",
+      "expect.min_retransmissions: only with topology.fabric");
 }
 
 TEST(ScenarioInput, LvolWorkloadsParseAndBadOnesAreRefused) {

@@ -83,6 +83,11 @@ class Target {
   virtual void outcome(uint32_t d, DeviceOutcome* out) = 0;
   virtual void collect_metrics(metrics::Builder& b, uint64_t now_ns) const = 0;
   virtual uint64_t trace_hash() const { return 0; }
+  // A fabric's transport counters, in words (RDMA: the NICs' retransmissions, timeouts,
+  // NAKs, errors; TCP: segments lost and sent again...), and of them the packets or segments
+  // sent again (expect.min_retransmissions).
+  virtual std::vector<std::pair<std::string, uint64_t>> fabric_counters() const { return {}; }
+  virtual uint64_t retransmissions() const { return 0; }
   virtual uint64_t trace_records() const { return 0; }
   virtual uint64_t steps() const = 0;
   // What the run's set-up went through, for the report ("fabric: ..."), in words.

@@ -138,9 +138,28 @@ Status fabric_rules(const Scenario& s) {
     const std::string at = "faults[" + std::to_string(i) + "]";
     if (is_fabric_fault(f.kind) && !s.fabric) {
       return err(at + ": '" + to_string(f.kind) + "' is a fabric fault: it needs topology.fabric" +
+                 (is_rdma_fault(f.kind) ? " with transport: rdma" : "") + line_of(f.line));
+    }
+    const bool rdma = s.fabric && s.fabric->transport == "rdma";
+    if (is_rdma_fault(f.kind) && s.fabric && !rdma) {
+      return err(at + ": '" + to_string(f.kind) + "' is an RDMA fault: it needs " +
+                 "topology.fabric.transport: rdma" + line_of(f.line));
+    }
+    if (rdma && f.kind == FaultKind::kConnectionDrop) {
+      return err(at + ": 'connection_drop' resets NVMe/TCP connections; an RDMA queue has no " +
+                 "byte stream to reset (qp_error fails a QP, partition or link_flap cut the " +
+                 "links)" + line_of(f.line));
+    }
+    if (rdma && f.kind == FaultKind::kLatency) {
+      return err(at + ": 'latency' adds delay on the simulated TCP network only (the RDMA " +
+                 "wire's latency is topology.fabric.link.latency)" + line_of(f.line));
+    }
+    if (f.kind == FaultKind::kNicReset && f.side == "target") {
+      return err(at + ".side: a reset of the target's NIC is not supported yet (the target " +
+                 "transport does not open its device again); nic_reset takes side: host" +
                  line_of(f.line));
     }
-    if (is_fabric_fault(f.kind) && !f.device.empty()) {
+    if (is_fabric_fault(f.kind) && f.kind != FaultKind::kBadRkey && !f.device.empty()) {
       return err(at + ".device: a fabric fault acts on the fabric (the link and the target), " +
                  "not on one device" + line_of(f.line));
     }
@@ -150,7 +169,15 @@ Status fabric_rules(const Scenario& s) {
                  ", numbered from 0)" + line_of(f.line));
     }
   }
+  if (!s.fabric && s.expect.min_retransmissions > 0) {
+    return err("expect.min_retransmissions: only with topology.fabric (packets or segments " +
+               std::string("sent again on the fabric)"));
+  }
   if (!s.fabric) return {};
+  if (s.fabric->network == "kernel" && s.expect.min_retransmissions > 0) {
+    return err("expect.min_retransmissions: not with network: kernel (the kernel's TCP keeps " +
+               std::string("its retransmissions to itself)") + line_of(s.fabric->line));
+  }
   if (s.fabric->network == "kernel" && s.time != "realtime") {
     return err("topology.fabric.network: kernel sockets run on the wall clock, not in virtual " +
                std::string("time (time: realtime)") + line_of(s.fabric->line));

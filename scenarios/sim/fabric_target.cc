@@ -49,9 +49,18 @@ std::string FabricTarget::start_async(const std::vector<FabricSubsystem>& subsys
   auto tg = ft::Target::create(*fw_, *mgr_);
   if (!tg) return "fabric target: " + tg.error().message;
   tgt_ = std::move(tg).value();
-  auto tr = fabric::tcp::TcpTargetTransport::create(*tgt_, o_.tcp, &net_, o_.registry);
-  if (!tr) return "fabric target transport: " + tr.error().message;
-  if (auto st = tgt_->add_transport(std::move(tr).value()); !st) return st.error().message;
+  const bool rdma = o_.trtype == "RDMA";
+  if (rdma) {
+    if (o_.rdma_context == nullptr) return "fabric target: RDMA needs the target's NIC";
+    auto tr = fabric::rdma::RdmaTargetTransport::create(*tgt_, o_.rdma, *o_.rdma_context, &net_,
+                                                        o_.registry);
+    if (!tr) return "fabric target transport: " + tr.error().message;
+    if (auto st = tgt_->add_transport(std::move(tr).value()); !st) return st.error().message;
+  } else {
+    auto tr = fabric::tcp::TcpTargetTransport::create(*tgt_, o_.tcp, &net_, o_.registry);
+    if (!tr) return "fabric target transport: " + tr.error().message;
+    if (auto st = tgt_->add_transport(std::move(tr).value()); !st) return st.error().message;
+  }
 
   for (const FabricSubsystem& s : subsystems) {
     ft::SubsystemOptions so;
@@ -66,7 +75,9 @@ std::string FabricTarget::start_async(const std::vector<FabricSubsystem>& subsys
         return "namespace " + b + " of " + s.nqn + ": " + n.error().message;
     }
     for (const std::string& a : o_.addresses) {
-      if (auto st = tgt_->add_listener(s.nqn, ft::ListenAddress{"TCP", "IPv4", a, o_.port}); !st)
+      if (auto st = tgt_->add_listener(
+              s.nqn, ft::ListenAddress{rdma ? "RDMA" : "TCP", "IPv4", a, o_.port});
+          !st)
         return "listener " + a + ":" + o_.port + ": " + st.error().message;
     }
   }

@@ -1,8 +1,9 @@
-// A Pollux NVMe-oF/TCP target as another machine in the lockstep: the target's core
-// (fabric/target) and its TCP transport (fabric/tcp) on a step-mode event framework of its
-// own, listening on a SimNetwork, serving bdevs of its own bdev manager (malloc, or bdev_nvme
-// over the timed emulator's SSDs). The lockstep steps it as part of "the world"
-// (Lockstep::add_world): never charged to the host, never stepped by the host.
+// A Pollux NVMe-oF target as another machine in the lockstep: the target's core
+// (fabric/target) and its TCP transport (fabric/tcp) — or its RDMA transport (fabric/rdma) on
+// an emulated NIC of the world (rdma_fabric.h), the connection manager's exchange on the
+// SimNetwork — on a step-mode event framework of its own, serving bdevs of its own bdev
+// manager (malloc, or bdev_nvme over the timed emulator's SSDs). The lockstep steps it as part of
+// "the world" (Lockstep::add_world): never charged to the host, never stepped by the host.
 //
 // Two frameworks on one OS thread: each reactor iteration sets Thread::current() for its
 // thread and restores the previous one (CurrentThreadScope), so a host poller that waits in a
@@ -18,7 +19,9 @@
 #include "driver/env/clock.h"
 #include "driver/env/memory_registry.h"
 #include "driver/event/framework.h"
+#include "driver/rdma/verbs.h"
 #include "fabric/net/socket.h"
+#include "fabric/rdma/target_transport.h"
 #include "fabric/target/target.h"
 #include "fabric/tcp/target_transport.h"
 
@@ -36,6 +39,18 @@ struct FabricTargetOptions {
   fabric::tcp::TcpTargetOptions tcp = [] {
     fabric::tcp::TcpTargetOptions o;
     o.num_shared_buffers = 128;
+    return o;
+  }();
+  // "TCP", or "RDMA": the RDMA transport on `rdma_context` (the target machine's NIC), its CM
+  // listening on the network.
+  std::string trtype = "TCP";
+  rdma::Context* rdma_context = nullptr;
+  fabric::rdma::RdmaTargetOptions rdma = [] {
+    fabric::rdma::RdmaTargetOptions o;
+    o.num_shared_buffers = 128;
+    // The device's largest CQ: connections a host left behind (its NIC reset, its QP failed)
+    // keep their share until their CM stream says goodbye.
+    o.num_cqe = 32768;
     return o;
   }();
 };

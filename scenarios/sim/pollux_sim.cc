@@ -2,6 +2,7 @@
 //
 //   pollux-sim --profile p4800x --qd 16 --rw randread --time-ms 20 --seed 7
 //   pollux-sim --profile p3700 --devices 8 --qd 128 --time-ms 20 --json
+//   pollux-sim --profile p4800x --transport rdma --qd 1   (behind an NVMe-oF/RDMA target)
 //
 // Prints IOPS and latency per device, the simulation's speed, and the trace hash: the same
 // seed and options give the same hash.
@@ -12,6 +13,7 @@
 
 #include "common/cli.h"
 #include "emulator/timing/profile.h"
+#include "scenarios/sim/fabric_run.h"
 #include "scenarios/sim/run.h"
 
 using namespace pollux;
@@ -61,6 +63,16 @@ int main(int argc, char** argv) {
   app.add_option("--scale-pages", scale_pages, "NAND: with --scale-blocks, pages per block")
       ->needs("--scale-blocks");
   app.add_option("--precondition", precondition, "NAND: none | sequential | steady");
+  std::string transport = "local";
+  uint64_t wire_latency_ns = 2000;
+  app.add_option("--transport", transport,
+                 "local (the driver on the devices) or rdma (the devices behind a Pollux "
+                 "NVMe-oF/RDMA target, the host over emulated RoCEv2 NICs)")
+      ->check(CLI::IsMember({"local", "rdma"}));
+  app.add_option("--wire-latency-ns", wire_latency_ns,
+                 "with --transport rdma: the wire's one-way latency (the NICs have no timing "
+                 "of their own yet)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1'000'000'000}));
   std::string metrics_addr;
   double linger_s = 0;
   app.add_option("--metrics", metrics_addr,
@@ -108,6 +120,8 @@ int main(int argc, char** argv) {
   }
   spec.devices = devices;
   spec.seed = seed;
+  spec.transport = transport == "rdma" ? "rdma" : "";
+  spec.wire_latency_ns = wire_latency_ns;
   spec.job.queue_depth = qd;
   spec.job.io_bytes = bs;
   if (rw == "randread" || rw == "read")
@@ -130,9 +144,13 @@ int main(int argc, char** argv) {
   spec.job.series_window_ns = static_cast<uint64_t>(interval_ms * 1e6);
   spec.job.write_pattern = write_pattern;
   if (!json) {
-    std::printf("pollux-sim: profile %s (%s), fidelity %s, %u device(s), seed %" PRIu64 "\n",
+    std::printf("pollux-sim: profile %s (%s), fidelity %s, %u device(s), seed %" PRIu64 "%s\n",
                 spec.profile.name.c_str(), spec.profile.description.c_str(),
-                emu::timing::to_string(spec.profile.fidelity), devices, seed);
+                emu::timing::to_string(spec.profile.fidelity), devices, seed,
+                spec.transport.empty() ? ""
+                                       : (", over NVMe-oF/RDMA (wire " +
+                                          std::to_string(wire_latency_ns) + " ns one way)")
+                                             .c_str());
   }
   // Metrics: the run publishes snapshots; the endpoint outlives it by --linger (the guard
   // lingers on every way out, after the report is printed).
@@ -159,7 +177,8 @@ int main(int argc, char** argv) {
       metrics::linger(static_cast<uint64_t>(seconds * 1e9));
     }
   } linger_guard{exporter != nullptr, linger_s};
-  const sim::RunReport r = sim::run_perf(spec);
+  const sim::RunReport r =
+      spec.transport == "rdma" ? sim::run_rdma_perf(spec) : sim::run_perf(spec);
   if (!r.error.empty()) {
     std::fprintf(stderr, "pollux-sim: %s\n", r.error.c_str());
     return 1;

@@ -56,4 +56,23 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["per_device"][0]; sy
 timeout 60 "$sim" -p gen4-tlc -w randwrite -q 16 --time-ms 1 --write-pattern --json >"$err.out" || fail "pattern writes"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["per_device"][0]; sys.exit(0 if d["store_pattern_blocks"] > 500 and d["store_byte_blocks"] == 0 and d["store_memory_bytes"] < 100 * d["store_pattern_blocks"] else 1)' \
   "$err.out" || fail "pattern writes not kept as seeds: $(cat "$err.out")"
+# Over NVMe-oF/RDMA (--transport rdma): the same device behind a Pollux target on an emulated
+# NIC, the host on another: QD 1 costs the device's latency plus the wire's round trip
+# (two 5 us crossings at least), the I/O completes, and the same seed replays the same run.
+timeout 120 "$sim" -p p4800x -q 1 --time-ms 1 --warmup-ms 0.2 --json >"$err.local" || fail "local QD1 run"
+timeout 120 "$sim" -p p4800x -q 1 --time-ms 1 --warmup-ms 0.2 --transport rdma --wire-latency-ns 5000 \
+  --json >"$err.rdma" || fail "rdma QD1 run"
+timeout 120 "$sim" -p p4800x -q 1 --time-ms 1 --warmup-ms 0.2 --transport rdma --wire-latency-ns 5000 \
+  --json >"$err.rdma2" || fail "rdma QD1 run again"
+python3 - "$err.local" "$err.rdma" "$err.rdma2" <<'PY' || fail "rdma: $(cat "$err.rdma")"
+import json, sys
+local, rdma, again = (json.load(open(f)) for f in sys.argv[1:])
+l, r = local["per_device"][0], rdma["per_device"][0]
+assert r["iops"] > 0 and r["errors"] == 0, r
+assert r["mean_us"] >= l["mean_us"] + 10, (l["mean_us"], r["mean_us"])
+assert rdma["trace_hash"] == again["trace_hash"], (rdma["trace_hash"], again["trace_hash"])
+assert rdma["trace_hash"] != local["trace_hash"]
+PY
+refused "--transport" --transport roce
+refused "--wire-latency-ns" --transport rdma --wire-latency-ns 0
 echo PASS

@@ -22,6 +22,10 @@ struct RunSpec {
   // Metrics on: the run collects the event framework's, the queue pairs' and the devices'
   // metrics on its own thread every 50 ms of wall time (and at the end) and publishes them.
   metrics::Snapshot* metrics = nullptr;
+  // "" : the devices attached to the host directly (run_perf); "rdma": behind an NVMe-oF
+  // target over emulated RoCEv2 NICs (run_rdma_perf, fabric_run.h), this far apart.
+  std::string transport;
+  uint64_t wire_latency_ns = 2'000;
 };
 
 // What the emulator's memory store keeps at the end of the run (namespace 1).

@@ -134,6 +134,80 @@ TEST(Chaos, AFabricSuiteScenarioReplaysFromItsSeed) {
               static_cast<unsigned long>(c.trace_hash));
 }
 
+RunResult rdma_chaos(uint64_t seed) {
+  const Scenario s = make_chaos_scenario({seed, kDurationNs, 6, /*fabric=*/true, /*rdma=*/true});
+  RunOptions o;
+  o.seed = seed;
+  o.replay = "bazel run //scenarios/runner:pollux-scenario -- chaos --seed " +
+             std::to_string(seed) + " --duration 8ms --faults 6 --rdma";
+  return run_scenario(s, o);
+}
+
+// RDMA seeds: the first ten of the range (POLLUX_CHAOS_SEEDS set: all of it), ~1.5 s each.
+std::vector<uint64_t> rdma_chaos_seeds() {
+  std::vector<uint64_t> seeds = chaos_seeds();
+  if (std::getenv("POLLUX_CHAOS_SEEDS") == nullptr && seeds.size() > 10) seeds.resize(10);
+  return seeds;
+}
+
+// The drives behind an NVMe/RDMA target over emulated RoCEv2 NICs; RDMA faults (link flaps,
+// partitions, loss, corruption, QPs to Error, a host NIC reset, bad rkeys, a hung or
+// restarted target) drawn with the device faults that apply behind a target.
+class RdmaChaosSeed : public ::testing::TestWithParam<uint64_t> {};
+
+TEST_P(RdmaChaosSeed, LosesNothingAcknowledged) {
+  expect_recovered(rdma_chaos(GetParam()), GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, RdmaChaosSeed, ::testing::ValuesIn(rdma_chaos_seeds()), seed_name);
+
+TEST(Chaos, AnRdmaRunIsAFunctionOfItsSeed) {
+  const RunResult a = rdma_chaos(13), b = rdma_chaos(13), c = rdma_chaos(14);
+  EXPECT_EQ(a.trace_hash, b.trace_hash);
+  EXPECT_EQ(a.trace_records, b.trace_records);
+  EXPECT_EQ(a.ios, b.ios);
+  EXPECT_EQ(a.simulated_ns, b.simulated_ns);
+  EXPECT_EQ(a.retransmissions, b.retransmissions);
+  EXPECT_NE(a.trace_hash, c.trace_hash);
+  const Scenario s = make_chaos_scenario({13, kDurationNs, 6, true, true});
+  ASSERT_TRUE(s.fabric.has_value());
+  EXPECT_EQ(s.fabric->transport, "rdma");
+  EXPECT_TRUE(validate(s).ok()) << validate(s).error();
+  // Over many seeds every RDMA fault is drawn, and nothing a TCP fabric alone has.
+  std::vector<bool> drawn(kFaultKinds, false);
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    const Scenario x = make_chaos_scenario({seed, kDurationNs, 6, true, true});
+    EXPECT_TRUE(validate(x).ok()) << "seed " << seed << ": " << validate(x).error();
+    for (const FaultSpec& f : x.faults) drawn[static_cast<size_t>(f.kind)] = true;
+  }
+  for (FaultKind k :
+       {FaultKind::kLinkFlap, FaultKind::kLoss, FaultKind::kQpError, FaultKind::kNicReset,
+        FaultKind::kBadRkey, FaultKind::kPartition, FaultKind::kCorruption,
+        FaultKind::kKeepaliveExpiry, FaultKind::kTargetRestart})
+    EXPECT_TRUE(drawn[static_cast<size_t>(k)]) << to_string(k);
+  EXPECT_FALSE(drawn[static_cast<size_t>(FaultKind::kConnectionDrop)]);
+  EXPECT_FALSE(drawn[static_cast<size_t>(FaultKind::kLatency)]);
+}
+
+// An RDMA suite scenario: the same seed replays the same run (drives, the CM's network and
+// the RDMA wire's packet decisions), another seed differs.
+TEST(Chaos, AnRdmaSuiteScenarioReplaysFromItsSeed) {
+  auto s = load_scenario("scenarios/suite/rdma-loss-and-corruption.yaml");
+  ASSERT_TRUE(s.ok()) << s.error();
+  RunOptions o;
+  const RunResult a = run_scenario(s.value(), o), b = run_scenario(s.value(), o);
+  o.seed = s.value().seed + 1;
+  const RunResult c = run_scenario(s.value(), o);
+  EXPECT_TRUE(a.passed);
+  EXPECT_EQ(a.trace_hash, b.trace_hash);
+  EXPECT_EQ(a.trace_records, b.trace_records);
+  EXPECT_EQ(a.ios, b.ios);
+  EXPECT_EQ(a.retransmissions, b.retransmissions);
+  EXPECT_GT(a.retransmissions, 0u);
+  EXPECT_EQ(a.simulated_ns, b.simulated_ns);
+  EXPECT_NE(a.trace_hash, c.trace_hash);
+}
+
 // Fabric seed 435 never leaves the target reachable for two of its accept periods (a drop
 // at 0.895 ms cuts the first I/O queue's connection, the target hangs at 1.52 ms before its
 // next accept and is partitioned from 4.15 ms past the end): no I/O can complete, so none is

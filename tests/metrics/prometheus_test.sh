@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# A scenario run with metrics on, and pollux-tgt serving pollux-perf over NVMe/TCP with metrics
-# on, scraped by a real Prometheus server (Debian's, on loopback, with a temporary data
+# A scenario run with metrics on, another over NVMe/RDMA (the emulated NICs' per-port and per-QP
+# metrics), and pollux-tgt serving pollux-perf over NVMe/TCP with metrics on, scraped by a real
+# Prometheus server (Debian's, on loopback, with a temporary data
 # directory); then every dashboard panel's PromQL is evaluated through Prometheus' HTTP API
 # and must return data, and every metric a panel names must exist.
 set -euo pipefail
-scenario_bin=$1 check=$2 scenario=$3 tgt_bin=$4 perf_bin=$5 render=$6
-shift 6
+scenario_bin=$1 check=$2 scenario=$3 tgt_bin=$4 perf_bin=$5 render=$6 rdma_scenario=$7
+shift 7
 dashboards=("$@")
 command -v prometheus >/dev/null || { echo "prometheus is not installed (tools/setup.sh installs it)"; exit 1; }
 dir=$(mktemp -d /tmp/pollux-prom.XXXXXX)
@@ -19,6 +20,11 @@ pids+=($!)
 for _ in $(seq 600); do grep -q "^metrics: " "$dir/run.log" && break; sleep 0.1; done  # start-up
 target=$(sed -n 's|^metrics: http://\([^/]*\)/metrics|\1|p' "$dir/run.log")
 [ -n "$target" ] || { cat "$dir/run.log"; echo "FAIL: the scenario printed no metrics endpoint"; exit 1; }
+"$scenario_bin" run "$rdma_scenario" --quiet --report "" --metrics 127.0.0.1:0 --linger 300s >"$dir/rdma.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 600); do grep -q "^metrics: " "$dir/rdma.log" && break; sleep 0.1; done
+rdma_target=$(sed -n 's|^metrics: http://\([^/]*\)/metrics|\1|p' "$dir/rdma.log")
+[ -n "$rdma_target" ] || { cat "$dir/rdma.log"; echo "FAIL: the RDMA scenario printed no metrics endpoint"; exit 1; }
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
@@ -50,13 +56,14 @@ cat >"$dir/prometheus.yml" <<YML
 global: {scrape_interval: 1s, evaluation_interval: 1s}
 scrape_configs:
   - job_name: pollux
-    static_configs: [{targets: ["$target", "$tgt_target"]}]
+    static_configs: [{targets: ["$target", "$rdma_target", "$tgt_target"]}]
 YML
 prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/data" \
   --web.listen-address="127.0.0.1:$port" --log.level=warn >"$dir/prometheus.log" 2>&1 &
 pids+=($!)
 if ! python3 "$check" "http://127.0.0.1:$port" "${dashboards[@]}"; then
-  echo "--- scenario"; cat "$dir/run.log"; echo "--- prometheus"; tail -20 "$dir/prometheus.log"
+  echo "--- scenario"; cat "$dir/run.log"; echo "--- RDMA scenario"; tail -30 "$dir/rdma.log"
+  echo "--- prometheus"; tail -20 "$dir/prometheus.log"
   echo "--- pollux-tgt"; tail -20 "$dir/tgt.log"; echo "--- pollux-perf"; tail -20 "$dir/perf.log"
   exit 1
 fi
@@ -81,4 +88,5 @@ for name, d in summary.items():
 print(f"ok: {len(summary)} dashboards rendered without Grafana, every panel with data")
 PY
 grep -q "PASSED" "$dir/run.log" || { cat "$dir/run.log"; echo "FAIL: the scenario failed"; exit 1; }
+grep -q "PASSED" "$dir/rdma.log" || { cat "$dir/rdma.log"; echo "FAIL: the RDMA scenario failed"; exit 1; }
 echo PASS

@@ -499,5 +499,82 @@ TEST_F(Verbs, SharedReceiveQueueFeedsTwoQps) {
   a2.reset();
 }
 
+// A function-level reset of the NIC (as after a firmware fault): the provider finds the
+// device failed, every object made before is dead (posts, polls and set-up calls on it fail,
+// its destruction sends nothing — its number may be a new object's), recover() brings the
+// device up again and new objects work, also after the old ones are destroyed.
+TEST_F(Verbs, ADeviceResetKillsEveryObjectAndRecoverBringsTheDeviceBack) {
+  open_pair();
+  fill(a_.at(0), 512, 3);
+  ASSERT_EQ(post_recv(*b_.qp, {b_.sge(0, 4096)}, 1), 0);
+  ASSERT_EQ(post_send(*a_.qp, WrOpcode::kSend, {a_.sge(0, 512)}, 1), 0);
+  ASSERT_EQ(drain(b_).size(), 1u);
+  ASSERT_EQ(drain(a_).size(), 1u);
+  EXPECT_FALSE(a_.ctx->probe_fatal());
+  EXPECT_EQ(a_.ctx->recover(), 0) << "nothing failed: nothing to do";
+  const uint32_t gen = a_.ctx->generation();
+
+  a_.device->on_reset();
+  auto refused = a_.ctx->alloc_pd();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, -EIO) << "a command finds the reset at once";
+  EXPECT_TRUE(a_.ctx->probe_fatal());
+  EXPECT_EQ(post_send(*a_.qp, WrOpcode::kSend, {a_.sge(0, 8)}, 2), -EIO);
+  WorkCompletion wc[4];
+  EXPECT_EQ(a_.cq->poll(wc, 4), -EIO);
+
+  ASSERT_EQ(a_.ctx->recover(), 0);
+  EXPECT_EQ(a_.ctx->generation(), gen + 1);
+  EXPECT_FALSE(a_.ctx->probe_fatal());
+  EXPECT_EQ(post_send(*a_.qp, WrOpcode::kSend, {a_.sge(0, 8)}, 2), -EIO) << "an old QP stays dead";
+  EXPECT_EQ(a_.cq->poll(wc, 4), -EIO);
+  QpAttr attr;
+  EXPECT_EQ(a_.qp->query(&attr), -EIO);
+  auto old_pd_mr = a_.ctx->reg_mr(*a_.pd, a_.buf->data(), 4096, access::kLocalWrite);
+  ASSERT_FALSE(old_pd_mr.ok());
+  EXPECT_EQ(old_pd_mr.error().code, -EIO);
+
+  // New objects on the recovered device, a new peer QP, and traffic again.
+  auto pd = a_.ctx->alloc_pd();
+  ASSERT_TRUE(pd.ok()) << pd.error().message;
+  auto cq = a_.ctx->create_cq(64);
+  ASSERT_TRUE(cq.ok());
+  auto mr = a_.ctx->reg_mr(*pd.value(), a_.buf->data(), kBufBytes,
+                           access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead);
+  ASSERT_TRUE(mr.ok());
+  QpInitAttr init;
+  init.send_cq = init.recv_cq = cq.value().get();
+  init.cap = QpCap{64, 64, 1, 1};
+  auto qp = a_.ctx->create_qp(*pd.value(), init);
+  ASSERT_TRUE(qp.ok());
+  EXPECT_EQ(qp.value()->qp_num(), a_.qp->qp_num()) << "the reset freed the number";
+  auto b2 = make_qp(b_, {});
+  ASSERT_NE(b2, nullptr);
+  connect(a_, *qp.value(), b_, *b2, {});
+  connect(b_, *b2, a_, *qp.value(), {});
+  // The old objects go; nothing of the new ones with the same numbers goes with them.
+  a_.qp.reset();
+  a_.mr.reset();
+  a_.cq.reset();
+  a_.pd.reset();
+  for (uint32_t round = 0; round < 2; ++round) {
+    ASSERT_EQ(post_recv(*b2, {b_.sge(8192, 4096)}, 10 + round), 0);
+    fill(a_.at(0), 1000, 9 + round);
+    ASSERT_EQ(post_send(*qp.value(), WrOpcode::kSend, {Sge{a_.addr(0), 1000, mr.value()->lkey()}},
+                        20 + round),
+              0);
+    cluster_.run_until_idle(1'000'000'000ull);
+    ASSERT_EQ(cq.value()->poll(wc, 4), 1) << "round " << round;
+    EXPECT_EQ(wc[0].status, WcStatus::kSuccess);
+    EXPECT_EQ(wc[0].wr_id, 20u + round);
+    EXPECT_EQ(std::memcmp(a_.at(0), b_.at(8192), 1000), 0);
+    std::vector<WorkCompletion> rx = drain(b_);
+    ASSERT_EQ(rx.size(), 1u);
+    EXPECT_EQ(rx[0].wr_id, 10u + round);
+  }
+  qp.value().reset();
+  b2.reset();
+}
+
 }  // namespace
 }  // namespace pollux::rdma::testing

@@ -48,6 +48,7 @@ struct WorldOptions {
   // Virtual time a turn of pump() costs when the target or a NIC did something (a crude
   // stand-in for software time: the lockstep engine's HostCostModel is the real one).
   uint64_t work_step_ns = 100;
+  std::shared_ptr<RdmaHostFaults> host_faults;  // error injection on the host's side
 };
 
 // One machine's side of the wire: its memory, its NIC, and verbs over it.
@@ -176,6 +177,7 @@ class World {
     ho.cm_network = &net_;
     ho.registry = &host_machine_.registry;
     ho.qp = o_.host_qp;
+    ho.faults = o_.host_faults;
     auto t = RdmaTransport::create(trid.value(), ho);
     if (!t) return t.error().message;
     nvme::ControllerOptions co;

@@ -1,13 +1,25 @@
 #!/usr/bin/env python3
-"""Writes the seed corpus of vfio_user_nvme_fuzz (records as its header describes): honest
-admin commands and messages a driver sends, and a few a hostile one would."""
+"""Writes the seed corpora of the fuzz targets (each input in the record format its target's
+header describes): what an honest peer sends, and what a hostile one would.
+  tests/fuzz/make_corpus.py [TARGET...]     (default: every target below)"""
 import os
 import struct
 import sys
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def write_corpus(target, seeds):
+    out = os.path.join(HERE, "corpus", target)
+    os.makedirs(out, exist_ok=True)
+    for name, blob in seeds.items():
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(blob)
+    print(f"{len(seeds)} inputs in {out}", file=sys.stderr)
+
+
+# ------------------------------------------------------------------ vfio_user_nvme ---
 IOVA = 1 << 20
-out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "vfio_user_nvme")
-os.makedirs(out, exist_ok=True)
 
 
 def sqe(opcode, cid, nsid=0, prp1=0, prp2=0, cdw10=0, cdw11=0, cdw12=0, flags=0):
@@ -32,28 +44,226 @@ def doorbell(idx, value):
     return bytes([4, idx]) + struct.pack("<H", value)
 
 
-data = IOVA + 0x10000
-seeds = {
-    "identify": sqe(0x06, 1, prp1=data, cdw10=1) + sqe(0x06, 2, nsid=1, prp1=data) + poll(),
-    "io_queues": (sqe(0x05, 3, prp1=IOVA + 0x20000, cdw10=(15 << 16) | 1, cdw11=1)
-                  + sqe(0x01, 4, prp1=IOVA + 0x21000, cdw10=(15 << 16) | 1, cdw11=(1 << 16) | 1)
-                  + poll() + poke(0x21000, bytes(64)) + doorbell(2, 1) + poll()),
-    "log_page": sqe(0x02, 5, nsid=0xffffffff, prp1=data, cdw10=(127 << 16) | 2) + poll(),
-    "prp_outside": sqe(0x06, 6, prp1=0xdead0000, cdw10=1) + sqe(0x06, 7, prp1=IOVA + 0x3f000,
-                                                               prp2=8, cdw10=1) + poll(),
-    "sgl": sqe(0x06, 8, prp1=data, prp2=(4096 << 32), cdw10=1, flags=0x40) + poll(),
-    "features": sqe(0x09, 9, cdw10=7, cdw11=(3 << 16) | 3) + sqe(0x0a, 10, cdw10=7) + poll(),
-    "unmap_then_command": (message(3, struct.pack("<IIQQ", 24, 0, IOVA, 256 * 1024))
-                           + sqe(0x06, 11, prp1=data, cdw10=1) + poll()),
-    "device_info": message(4, struct.pack("<IIII", 16, 0, 0, 0)),
-    "region_read": message(9, struct.pack("<QII", 0, 0, 8)),
-    "remap_with_fd": message(2, struct.pack("<IIQQQ", 32, 3, 0, 1 << 30, 4096), with_fd=True),
-    "doorbells_out_of_order": doorbell(9, 3) + doorbell(1, 500) + doorbell(0, 63) + poll(),
-    "disable_reenable": (message(10, struct.pack("<QII", 0x14, 0, 4) + struct.pack("<I", 0))
-                         + poll() + message(10, struct.pack("<QII", 0x14, 0, 4)
-                                            + struct.pack("<I", 0x460001)) + poll()),
+def vfio_user_nvme():
+    data = IOVA + 0x10000
+    return {
+        "identify": sqe(0x06, 1, prp1=data, cdw10=1) + sqe(0x06, 2, nsid=1, prp1=data) + poll(),
+        "io_queues": (sqe(0x05, 3, prp1=IOVA + 0x20000, cdw10=(15 << 16) | 1, cdw11=1)
+                      + sqe(0x01, 4, prp1=IOVA + 0x21000, cdw10=(15 << 16) | 1, cdw11=(1 << 16) | 1)
+                      + poll() + poke(0x21000, bytes(64)) + doorbell(2, 1) + poll()),
+        "log_page": sqe(0x02, 5, nsid=0xffffffff, prp1=data, cdw10=(127 << 16) | 2) + poll(),
+        "prp_outside": sqe(0x06, 6, prp1=0xdead0000, cdw10=1) + sqe(0x06, 7, prp1=IOVA + 0x3f000,
+                                                                   prp2=8, cdw10=1) + poll(),
+        "sgl": sqe(0x06, 8, prp1=data, prp2=(4096 << 32), cdw10=1, flags=0x40) + poll(),
+        "features": sqe(0x09, 9, cdw10=7, cdw11=(3 << 16) | 3) + sqe(0x0a, 10, cdw10=7) + poll(),
+        "unmap_then_command": (message(3, struct.pack("<IIQQ", 24, 0, IOVA, 256 * 1024))
+                               + sqe(0x06, 11, prp1=data, cdw10=1) + poll()),
+        "device_info": message(4, struct.pack("<IIII", 16, 0, 0, 0)),
+        "region_read": message(9, struct.pack("<QII", 0, 0, 8)),
+        "remap_with_fd": message(2, struct.pack("<IIQQQ", 32, 3, 0, 1 << 30, 4096), with_fd=True),
+        "doorbells_out_of_order": doorbell(9, 3) + doorbell(1, 500) + doorbell(0, 63) + poll(),
+        "disable_reenable": (message(10, struct.pack("<QII", 0x14, 0, 4) + struct.pack("<I", 0))
+                             + poll() + message(10, struct.pack("<QII", 0x14, 0, 4)
+                                                + struct.pack("<I", 0x460001)) + poll()),
+    }
+
+
+# ---------------------------------------------------------------- NVMe over fabrics ---
+NQN = b"nqn.2026-11.io.pollux:fuzz"
+HOSTNQN = b"nqn.2026-11.io.pollux:fuzz-host"
+DISCOVERY_NQN = b"nqn.2014-08.org.nvmexpress.discovery"
+SGL_IN_CAPSULE = 0x01  # Data Block, Offset subtype
+SGL_TRANSPORT = 0x5a   # Transport Data Block, transport subtype
+PSDT_SGL = 0x40
+
+
+def nvme_sqe(opcode, cid, nsid=0, cdw10=0, cdw11=0, cdw12=0, cdw13=0, sgl_len=0,
+             sgl_id=SGL_TRANSPORT, flags=PSDT_SGL, sgl_addr=0):
+    sgl = struct.pack("<QI3xB", sgl_addr, sgl_len, sgl_id if sgl_len else 0)
+    return (struct.pack("<BBHI", opcode, flags, cid, nsid) + bytes(16) + sgl
+            + struct.pack("<IIIIII", cdw10, cdw11, cdw12, cdw13, 0, 0))
+
+
+def fabrics_sqe(fctype, cid, body=b""):
+    """A fabrics command: FCTYPE at byte 4, then bytes 5.. as given (to 64 bytes)."""
+    sqe = bytearray(struct.pack("<BBHB", 0x7f, PSDT_SGL, cid, fctype) + body)
+    return bytes(sqe + bytes(64 - len(sqe)))
+
+
+def connect_sqe(cid, qid, sqsize, kato=0):
+    sqe = bytearray(fabrics_sqe(0x01, cid))
+    sqe[24:40] = struct.pack("<QI3xB", 0, 1024, SGL_IN_CAPSULE)
+    sqe[40:52] = struct.pack("<HHHBxI", 0, qid, sqsize, 0, kato)
+    return bytes(sqe)
+
+
+def connect_data(cntlid=0xffff, subnqn=NQN, hostnqn=HOSTNQN):
+    d = bytearray(1024)
+    d[0:16] = bytes(range(1, 17))
+    d[16:18] = struct.pack("<H", cntlid)
+    d[256:256 + len(subnqn)] = subnqn
+    d[512:512 + len(hostnqn)] = hostnqn
+    return bytes(d)
+
+
+def property_set(cid, ofst, value):
+    sqe = bytearray(fabrics_sqe(0x00, cid))
+    sqe[40] = 0  # 4 bytes
+    sqe[44:56] = struct.pack("<IQ", ofst, value)
+    return bytes(sqe)
+
+
+def property_get(cid, ofst, eight=False):
+    sqe = bytearray(fabrics_sqe(0x04, cid))
+    sqe[40] = 1 if eight else 0
+    sqe[44:48] = struct.pack("<I", ofst)
+    return bytes(sqe)
+
+
+CC_ENABLE = 0x460001  # IOCQES 4, IOSQES 6, EN
+
+
+# ---------------------------------------------------------------------- nvmf_tcp ---
+def tcp_record(kind, payload):
+    return bytes([kind]) + struct.pack("<H", len(payload)) + payload
+
+
+def pdu(b):
+    """A PDU record: the harness sets PLEN and computes the digests its flags ask for."""
+    return tcp_record(1, b)
+
+
+def raw(b):
+    return tcp_record(0, b)
+
+
+def conn(i):
+    return bytes([2, i])
+
+
+def wait(exp):
+    return bytes([3, exp])
+
+
+def host_read(n=0):
+    return bytes([4]) + struct.pack("<H", n)
+
+
+def window(n):
+    return bytes([5]) + struct.pack("<H", n)
+
+
+def recv_chunk(n):
+    return bytes([5 | 8]) + struct.pack("<H", n)
+
+
+def icreq(hpda=0, dgst=0, maxr2t=0, pfv=0):
+    return pdu(struct.pack("<BBBBIHBBI", 0x00, 0, 128, 0, 128, pfv, hpda, dgst, maxr2t)
+               + bytes(112))
+
+
+def capsule(sqe, data=b"", hd=False, dd=False):
+    flags = (1 if hd else 0) | (2 if dd and data else 0)
+    header_end = 72 + (4 if hd else 0)
+    pdo = header_end if data else 0
+    b = struct.pack("<BBBBI", 0x04, flags, 72, pdo, 0) + sqe + (bytes(4) if hd else b"")
+    if data:
+        b += data + (bytes(4) if dd else b"")
+    return pdu(b)
+
+
+def h2c_data(cid, ttag, datao, data, last=True, hd=False, dd=False):
+    flags = (1 if hd else 0) | (2 if dd else 0) | (4 if last else 0)
+    pdo = 24 + (4 if hd else 0)
+    b = (struct.pack("<BBBBIHHII4x", 0x06, flags, 24, pdo, 0, cid, ttag, datao, len(data))
+         + (bytes(4) if hd else b"") + data + (bytes(4) if dd else b""))
+    return pdu(b)
+
+
+def h2c_term(fes=1, fei=0):
+    return pdu(struct.pack("<BBBBIHI10x", 0x02, 0, 24, 0, 24, fes, fei))
+
+
+def admin_up(hd=False, dd=False, kato=0, dgst=None, sqsize=15):
+    """ICReq, Connect (admin queue), CC.EN = 1: a controller ready for admin commands."""
+    if dgst is None:
+        dgst = (1 if hd else 0) | (2 if dd else 0)
+    return (icreq(dgst=dgst) + capsule(connect_sqe(1, 0, sqsize, kato), connect_data(), hd, dd)
+            + capsule(property_set(2, 0x14, CC_ENABLE), hd=hd, dd=dd))
+
+
+def io_queue_up(qid=1, cntlid=1, hd=False, dd=False, maxr2t=0):
+    dgst = (1 if hd else 0) | (2 if dd else 0)
+    return (icreq(dgst=dgst, maxr2t=maxr2t)
+            + capsule(connect_sqe(1, qid, 15), connect_data(cntlid), hd, dd))
+
+
+def nvmf_tcp():
+    identify = (capsule(nvme_sqe(0x06, 3, cdw10=1, sgl_len=4096))
+                + capsule(nvme_sqe(0x06, 4, nsid=1, cdw10=0, sgl_len=4096))
+                + capsule(nvme_sqe(0x06, 5, cdw10=2, sgl_len=4096)))
+    block = bytes(range(256)) * 32  # 8 KiB
+    write_read = (conn(1) + io_queue_up()
+                  + capsule(nvme_sqe(0x01, 7, nsid=1, cdw10=8, cdw12=15, sgl_len=8192))
+                  + h2c_data(7, 0, 0, block[:4096]) + h2c_data(7, 0, 4096, block[4096:])
+                  + capsule(nvme_sqe(0x01, 8, nsid=1, cdw10=40, cdw12=0, sgl_len=512,
+                                     sgl_id=SGL_IN_CAPSULE), block[:512])
+                  + capsule(nvme_sqe(0x02, 9, nsid=1, cdw10=8, cdw12=15, sgl_len=8192))
+                  + capsule(nvme_sqe(0x02, 10, nsid=2, cdw10=1, cdw12=0, sgl_len=4096)))
+    return {
+        "icreq_only": bytes([0]) + icreq(),
+        "icreq_hpda_maxr2t": bytes([0]) + icreq(hpda=3, maxr2t=7, dgst=3),
+        "admin_identify": bytes([0]) + admin_up() + identify
+                          + capsule(property_get(6, 0x1c)) + capsule(property_get(7, 0, True)),
+        "admin_digests": bytes([0]) + admin_up(hd=True, dd=True) + capsule(
+            nvme_sqe(0x06, 3, cdw10=1, sgl_len=4096), hd=True, dd=True),
+        "header_digest_only": bytes([0]) + admin_up(hd=True) + capsule(
+            nvme_sqe(0x02, 3, nsid=0xffffffff, cdw10=(255 << 16) | 2, sgl_len=1024), hd=True),
+        "io_write_read": bytes([0]) + admin_up() + write_read,
+        "io_no_c2h_success": bytes([1]) + admin_up() + write_read,
+        "io_no_in_capsule_data": bytes([2]) + admin_up() + write_read,
+        "io_digests_maxr2t": bytes([4 | 8]) + admin_up(hd=True, dd=True) + conn(1)
+                             + io_queue_up(hd=True, dd=True, maxr2t=3)
+                             + capsule(nvme_sqe(0x01, 7, nsid=1, cdw12=31, sgl_len=16384),
+                                       hd=True, dd=True)
+                             + h2c_data(7, 0, 0, block, hd=True, dd=True)
+                             + h2c_data(7, 1, 8192, block, hd=True, dd=True),
+        "io_commands": bytes([0]) + admin_up() + conn(1) + io_queue_up()
+                       + capsule(nvme_sqe(0x00, 3, nsid=1))  # flush
+                       + capsule(nvme_sqe(0x08, 4, nsid=1, cdw10=0, cdw12=7))  # write zeroes
+                       + capsule(nvme_sqe(0x09, 5, nsid=1, cdw10=0, cdw11=4, sgl_len=16,
+                                          sgl_id=SGL_IN_CAPSULE),
+                                 struct.pack("<IIQ", 0, 8, 16))  # deallocate
+                       + capsule(nvme_sqe(0x05, 6, nsid=1, cdw12=0, sgl_len=512))  # compare
+                       + capsule(fabrics_sqe(0x08, 11)),  # disconnect
+        "admin_features_aer": bytes([0]) + admin_up()
+                              + capsule(nvme_sqe(0x09, 3, cdw10=7, cdw11=(3 << 16) | 3))
+                              + capsule(nvme_sqe(0x0a, 4, cdw10=7))
+                              + capsule(nvme_sqe(0x0c, 5)) + capsule(nvme_sqe(0x0c, 6))
+                              + capsule(nvme_sqe(0x18, 7)) + capsule(nvme_sqe(0x08, 8, cdw10=5)),
+        "discovery_log": bytes([0]) + icreq()
+                         + capsule(connect_sqe(1, 0, 15), connect_data(subnqn=DISCOVERY_NQN))
+                         + capsule(property_set(2, 0x14, CC_ENABLE))
+                         + capsule(nvme_sqe(0x02, 3, cdw10=(255 << 16) | 0x70, sgl_len=1024)),
+        "keep_alive_timeout": bytes([0]) + admin_up(kato=100) + wait(28) + wait(28),
+        "capsule_before_icreq": bytes([0]) + capsule(connect_sqe(1, 0, 15), connect_data()),
+        "host_terminates": bytes([0]) + icreq() + h2c_term(),
+        "small_window_chunks": bytes([0x18]) + window(40) + recv_chunk(7) + admin_up() + identify
+                               + host_read(30) + host_read(100) + wait(20) + host_read(0),
+        "too_many_commands": bytes([0]) + admin_up(sqsize=3) + b"".join(
+            capsule(nvme_sqe(0x0c, 10 + i)) for i in range(6)),
+        "close_with_io_out": bytes([0x00]) + admin_up() + conn(1) + io_queue_up()
+                             + capsule(nvme_sqe(0x01, 7, nsid=1, cdw12=31, sgl_len=16384))
+                             + bytes([6]) + conn(0) + bytes([7]),
+        "raw_garbage": bytes([0]) + raw(b"\x04\x00\x48\x00\xff\xff\xff\x7f" + bytes(64)),
+    }
+
+
+TARGETS = {
+    "vfio_user_nvme": vfio_user_nvme,
+    "nvmf_tcp": nvmf_tcp,
 }
-for name, blob in seeds.items():
-    with open(os.path.join(out, name), "wb") as f:
-        f.write(blob)
-print(f"{len(seeds)} inputs in {out}", file=sys.stderr)
+
+if __name__ == "__main__":
+    for name in sys.argv[1:] or TARGETS:
+        write_corpus(name, TARGETS[name]())

@@ -259,9 +259,77 @@ def nvmf_tcp():
     }
 
 
+# ----------------------------------------------------------------- nvmf_commands ---
+def cmd(q, sqe, data=b"", in_flight=False):
+    return bytes([8 if in_flight else 0, q]) + sqe + data
+
+
+def nvmf_connect(q, sqsize=15, kato=0, flags=0):
+    return bytes([1, q, sqsize]) + struct.pack("<HB", kato, flags)
+
+
+def cc_enable(value=0):
+    return bytes([2]) + struct.pack("<I", value)
+
+
+def disconnect(q):
+    return bytes([4, q])
+
+
+def nvmf_commands():
+    up = nvmf_connect(0) + cc_enable()
+    io = nvmf_connect(1) + nvmf_connect(2)
+    block = bytes(range(256)) * 64  # 16 KiB
+    admin = (cmd(0, nvme_sqe(0x06, 1, cdw10=1, sgl_len=4096))
+             + cmd(0, nvme_sqe(0x06, 2, nsid=1, cdw10=0, sgl_len=4096))
+             + cmd(0, nvme_sqe(0x06, 3, cdw10=2, sgl_len=4096))
+             + cmd(0, nvme_sqe(0x06, 4, nsid=1, cdw10=3, sgl_len=4096))
+             + cmd(0, nvme_sqe(0x02, 5, nsid=0xffffffff, cdw10=(127 << 16) | 2, sgl_len=512))
+             + cmd(0, nvme_sqe(0x02, 6, cdw10=(255 << 16) | 1, sgl_len=1024))
+             + cmd(0, nvme_sqe(0x02, 7, cdw10=(1023 << 16) | 4, cdw12=8, sgl_len=4096))
+             + cmd(0, nvme_sqe(0x09, 8, cdw10=7, cdw11=(3 << 16) | 3))
+             + cmd(0, nvme_sqe(0x0a, 9, cdw10=7))
+             + cmd(0, nvme_sqe(0x09, 10, cdw10=0x0b, cdw11=0x900))
+             + cmd(0, nvme_sqe(0x0a, 11, cdw10=0x0f))
+             + cmd(0, nvme_sqe(0x18, 12))
+             + cmd(0, nvme_sqe(0x0c, 13)) + cmd(0, nvme_sqe(0x08, 14, cdw10=13)))
+    io_cmds = (cmd(1, nvme_sqe(0x01, 20, nsid=1, cdw10=0, cdw12=31, sgl_len=16384), block)
+               + cmd(1, nvme_sqe(0x02, 21, nsid=1, cdw10=0, cdw12=31, sgl_len=16384))
+               + cmd(2, nvme_sqe(0x01, 22, nsid=2, cdw10=1, cdw12=1, sgl_len=8192), block[:8192])
+               + cmd(2, nvme_sqe(0x02, 23, nsid=2, cdw10=1, cdw12=1, sgl_len=8192))
+               + cmd(1, nvme_sqe(0x05, 24, nsid=1, cdw12=0, sgl_len=512), block[:512])
+               + cmd(1, nvme_sqe(0x08, 25, nsid=1, cdw10=100, cdw12=50))
+               + cmd(1, nvme_sqe(0x09, 26, nsid=1, cdw10=1, cdw11=4, sgl_len=32),
+                     struct.pack("<IIQ", 0, 8, 16) + struct.pack("<IIQ", 0, 300, 200))
+               + cmd(1, nvme_sqe(0x00, 27, nsid=1))
+               + cmd(1, nvme_sqe(0x02, 28, nsid=1, cdw10=250, cdw12=15, sgl_len=8192)))
+    return {
+        "admin": bytes([0]) + up + admin,
+        "io": bytes([0]) + up + io + io_cmds,
+        "io_keyed_sgl": bytes([1]) + up + io + io_cmds,
+        "io_in_flight_disconnect": bytes([2]) + up + io + cmd(
+            1, nvme_sqe(0x01, 30, nsid=1, cdw12=31, sgl_len=16384), block, True)
+            + cmd(1, nvme_sqe(0x02, 31, nsid=1, cdw12=31, sgl_len=16384), in_flight=True)
+            + disconnect(0) + disconnect(1),
+        "discovery": bytes([0]) + nvmf_connect(0, flags=1) + cc_enable()
+                     + cmd(0, nvme_sqe(0x02, 1, cdw10=(1023 << 16) | 0x70, sgl_len=4096))
+                     + cmd(0, nvme_sqe(0x06, 2, cdw10=1, sgl_len=4096)),
+        "host_not_allowed": bytes([4]) + nvmf_connect(0, flags=2) + nvmf_connect(0),
+        "commands_before_connect": bytes([0]) + cmd(0, nvme_sqe(0x06, 1, cdw10=1, sgl_len=4096))
+                                   + cmd(1, nvme_sqe(0x02, 2, nsid=1, sgl_len=512)),
+        "keep_alive": bytes([0]) + nvmf_connect(0, kato=100) + cc_enable() + bytes([3, 27])
+                      + cmd(0, nvme_sqe(0x18, 3)) + bytes([3, 28]) + bytes([3, 28]),
+        "reset_under_io": bytes([0]) + up + io + cmd(
+            1, nvme_sqe(0x01, 40, nsid=1, cdw12=31, sgl_len=16384), block, True)
+            + cc_enable(0x460000) + cc_enable() + nvmf_connect(1),
+        "shutdown": bytes([0]) + up + io + cc_enable(0x464001) + bytes([5, 3]) + cc_enable(0x460000),
+    }
+
+
 TARGETS = {
     "vfio_user_nvme": vfio_user_nvme,
     "nvmf_tcp": nvmf_tcp,
+    "nvmf_commands": nvmf_commands,
 }
 
 if __name__ == "__main__":

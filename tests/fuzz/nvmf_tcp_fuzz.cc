@@ -55,6 +55,7 @@ namespace target = pollux::fabric::target;
 namespace tcp = pollux::fabric::tcp;
 using pollux::fuzz::check;
 using pollux::fuzz::fail;
+using pollux::fuzz::Reader;
 
 constexpr const char* kNqn = "nqn.2026-11.io.pollux:fuzz";
 constexpr int kPeers = 4;
@@ -482,23 +483,6 @@ struct Rig {
   }
 };
 
-// Reads n bytes from the input, or fails at its end.
-struct Reader {
-  const uint8_t* p;
-  std::size_t left;
-  bool take(void* out, std::size_t n) {
-    if (n > left) return false;
-    if (n) std::memcpy(out, p, n);
-    p += n;
-    left -= n;
-    return true;
-  }
-  uint16_t u16(bool* ok) {
-    uint16_t v = 0;
-    *ok = take(&v, 2);
-    return v;
-  }
-};
 
 // PLEN and digests of a PDU the input wrote, made right unless the opcode says not to.
 void fix_pdu(std::vector<uint8_t>& pdu, uint8_t op) {
@@ -532,14 +516,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   in.take(&config, 1);
   Rig rig(config);
   for (uint8_t op = 0; in.take(&op, 1);) {
-    bool ok = true;
+    uint16_t u16 = 0;
     switch (op & 7) {
       case 0:
       case 1: {
-        const uint16_t len = in.u16(&ok);
-        if (!ok) break;
-        std::vector<uint8_t> bytes(std::min<std::size_t>(len, in.left));
-        in.take(bytes.data(), bytes.size());
+        if (!in.get(&u16)) break;
+        std::size_t got = 0;
+        const uint8_t* b = in.take_up_to(u16, &got);
+        std::vector<uint8_t> bytes(b, b + got);
         if ((op & 7) == 1) fix_pdu(bytes, op);
         rig.deliver(rig.peer(), bytes.data(), bytes.size());
         break;
@@ -555,15 +539,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
         break;
       }
       case 4: {
-        const uint16_t n = in.u16(&ok);
-        if (ok) rig.read(rig.peer(), n);
+        if (in.get(&u16)) rig.read(rig.peer(), u16);
         break;
       }
       case 5: {
-        const uint16_t n = in.u16(&ok);
-        if (!ok) break;
+        if (!in.get(&u16)) break;
         Peer& p = rig.peer();
-        (op & 0x08 ? p.recv_chunk : p.window) = n;
+        (op & 0x08 ? p.recv_chunk : p.window) = u16;
         rig.w.settle();
         break;
       }

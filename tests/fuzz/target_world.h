@@ -2,9 +2,6 @@
 // so one poll group, and a virtual clock), a bdev manager with small malloc bdevs, and a
 // Target on the first thread. Each input gets a fresh world (a few hundred microseconds), so
 // an input replays alone: nothing carries over from the inputs before it.
-//
-// Nothing here uses gtest: a broken invariant is __builtin_trap(), which libFuzzer and the
-// g++ runner both report with the input that caused it.
 #pragma once
 
 #include <cstdio>
@@ -17,18 +14,9 @@
 #include "driver/env/clock.h"
 #include "driver/event/framework.h"
 #include "fabric/target/target.h"
+#include "tests/fuzz/fuzz_input.h"
 
 namespace pollux::fuzz {
-
-// A broken invariant: says which, then traps (the fuzzer keeps the input).
-[[noreturn]] inline void fail(const char* what) {
-  std::fprintf(stderr, "fuzz invariant broken: %s\n", what);
-  std::fflush(stderr);
-  __builtin_trap();
-}
-inline void check(bool ok, const char* what) {
-  if (!ok) fail(what);
-}
 
 struct TargetWorld {
   static constexpr uint64_t kMaxSteps = 200000;  // a livelock fails instead of hanging

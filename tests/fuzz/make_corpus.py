@@ -493,11 +493,53 @@ def rnic():
     }
 
 
+# --------------------------------------------------------------------- blob_load ---
+# The store (POLLUX_FUZZ_DEBUG=1 prints it): page 0 super block, 1-2 masks, metadata pages
+# 3-26; blob 1 (thick, 3 clusters, the super blob) on page 3, 2 (thin clone) 8, 3 (its
+# snapshot) 9, 4 (a clone of the snapshot) 10, 5 (xattrs over three pages) 12-14, 6 (resized) 16.
+# In a metadata page: header 32 bytes, the flags descriptor (parent at 60), then the extents
+# (the first run's device cluster at 88); the CRC in the last 4 bytes.
+def edit(page, offset, data, seal=True):
+    return bytes([0 | (4 if seal else 0), page]) + struct.pack("<HB", offset, len(data)) + data
+
+
+def copy_page(page, src, seal=False):
+    return bytes([1 | (4 if seal else 0), page, src])
+
+
+def zero_page(page):
+    return bytes([2, page])
+
+
+def blob_load():
+    u64 = lambda v: struct.pack("<Q", v)
+    return {
+        "clean": bytes([0]),
+        "dirty": bytes([1]),
+        "bad_crc": bytes([0]) + edit(3, 200, b"\x01", seal=False),
+        "unknown_descriptor": bytes([0]) + edit(3, 68, bytes([77])),
+        "chain_broken": bytes([0]) + zero_page(13),
+        "version_copied": bytes([1]) + copy_page(20, 8) + copy_page(21, 12),
+        "cluster_two_owners": bytes([0]) + edit(12, 88, u64(7)),
+        "cluster_out_of_range": bytes([0]) + edit(3, 88, u64(1000)),
+        "parent_loop": bytes([0]) + edit(9, 60, u64(4)),
+        "parent_missing": bytes([1]) + zero_page(9),
+        "super_total_clusters": bytes([0]) + edit(0, 32, u64(1 << 40)),
+        "super_clean_flag": bytes([0]) + edit(0, 12, struct.pack("<I", 5)),
+        "super_blob_gone": bytes([0]) + edit(0, 96, u64(0x99)),
+        "super_md_pages": bytes([0]) + edit(0, 80, u64(1 << 30)),
+        "masks_scribbled": bytes([0]) + edit(1, 0, bytes(range(64)), seal=False)
+                           + edit(2, 0, b"\xff" * 32, seal=False),
+        "header_count": bytes([0]) + edit(12, 24, struct.pack("<I", 7)),
+    }
+
+
 TARGETS = {
     "vfio_user_nvme": vfio_user_nvme,
     "nvmf_tcp": nvmf_tcp,
     "nvmf_commands": nvmf_commands,
     "rnic": rnic,
+    "blob_load": blob_load,
 }
 
 if __name__ == "__main__":

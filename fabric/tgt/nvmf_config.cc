@@ -126,7 +126,7 @@ Status create_rdma_transport(target::Target& tgt, const ConfigParams& p) {
   return bdev::ok_status();
 }
 
-Status create_transport(target::Target& tgt, const ConfigParams& p) {
+Status create_transport(target::Target& tgt, const ConfigParams& p, net::Network* network) {
   if (p.has("trtype")) {
     TRY(tt, p.string("trtype"));
     if (strcasecmp(tt.value().c_str(), "RDMA") == 0) return create_rdma_transport(tgt, p);
@@ -174,7 +174,7 @@ Status create_transport(target::Target& tgt, const ConfigParams& p) {
     (void)v;
   }
   if (p.has("tgt_name")) return p.error("tgt_name", "one target per process: leave it out");
-  auto tr = tcp::TcpTargetTransport::create(tgt, o);
+  auto tr = tcp::TcpTargetTransport::create(tgt, o, network);
   if (!tr) return wrap(p, tr.error());
   if (auto st = tgt.add_transport(std::move(tr).value()); !st) return wrap(p, st.error());
   return bdev::ok_status();
@@ -234,14 +234,15 @@ Status add_ns(target::Target& tgt, const ConfigParams& p, NvmfResult* result) {
 
 }  // namespace
 
-void register_nvmf_config_methods(bdev::ConfigMethods& m, target::Target& tgt, NvmfResult* result) {
+void register_nvmf_config_methods(bdev::ConfigMethods& m, target::Target& tgt, NvmfResult* result,
+                                  net::Network* tcp_network) {
   target::Target* t = &tgt;
   auto reset = [result] {
     if (result) result->value = true;
   };
-  m.replace("nvmf_create_transport", [t, reset](ConfigContext&, const ConfigParams& p) {
+  m.replace("nvmf_create_transport", [t, reset, tcp_network](ConfigContext&, const ConfigParams& p) {
     reset();
-    return create_transport(*t, p);
+    return create_transport(*t, p, tcp_network);
   });
   m.replace("nvmf_create_subsystem", [t, reset](ConfigContext&, const ConfigParams& p) {
     reset();
@@ -318,6 +319,30 @@ void register_nvmf_config_methods(bdev::ConfigMethods& m, target::Target& tgt, N
                 return wrap(p, st.error());
               return bdev::ok_status();
             });
+}
+
+bdev::Status apply_target_config(const nlohmann::json& j, bdev::StandardModules& modules,
+                                 const bdev::ConfigMethods& bdev_methods,
+                                 const bdev::ConfigMethods& nvmf_methods) {
+  auto bad = [](const std::string& why) -> bdev::Status { return make_error(EINVAL, why); };
+  if (!j.is_object() || !j.contains("subsystems") || !j["subsystems"].is_array())
+    return bad("config: 'subsystems' must be an array");
+  for (const auto& sub : j["subsystems"]) {
+    if (!sub.is_object() || !sub.contains("subsystem") || !sub["subsystem"].is_string()) continue;
+    const std::string name = sub["subsystem"];
+    const bool has_config =
+        sub.contains("config") && sub["config"].is_array() && !sub["config"].empty();
+    if (name != "bdev" && name != "nvmf" && has_config)
+      fmt::print(stderr, "pollux-tgt: config: subsystem '{}' is not Pollux's: {} entries ignored\n",
+                 name, sub["config"].size());
+  }
+  auto ctx = modules.context();
+  if (auto st = bdev::apply_config(j, ctx, bdev_methods, "bdev"); !st)
+    return bad(st.error().message);
+  if (const auto unbuilt = modules.unbuilt(); !unbuilt.empty()) return bad(unbuilt.front());
+  if (auto st = bdev::apply_config(j, ctx, nvmf_methods, "nvmf"); !st)
+    return bad(st.error().message);
+  return bdev::ok_status();
 }
 
 namespace {

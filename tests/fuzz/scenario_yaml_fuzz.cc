@@ -11,7 +11,7 @@
 // main is libFuzzer's or fuzz_runner's, and a statically linked one does not pull in the
 // runner's weak sc_main (emulator/timing/simulation.cc) for a shared library's reference: this
 // one satisfies the linker.
-__attribute__((weak)) int sc_main(int, char**) {
+extern "C" __attribute__((weak)) int sc_main(int, char**) {
   return 1;
 }
 

@@ -56,7 +56,7 @@ class NullNetwork final : public fabric::net::Network {
   };
 };
 
-inline constexpr uint64_t kMaxBuiltBytes = 4 << 20;  // per malloc bdev, per transport pool
+inline constexpr uint64_t kMaxBuiltBytes = 1 << 20;  // per malloc bdev, per transport pool
 
 // A copy of the parameters with the sizes of what they build bounded (types left as given:
 // a wrong type still reaches the real parser).

@@ -71,7 +71,9 @@ Result<double> ConfigParams::number(const char* field) const {
 }
 
 Status ConfigParams::allow_only(std::initializer_list<const char*> fields) const {
-  for (const auto& [key, value] : j_.items()) {
+  for (const auto& item : j_.items()) {
+    // Not a structured binding: clang before 16 (the fuzz toolchain) cannot capture one.
+    const std::string& key = item.key();
     if (std::none_of(fields.begin(), fields.end(), [&](const char* f) { return key == f; }))
       return error(key, "unknown parameter");
   }

@@ -1,8 +1,21 @@
 #include "driver/env/dma_pool.h"
 
 #include <algorithm>
+#include <atomic>
+
+#ifdef POLLUX_DMA_POISON
+#include <sanitizer/asan_interface.h>
+#endif
 
 namespace pollux::env {
+
+namespace {
+std::atomic<bool> g_poison{false};
+}  // namespace
+
+void poison_free_dma_buffers(bool on) {
+  g_poison.store(on, std::memory_order_relaxed);
+}
 
 Result<std::unique_ptr<DmaBufferPool>> DmaBufferPool::create(MemoryRegistry& registry,
                                                              std::size_t buffer_size,
@@ -19,19 +32,47 @@ Result<std::unique_ptr<DmaBufferPool>> DmaBufferPool::create(MemoryRegistry& reg
 DmaBufferPool::DmaBufferPool(std::unique_ptr<DmaRegion> region, std::size_t buffer_size,
                              std::size_t count)
     : region_(std::move(region)), buffer_size_(buffer_size), count_(count), free_(count) {
+#ifdef POLLUX_DMA_POISON
+  poison_ = g_poison.load(std::memory_order_relaxed);
+#endif
   char* base = static_cast<char*>(region_->data());
-  for (std::size_t i = 0; i < count; ++i) free_.try_push(base + i * buffer_size_);
+  for (std::size_t i = 0; i < count; ++i) {
+    mark_free(base + i * buffer_size_);
+    free_.try_push(base + i * buffer_size_);
+  }
+}
+
+DmaBufferPool::~DmaBufferPool() {
+#ifdef POLLUX_DMA_POISON
+  // The region is unmapped next: its addresses may be mapped again by anyone.
+  if (poison_) ASAN_UNPOISON_MEMORY_REGION(region_->data(), buffer_size_ * count_);
+#endif
+}
+
+void DmaBufferPool::mark_free([[maybe_unused]] void* buf) const {
+#ifdef POLLUX_DMA_POISON
+  if (poison_) ASAN_POISON_MEMORY_REGION(buf, buffer_size_);
+#endif
+}
+
+void DmaBufferPool::mark_held([[maybe_unused]] void* buf) const {
+#ifdef POLLUX_DMA_POISON
+  if (poison_) ASAN_UNPOISON_MEMORY_REGION(buf, buffer_size_);
+#endif
 }
 
 std::size_t DmaBufferPool::get_bulk(void** out, std::size_t n) {
   std::size_t got = 0;
-  while (got < n && free_.try_pop(out[got])) ++got;
+  while (got < n && free_.try_pop(out[got])) mark_held(out[got++]);
   return got;
 }
 
 void DmaBufferPool::put_bulk(void* const* bufs, std::size_t n) {
   // Cannot fail: the queue holds every buffer the pool owns.
-  for (std::size_t i = 0; i < n; ++i) free_.try_push(bufs[i]);
+  for (std::size_t i = 0; i < n; ++i) {
+    mark_free(bufs[i]);
+    free_.try_push(bufs[i]);
+  }
 }
 
 bool DmaBufferPool::owns(const void* buf) const {
@@ -47,6 +88,7 @@ DmaBufferCache::~DmaBufferCache() { flush(count_); }
 
 std::size_t DmaBufferCache::refill() {
   count_ = pool_.get_bulk(local_, size_ / 2);
+  for (std::size_t i = 0; i < count_; ++i) pool_.mark_free(local_[i]);  // free, in the cache
   return count_;
 }
 

@@ -1,5 +1,9 @@
 // Fixed-size DMA buffers for I/O: a shared lock-free pool, and a per-thread cache in front
 // of it so that get/put are O(1) and touch no shared cache line in the common case.
+//
+// Under AddressSanitizer, pools made after poison_free_dma_buffers(true) keep their free
+// buffers poisoned (in the pool or in a cache): a read or write of a buffer nobody holds is
+// reported where it happens. Fuzz targets turn it on; other builds compile it away.
 #pragma once
 
 #include <cstddef>
@@ -10,6 +14,17 @@
 #include "driver/env/mpmc_queue.h"
 
 namespace pollux::env {
+
+#if defined(__SANITIZE_ADDRESS__)
+#define POLLUX_DMA_POISON 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define POLLUX_DMA_POISON 1
+#endif
+#endif
+
+// Pools created from now on poison their free buffers (AddressSanitizer builds only).
+void poison_free_dma_buffers(bool on);
 
 class DmaBufferPool {
  public:
@@ -34,12 +49,18 @@ class DmaBufferPool {
   bool owns(const void* buf) const;
   std::size_t available_approx() const { return free_.size_approx(); }
 
+  ~DmaBufferPool();
+  // A buffer becomes free (poisoned) or held (usable); no-ops unless this pool poisons.
+  void mark_free(void* buf) const;
+  void mark_held(void* buf) const;
+
  private:
   DmaBufferPool(std::unique_ptr<DmaRegion> region, std::size_t buffer_size, std::size_t count);
   std::unique_ptr<DmaRegion> region_;
   std::size_t buffer_size_;
   std::size_t count_;
   MpmcQueue<void*> free_;
+  bool poison_ = false;
 };
 
 // One per thread (not thread-safe by design: its owner is the only user).
@@ -58,10 +79,17 @@ class DmaBufferCache {
       ++exhausted_;
       return nullptr;
     }
-    return local_[--count_];
+    void* b = local_[--count_];
+#ifdef POLLUX_DMA_POISON
+    pool_.mark_held(b);
+#endif
+    return b;
   }
   void put(void* buf) {
     if (count_ == size_) flush(size_ / 2);
+#ifdef POLLUX_DMA_POISON
+    pool_.mark_free(buf);
+#endif
     local_[count_++] = buf;
   }
 

@@ -156,8 +156,10 @@ std::vector<std::pair<std::string, AsyncMethod>> lvol_async_methods() {
 // snapshot of an lvol with I/O channels elsewhere — belong to an asynchronous caller, such
 // as pollux-tgt's RPC server).
 void register_lvol_config_methods(bdev::ConfigMethods& m) {
-  for (auto& [name, method] : lvol_async_methods()) {
-    m.replace(name, [method](ConfigContext& ctx, const ConfigParams& p) -> Status {
+  for (auto& entry : lvol_async_methods()) {
+    // Not a structured binding: clang before 16 (the fuzz toolchain) cannot capture one.
+    const AsyncMethod method = entry.second;
+    m.replace(entry.first, [method](ConfigContext& ctx, const ConfigParams& p) -> Status {
       auto out = std::make_shared<std::optional<Status>>();
       if (Status st = method(ctx, p, [out](Status s) { *out = std::move(s); }); !st) return st;
       event::Thread* t = event::Thread::current();

@@ -115,7 +115,10 @@ void TcpConnection::drain_after_term() {
     const ssize_t n = sock_->recv(sink, sizeof sink);
     if (n > 0) continue;
     if (n == net::kAgain) return;
-    socket_dead_ = true;  // the host closed (or reset): nothing more to say
+    // The host closed (or reset): nothing more to say. What it never read (a response queued
+    // ahead of the C2HTermReq, its window full) is dropped, and its requests freed with it —
+    // else they would hold the connection, and its controller, for ever.
+    begin_close(true);
     return;
   }
 }
@@ -310,10 +313,11 @@ void TcpConnection::push(const void* base, std::size_t len, int release_index) {
   queued_bytes_ += len;
 }
 
-void TcpConnection::flush() {
+bool TcpConnection::flush() {
   // A big batch (the host keeps its queue full) may leave its last partial segment for the
   // next batch to fill: the kernel holds it until a plain send or push().
   const bool more = queued_bytes_ >= kCorkBytes && !urgent_ && !closing_;
+  bool moved = false;
   while (item_count_ > 0 && !socket_dead_) {
     constexpr uint32_t kBatch = 256;  // iovecs per sendmsg (IOV_MAX is 1024)
     const uint32_t n = std::min<uint32_t>(
@@ -323,10 +327,11 @@ void TcpConnection::flush() {
     const ssize_t sent =
         more ? sock_->send_more(v, static_cast<int>(n)) : sock_->send(v, static_cast<int>(n));
     if (sent <= 0) {  // full (kAgain), or broken
-      if (sent == net::kAgain && (!closing_ || lingering())) return;
+      if (sent == net::kAgain && (!closing_ || lingering())) return moved;
       begin_close(true);  // a closing connection waits for nobody: what is left is dropped
-      return;
+      return true;
     }
+    moved = true;
     corked_ = more;
     if (more) {
       corked_this_poll_ = true;
@@ -340,7 +345,7 @@ void TcpConnection::flush() {
       if (left < it.v.iov_len) {  // the socket is full: the rest goes next time
         it.v.iov_base = static_cast<uint8_t*>(it.v.iov_base) + left;
         it.v.iov_len -= left;
-        return;
+        return true;
       }
       left -= it.v.iov_len;
       const int rel = it.release;
@@ -353,6 +358,7 @@ void TcpConnection::flush() {
   }
   if (item_count_ == 0) urgent_ = false;
   if (terminating_ && item_count_ == 0) drain_after_term();  // the C2HTermReq is out: FIN
+  return moved;
 }
 
 void TcpConnection::end_poll() {

@@ -77,8 +77,9 @@ class TcpConnection final : public target::Qpair {
   void on_readable();
   // Sends what is queued (one sendmsg, more while it all goes). A batch of at least
   // kCorkBytes goes with send_more(): its partly filled last segment waits for the next
-  // batch rather than leaving as a segment of its own.
-  void flush();
+  // batch rather than leaving as a segment of its own. Returns whether anything moved (bytes
+  // sent, or the stream dropped): a host that does not read makes no work for the poll.
+  bool flush();
   bool wants_flush() const { return item_count_ > 0; }
   // The end of the group's poll: what send_more() held back leaves now unless this poll added
   // to it — held bytes wait one poll at most.

@@ -223,12 +223,11 @@ event::PollStatus TcpTargetGroup::poll(void* arg) {
   bool busy = false;
   // Responses completed since the last poll (by the bdev layer's pollers) go first: they
   // should not wait behind the readiness poll.
+  // A connection whose host does not read (its socket full) is no work: polling it again
+  // and again must not look busy, or a virtual-time world could never move its clock on.
   auto flush_all = [&g, &busy] {
     for (TcpConnection* c : g.conns_) {
-      if (c->wants_flush()) {
-        c->flush();
-        busy = true;
-      }
+      if (c->wants_flush() && c->flush()) busy = true;
     }
   };
   flush_all();

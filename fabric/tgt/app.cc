@@ -11,8 +11,8 @@
 #include "driver/bdev/modules/nvme.h"
 #include "driver/lvol/config.h"
 #include "driver/lvol/lvol.h"
-#include "driver/nvme/keyring.h"
 #include "driver/metrics/bdev_source.h"
+#include "driver/nvme/keyring.h"
 
 namespace pollux::fabric::tgt {
 
@@ -45,7 +45,7 @@ void TargetApp::record_bdev_methods() {
 }
 
 Result<std::monostate> TargetApp::start(const AppOptions& o) {
-  auto m = bdev::Manager::create(fw_);
+  auto m = bdev::Manager::create(fw_, o.bdev_options);
   if (!m) return make_error(-1, m.error().message);  // not bad input: exit status 1
   mgr_ = std::move(m).value();
   modules_ = std::make_unique<bdev::StandardModules>(*mgr_);
@@ -56,38 +56,20 @@ Result<std::monostate> TargetApp::start(const AppOptions& o) {
   auto t = target::Target::create(fw_, *mgr_);
   if (!t) return make_error(-1, t.error().message);
   tgt_ = std::move(t).value();
-  register_nvmf_config_methods(nvmf_methods_, *tgt_, &nvmf_result_);
+  register_nvmf_config_methods(nvmf_methods_, *tgt_, &nvmf_result_, o.tcp_network);
   bdev::register_keyring_config_methods(keyring_methods_);
 
   if (!o.json.empty()) {
     auto j = bdev::read_config_file(o.json);
     if (!j) return make_error(EINVAL, j.error().message);
-    if (!j->is_object() || !j->contains("subsystems") || !(*j)["subsystems"].is_array())
-      return make_error(EINVAL, "config: 'subsystems' must be an array");
-    for (const auto& sub : (*j)["subsystems"]) {
-      if (!sub.is_object() || !sub.contains("subsystem") || !sub["subsystem"].is_string()) continue;
-      const std::string name = sub["subsystem"];
-      const bool has_config =
-          sub.contains("config") && sub["config"].is_array() && !sub["config"].empty();
-      if (name != "bdev" && name != "nvmf" && name != "keyring" && has_config)
-        fmt::print(stderr,
-                   "pollux-tgt: config: subsystem '{}' is not Pollux's: {} entries ignored\n", name,
-                   sub["config"].size());
-    }
-    auto ctx = modules_->context();
-    // The keyring first: nvmf_subsystem_add_host and bdev_nvme_attach_controller name its keys.
-    if (auto st = bdev::apply_config(*j, ctx, keyring_methods_, "keyring"); !st)
-      return make_error(EINVAL, st.error().message);
-    if (auto st = bdev::apply_config(*j, ctx, bdev_methods_, "bdev"); !st)
-      return make_error(EINVAL, st.error().message);
-    if (const auto unbuilt = modules_->unbuilt(); !unbuilt.empty())
-      return make_error(EINVAL, unbuilt.front());
-    if (auto st = bdev::apply_config(*j, ctx, nvmf_methods_, "nvmf"); !st)
+    if (auto st =
+            apply_target_config(*j, *modules_, keyring_methods_, bdev_methods_, nvmf_methods_);
+        !st)
       return make_error(EINVAL, st.error().message);
   }
   if (o.bdev_metrics) collector_ = metrics::BdevCollector::start(*mgr_, kBdevStatsPeriodUs);
-  if (!o.rpc.empty()) {
-    auto r = RpcServer::start(o.rpc, o.rpc_group);
+  if (!o.rpc.empty() || o.rpc_in_process) {
+    auto r = o.rpc.empty() ? RpcServer::in_process() : RpcServer::start(o.rpc, o.rpc_group);
     if (!r) return make_error(EINVAL, r.error().message);
     rpc_ = std::move(r).value();
     register_rpc_methods();

@@ -28,6 +28,10 @@ struct AppOptions {
   std::string rpc = "/var/tmp/pollux-tgt.sock";  // "": no RPC server
   std::string rpc_group;  // "": the socket is the owner's only (0600); else 0660 for the group
   bool bdev_metrics = false;                     // gather bdev statistics for --metrics
+  net::Network* tcp_network = nullptr;  // where TCP transports listen (nullptr: the kernel's)
+  // With rpc "": an RPC server without a socket, for in-process clients (tests, fuzzing).
+  bool rpc_in_process = false;
+  bdev::ManagerOptions bdev_options;  // the bdev layer's pools (tests make them small)
 };
 
 class TargetApp {
@@ -47,6 +51,7 @@ class TargetApp {
   metrics::BdevCollector* bdev_collector() const { return collector_.get(); }
   // The configuration that starts this target again (save_config).
   nlohmann::json save_config() const;
+  RpcServer* rpc() const { return rpc_.get(); }
 
  private:
   struct Record {

@@ -112,8 +112,9 @@ Status read_common_options(const ConfigParams& p, target::CommonTransportOptions
 // dhchap_key / dhchap_ctrlr_key: a keyring key's name (SPDK's way), or the secret itself.
 Result<target::HostKeys> host_keys(const ConfigParams& p) {
   target::HostKeys k;
-  for (auto [field, key, name] : {std::tuple{"dhchap_key", &k.key, &k.key_name},
-                                  std::tuple{"dhchap_ctrlr_key", &k.ctrlr_key, &k.ctrlr_key_name}}) {
+  for (auto [field, key, name] :
+       {std::tuple{"dhchap_key", &k.key, &k.key_name},
+        std::tuple{"dhchap_ctrlr_key", &k.ctrlr_key, &k.ctrlr_key_name}}) {
     if (!p.has(field)) continue;
     TRY(v, p.string(field));
     auto text = nvme::keyring::resolve(v.value());
@@ -156,7 +157,7 @@ Status create_rdma_transport(target::Target& tgt, const ConfigParams& p) {
   return bdev::ok_status();
 }
 
-Status create_transport(target::Target& tgt, const ConfigParams& p) {
+Status create_transport(target::Target& tgt, const ConfigParams& p, net::Network* network) {
   if (p.has("trtype")) {
     TRY(tt, p.string("trtype"));
     if (strcasecmp(tt.value().c_str(), "RDMA") == 0) return create_rdma_transport(tgt, p);
@@ -204,7 +205,7 @@ Status create_transport(target::Target& tgt, const ConfigParams& p) {
     (void)v;
   }
   if (p.has("tgt_name")) return p.error("tgt_name", "one target per process: leave it out");
-  auto tr = tcp::TcpTargetTransport::create(tgt, o);
+  auto tr = tcp::TcpTargetTransport::create(tgt, o, network);
   if (!tr) return wrap(p, tr.error());
   if (auto st = tgt.add_transport(std::move(tr).value()); !st) return wrap(p, st.error());
   return bdev::ok_status();
@@ -264,15 +265,17 @@ Status add_ns(target::Target& tgt, const ConfigParams& p, NvmfResult* result) {
 
 }  // namespace
 
-void register_nvmf_config_methods(bdev::ConfigMethods& m, target::Target& tgt, NvmfResult* result) {
+void register_nvmf_config_methods(bdev::ConfigMethods& m, target::Target& tgt, NvmfResult* result,
+                                  net::Network* tcp_network) {
   target::Target* t = &tgt;
   auto reset = [result] {
     if (result) result->value = true;
   };
-  m.replace("nvmf_create_transport", [t, reset](ConfigContext&, const ConfigParams& p) {
-    reset();
-    return create_transport(*t, p);
-  });
+  m.replace("nvmf_create_transport",
+            [t, reset, tcp_network](ConfigContext&, const ConfigParams& p) {
+              reset();
+              return create_transport(*t, p, tcp_network);
+            });
   m.replace("nvmf_create_subsystem", [t, reset](ConfigContext&, const ConfigParams& p) {
     reset();
     return create_subsystem(*t, p);
@@ -349,8 +352,9 @@ void register_nvmf_config_methods(bdev::ConfigMethods& m, target::Target& tgt, N
   m.replace("nvmf_set_config", [t, reset](ConfigContext&, const ConfigParams& p) -> Status {
     reset();
     if (auto ok = p.allow_only({"dhchap_digests", "dhchap_dhgroups"}); !ok)
-      return p.error(ok.error().message + " (of nvmf_set_config, Pollux takes dhchap_digests and "
-                                          "dhchap_dhgroups)");
+      return p.error(ok.error().message +
+                     " (of nvmf_set_config, Pollux takes dhchap_digests and "
+                     "dhchap_dhgroups)");
     target::AuthOptions o = t->auth_options();
     for (auto [field, out, parse] :
          {std::tuple{"dhchap_digests", &o.digests, &target::dhchap::hash_from_name},
@@ -371,8 +375,8 @@ void register_nvmf_config_methods(bdev::ConfigMethods& m, target::Target& tgt, N
         out->push_back(*id);
       }
       // Strongest first, as the controller picks.
-      const auto& order = out == &o.digests ? target::dhchap::all_hashes()
-                                            : target::dhchap::all_dhgroups();
+      const auto& order =
+          out == &o.digests ? target::dhchap::all_hashes() : target::dhchap::all_dhgroups();
       std::vector<uint8_t> sorted;
       for (uint8_t x : order)
         if (std::find(out->begin(), out->end(), x) != out->end()) sorted.push_back(x);
@@ -395,6 +399,34 @@ void register_nvmf_config_methods(bdev::ConfigMethods& m, target::Target& tgt, N
                 return wrap(p, st.error());
               return bdev::ok_status();
             });
+}
+
+bdev::Status apply_target_config(const nlohmann::json& j, bdev::StandardModules& modules,
+                                 const bdev::ConfigMethods& keyring_methods,
+                                 const bdev::ConfigMethods& bdev_methods,
+                                 const bdev::ConfigMethods& nvmf_methods) {
+  auto bad = [](const std::string& why) -> bdev::Status { return make_error(EINVAL, why); };
+  if (!j.is_object() || !j.contains("subsystems") || !j["subsystems"].is_array())
+    return bad("config: 'subsystems' must be an array");
+  for (const auto& sub : j["subsystems"]) {
+    if (!sub.is_object() || !sub.contains("subsystem") || !sub["subsystem"].is_string()) continue;
+    const std::string name = sub["subsystem"];
+    const bool has_config =
+        sub.contains("config") && sub["config"].is_array() && !sub["config"].empty();
+    if (name != "bdev" && name != "nvmf" && name != "keyring" && has_config)
+      fmt::print(stderr, "pollux-tgt: config: subsystem '{}' is not Pollux's: {} entries ignored\n",
+                 name, sub["config"].size());
+  }
+  auto ctx = modules.context();
+  // The keyring first: nvmf_subsystem_add_host and bdev_nvme_attach_controller name its keys.
+  if (auto st = bdev::apply_config(j, ctx, keyring_methods, "keyring"); !st)
+    return bad(st.error().message);
+  if (auto st = bdev::apply_config(j, ctx, bdev_methods, "bdev"); !st)
+    return bad(st.error().message);
+  if (const auto unbuilt = modules.unbuilt(); !unbuilt.empty()) return bad(unbuilt.front());
+  if (auto st = bdev::apply_config(j, ctx, nvmf_methods, "nvmf"); !st)
+    return bad(st.error().message);
+  return bdev::ok_status();
 }
 
 namespace {
@@ -476,7 +508,8 @@ nlohmann::json nvmf_subsystems_json(const target::Target& tgt) {
       if (const target::HostKeys* k = s->host_keys(h)) {  // names, never secrets
         host["dhchap_key"] = k->key_name.empty() ? "(given inline)" : k->key_name;
         if (k->ctrlr_key)
-          host["dhchap_ctrlr_key"] = k->ctrlr_key_name.empty() ? "(given inline)" : k->ctrlr_key_name;
+          host["dhchap_ctrlr_key"] =
+              k->ctrlr_key_name.empty() ? "(given inline)" : k->ctrlr_key_name;
       }
       j["hosts"].push_back(host);
     }

@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "driver/bdev/config.h"
+#include "fabric/net/socket.h"
 #include "fabric/target/target.h"
 
 namespace pollux::fabric::tgt {
@@ -35,8 +36,20 @@ struct NvmfResult {
   nlohmann::json value = true;
 };
 
+// tcp_network: where TCP transports listen (nullptr: the kernel's TCP; tests and fuzzing pass
+// one of their own).
 void register_nvmf_config_methods(bdev::ConfigMethods& methods, target::Target& tgt,
-                                  NvmfResult* result = nullptr);
+                                  NvmfResult* result = nullptr,
+                                  net::Network* tcp_network = nullptr);
+
+// A whole configuration as pollux-tgt reads it (--json): {"subsystems": [...]}; its "keyring"
+// section applied with keyring_methods, its "bdev" section with bdev_methods (every virtual bdev
+// must then be built), then its "nvmf" section with nvmf_methods. Sections of other layers are
+// named on stderr and skipped. The first error stops it (-EINVAL, with where it is).
+bdev::Status apply_target_config(const nlohmann::json& config, bdev::StandardModules& modules,
+                                 const bdev::ConfigMethods& keyring_methods,
+                                 const bdev::ConfigMethods& bdev_methods,
+                                 const bdev::ConfigMethods& nvmf_methods);
 
 // The "config" array of the "nvmf" section that creates this target's state again.
 nlohmann::json nvmf_config_json(const target::Target& tgt);

@@ -114,7 +114,10 @@ void TargetApp::register_rpc_methods() {
   // Lvol operations answer when they end, without blocking the RPC thread: a snapshot of an
   // lvol that a namespace exports freezes I/O on the poll groups' threads, which may share
   // this reactor.
-  for (auto& [name, method] : lvol::lvol_async_methods()) {
+  for (auto& entry : lvol::lvol_async_methods()) {
+    // Not a structured binding: clang before 16 (the fuzz toolchain) cannot capture one.
+    const std::string name = entry.first;
+    const lvol::AsyncMethod method = entry.second;
     rpc_->add(name, [this, name, method](const json& params, Reply reply) {
       auto ctx = modules_->context();
       auto done = [this, name, params, reply](bdev::Status st) {

@@ -97,16 +97,32 @@ Result<std::unique_ptr<RpcServer>> RpcServer::start(const std::string& path,
   return s;
 }
 
+Result<std::unique_ptr<RpcServer>> RpcServer::in_process() {
+  event::Thread* self = event::Thread::current();
+  if (self == nullptr) return make_error(EINVAL, "rpc: start it on a framework thread");
+  std::unique_ptr<RpcServer> s(new RpcServer("", -1, self));
+  s->poller_ = self->register_poller(poll, s.get(), kPollPeriodUs, "rpc_server");
+  return s;
+}
+
 RpcServer::~RpcServer() {
   *alive_ = false;
   if (poller_ != nullptr) thread_->unregister_poller(poller_);
-  for (auto& c : clients_) ::close(c->fd);
-  ::close(fd_);
-  ::unlink(path_.c_str());
+  for (auto& c : clients_)
+    if (c->fd >= 0) ::close(c->fd);
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(path_.c_str());
+  }
 }
 
 void RpcServer::add(const std::string& method, Handler h) {
   handlers_[method] = std::move(h);
+}
+
+RpcServer::Handler RpcServer::handler(const std::string& method) const {
+  auto it = handlers_.find(method);
+  return it == handlers_.end() ? Handler() : it->second;
 }
 
 std::vector<std::string> RpcServer::methods() const {
@@ -118,7 +134,7 @@ std::vector<std::string> RpcServer::methods() const {
 event::PollStatus RpcServer::poll(void* arg) {
   auto& s = *static_cast<RpcServer*>(arg);
   bool busy = false;
-  for (;;) {
+  while (s.fd_ >= 0) {
     const int fd = ::accept4(s.fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) break;
     auto c = std::make_unique<Client>();
@@ -131,6 +147,10 @@ event::PollStatus RpcServer::poll(void* arg) {
   for (std::size_t i = 0; i < s.clients_.size(); ++i) s.serve(*s.clients_[i]);
   for (std::size_t i = 0; i < s.clients_.size();) {
     Client& c = *s.clients_[i];
+    if (c.fd < 0) {  // in-process: its output waits to be taken, its end to be asked for
+      ++i;
+      continue;
+    }
     if (!c.out.empty()) {
       const ssize_t n = ::send(c.fd, c.out.data(), c.out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
       if (n > 0) {
@@ -153,6 +173,7 @@ event::PollStatus RpcServer::poll(void* arg) {
 
 void RpcServer::serve(Client& c) {
   if (c.closing) return;
+  if (c.fd < 0) return process(c);
   char buf[65536];
   for (;;) {
     const ssize_t n = ::recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
@@ -165,13 +186,19 @@ void RpcServer::serve(Client& c) {
       break;
     }
     c.in.append(buf, static_cast<std::size_t>(n));
-    if (c.in.size() > kMaxRequestBytes) {
-      respond(c, {{"jsonrpc", "2.0"},
-                  {"id", nullptr},
-                  {"error", {{"code", kInvalidRequest}, {"message", "request too large"}}}});
-      c.closing = true;
-      return;
-    }
+    if (c.in.size() > kMaxRequestBytes) break;
+  }
+  process(c);
+}
+
+void RpcServer::process(Client& c) {
+  if (c.closing) return;
+  if (c.in.size() > kMaxRequestBytes) {
+    respond(c, {{"jsonrpc", "2.0"},
+                {"id", nullptr},
+                {"error", {{"code", kInvalidRequest}, {"message", "request too large"}}}});
+    c.closing = true;
+    return;
   }
   for (;;) {
     const std::size_t end = json_value_end(c.in);
@@ -246,6 +273,40 @@ void RpcServer::send(uint64_t client, const nlohmann::json& id, Result<nlohmann:
     }
     return;
   }
+}
+
+RpcServer::Client* RpcServer::find_client(uint64_t id) const {
+  for (const auto& c : clients_)
+    if (c->id == id) return c.get();
+  return nullptr;
+}
+
+uint64_t RpcServer::connect_local() {
+  auto c = std::make_unique<Client>();
+  c->id = next_client_++;
+  clients_.push_back(std::move(c));
+  return clients_.back()->id;
+}
+
+void RpcServer::deliver_local(uint64_t client, const std::string& bytes) {
+  if (Client* c = find_client(client); c != nullptr && !c->closing) c->in += bytes;
+}
+
+std::string RpcServer::take_local_output(uint64_t client) {
+  Client* c = find_client(client);
+  if (c == nullptr) return "";
+  std::string out;
+  out.swap(c->out);
+  return out;
+}
+
+bool RpcServer::local_closing(uint64_t client) const {
+  const Client* c = find_client(client);
+  return c == nullptr || c->closing;
+}
+
+void RpcServer::disconnect_local(uint64_t client) {
+  std::erase_if(clients_, [&](const std::unique_ptr<Client>& c) { return c->id == client; });
 }
 
 void RpcServer::respond(Client& c, const nlohmann::json& msg) {

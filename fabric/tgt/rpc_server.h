@@ -29,19 +29,30 @@ class RpcServer {
   // The socket file is the owner's only (0600), or 0660 for `group` (common/unix_socket.h).
   static Result<std::unique_ptr<RpcServer>> start(const std::string& path,
                                                    const std::string& group = "");
+  // On a framework thread: a server with no socket, for in-process clients only.
+  static Result<std::unique_ptr<RpcServer>> in_process();
   ~RpcServer();  // on the same thread: closes every client and removes the socket file
   RpcServer(const RpcServer&) = delete;
   RpcServer& operator=(const RpcServer&) = delete;
 
   void add(const std::string& method, Handler h);
   std::vector<std::string> methods() const;
+  Handler handler(const std::string& method) const;  // empty if none
   const std::string& path() const { return path_; }
+
+  // In-process clients (tests, fuzzing): bytes go in as a connection would deliver them and
+  // the answers stay here to be taken; no socket. Served by the same poller as the others.
+  uint64_t connect_local();
+  void deliver_local(uint64_t client, const std::string& bytes);
+  std::string take_local_output(uint64_t client);
+  bool local_closing(uint64_t client) const;  // the server ends it (after a parse error)
+  void disconnect_local(uint64_t client);
 
   static constexpr std::size_t kMaxRequestBytes = 4 << 20;
 
  private:
   struct Client {
-    int fd = -1;
+    int fd = -1;  // -1: an in-process client
     uint64_t id = 0;
     std::string in;
     std::string out;
@@ -50,6 +61,8 @@ class RpcServer {
   RpcServer(std::string path, int fd, event::Thread* thread);
   static event::PollStatus poll(void* arg);
   void serve(Client& c);
+  void process(Client& c);  // the complete requests in c.in
+  Client* find_client(uint64_t id) const;
   void dispatch(Client& c, const std::string& text);
   void send(uint64_t client, const nlohmann::json& id, Result<nlohmann::json> r);
   void respond(Client& c, const nlohmann::json& msg);

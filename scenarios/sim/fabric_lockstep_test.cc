@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <random>
 #include <vector>
@@ -142,9 +143,12 @@ Outcome run_world(uint64_t seed, fabric::net::LinkConfig link, bool digests,
   out.outstanding = outstanding;
   // Read back every chunk ever written.
   std::vector<uint8_t> rbuf(kNlb * 512);
+  // A read that never completes is failed when its queue pair is freed: its context must live
+  // until then.
+  std::deque<IoCtx> reads;
   for (uint32_t chunk = 0; chunk < kBlocks / kNlb; ++chunk) {
     if (version[chunk] == 0 || uncertain[chunk]) continue;
-    IoCtx r{&outstanding, &out.failed, false};
+    IoCtx& r = reads.emplace_back(IoCtx{&outstanding, &out.failed, false});
     ++outstanding;
     std::memset(rbuf.data(), 0xee, rbuf.size());
     EXPECT_EQ(qp.value()->read(ns, rbuf.data(), chunk * kNlb, kNlb, IoCtx::cb, &r), 0);

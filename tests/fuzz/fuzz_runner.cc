@@ -1,8 +1,14 @@
 // The libFuzzer entry point LLVMFuzzerTestOneInput run without libFuzzer (g++ builds, CI):
 // every corpus file once, then --runs inputs mutated from them (bit flips, byte sets, inserts,
 // deletions, splices, interesting values) by a seeded generator. A crash or a sanitizer report
-// is the failure; the seed and the input's number are printed first so that the run replays.
+// is the failure; the seed is printed first so that the run replays, and the input that
+// crashed is written to crash-<seed>-<n> (in $TEST_UNDECLARED_OUTPUTS_DIR under bazel test,
+// else the working directory): `TARGET --runs=0 FILE` runs it alone.
 // Coverage-guided fuzzing builds the same targets with clang's libFuzzer (tools/fuzz.sh).
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -82,6 +88,45 @@ Input read_file(const std::filesystem::path& p) {
   return Input(std::istreambuf_iterator<char>(f), {});
 }
 
+// The input being run, for the crash handler (which may only make async-signal-safe calls).
+const Input* g_current = nullptr;
+char g_crash_path[4096];
+
+void write_all(int fd, const void* p, std::size_t n) {
+  const char* c = static_cast<const char*>(p);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, c, n);
+    if (w <= 0) return;
+    c += w;
+    n -= static_cast<std::size_t>(w);
+  }
+}
+
+void on_crash(int sig) {
+  if (g_current != nullptr) {
+    const int fd = ::open(g_crash_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      write_all(fd, g_current->data(), g_current->size());
+      ::close(fd);
+      static const char msg[] = "fuzz: the crashing input is in ";
+      write_all(2, msg, sizeof msg - 1);
+      write_all(2, g_crash_path, std::strlen(g_crash_path));
+      write_all(2, "\n", 1);
+    }
+  }
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+void run_one(const Input& in, uint64_t seed, uint64_t n) {
+  const char* dir = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR");
+  std::snprintf(g_crash_path, sizeof g_crash_path, "%s/crash-%llu-%llu", dir ? dir : ".",
+                static_cast<unsigned long long>(seed), static_cast<unsigned long long>(n));
+  g_current = &in;
+  LLVMFuzzerTestOneInput(in.data(), in.size());
+  g_current = nullptr;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -112,12 +157,19 @@ int main(int argc, char** argv) {
               corpus.size(), static_cast<unsigned long long>(runs),
               static_cast<unsigned long long>(seed));
   std::fflush(stdout);
+  // Signals a sanitizer already handles stay its own (it reports, then aborts: SIGABRT).
+  for (int sig : {SIGILL, SIGABRT, SIGSEGV, SIGBUS, SIGFPE}) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_DFL)
+      ::signal(sig, on_crash);
+  }
   const auto start = std::chrono::steady_clock::now();
-  for (const Input& in : corpus) LLVMFuzzerTestOneInput(in.data(), in.size());
+  uint64_t n = 0;
+  for (const Input& in : corpus) run_one(in, seed, n++);
   std::mt19937_64 rng(seed);
   for (uint64_t r = 0; r < runs; ++r) {
     const Input in = mutate(corpus, rng, max_len);
-    LLVMFuzzerTestOneInput(in.data(), in.size());
+    run_one(in, seed, n++);
   }
   const double s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -7,6 +7,14 @@
 
 #include "scenarios/runner/scenario.h"
 
+// libsystemc.so (the runner's timing models) calls sc_main from its own main(). A fuzz binary's
+// main is libFuzzer's or fuzz_runner's, and a statically linked one does not pull in the
+// runner's weak sc_main (emulator/timing/simulation.cc) for a shared library's reference: this
+// one satisfies the linker.
+extern "C" __attribute__((weak)) int sc_main(int, char**) {
+  return 1;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   auto s = pollux::scenarios::parse_scenario(text, "fuzz.yaml");

@@ -49,7 +49,9 @@ RunReport run_rdma_perf(const RunSpec& spec) {
   cm.user_timeout_ns = 3'600'000'000'000ull;
   net.set_default_link(cm);
   auto fab = RdmaFabric::create(rig->clock(), rig->registry(),
-                                RdmaFabricOptions{spec.seed, spec.wire_latency_ns, 0}, &rep.error);
+                                RdmaFabricOptions{spec.seed, spec.wire_latency_ns, 0,
+                                                  spec.nic_profile ? &*spec.nic_profile : nullptr},
+                                &rep.error);
   if (!fab) return rep;
   FabricTargetOptions fo;
   fo.trtype = "RDMA";

@@ -70,9 +70,13 @@ int main(int argc, char** argv) {
                  "NVMe-oF/RDMA target, the host over emulated RoCEv2 NICs)")
       ->check(CLI::IsMember({"local", "rdma"}));
   app.add_option("--wire-latency-ns", wire_latency_ns,
-                 "with --transport rdma: the wire's one-way latency (the NICs have no timing "
-                 "of their own yet)")
+                 "with --transport rdma and functional NICs: the wire's one-way latency")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1'000'000'000}));
+  std::string nic_name;
+  app.add_option("--nic", nic_name,
+                 "with --transport rdma: timed NICs of this profile (cx5-100g, cx4lx-25g or a "
+                 "YAML file: PCIe, NIC pipelines, link rate, cables, switch) instead of "
+                 "functional NICs on a fixed-latency wire");
   std::string metrics_addr;
   double linger_s = 0;
   app.add_option("--metrics", metrics_addr,
@@ -122,6 +126,15 @@ int main(int argc, char** argv) {
   spec.seed = seed;
   spec.transport = transport == "rdma" ? "rdma" : "";
   spec.wire_latency_ns = wire_latency_ns;
+  if (!nic_name.empty()) {
+    if (transport != "rdma") return pollux::cli::bad_input(app, "--nic needs --transport rdma");
+    auto nic = emu::rnic::load_nic_profile(nic_name);
+    if (!nic) {
+      std::fprintf(stderr, "pollux-sim: --nic: %s\n", nic.error().c_str());
+      return 2;
+    }
+    spec.nic_profile = nic.value();
+  }
   spec.job.queue_depth = qd;
   spec.job.io_bytes = bs;
   if (rw == "randread" || rw == "read")
@@ -148,9 +161,10 @@ int main(int argc, char** argv) {
                 spec.profile.name.c_str(), spec.profile.description.c_str(),
                 emu::timing::to_string(spec.profile.fidelity), devices, seed,
                 spec.transport.empty() ? ""
-                                       : (", over NVMe-oF/RDMA (wire " +
-                                          std::to_string(wire_latency_ns) + " ns one way)")
-                                             .c_str());
+                : spec.nic_profile ? (", over NVMe-oF/RDMA (timed NICs: " + nic_name + ")").c_str()
+                                   : (", over NVMe-oF/RDMA (functional NICs, wire " +
+                                      std::to_string(wire_latency_ns) + " ns one way)")
+                                         .c_str());
   }
   // Metrics: the run publishes snapshots; the endpoint outlives it by --linger (the guard
   // lingers on every way out, after the report is printed).

@@ -14,8 +14,17 @@ const char* to_string(RdmaSide s) {
   return s == RdmaSide::kTarget ? "target" : "host";
 }
 
+namespace {
+// Guaranteed copy elision: a Cluster (not movable) built either way in place.
+emu::rnic::Cluster make_cluster(const RdmaFabricOptions& o) {
+  const uint64_t seed = o.seed ^ 0x7d3a11ce5eedull;
+  if (o.nic_profile != nullptr) return emu::rnic::Cluster(seed, *o.nic_profile);
+  return emu::rnic::Cluster(seed, {}, o.latency_ns);
+}
+}  // namespace
+
 RdmaFabric::RdmaFabric(const env::Clock& clock, const RdmaFabricOptions& o)
-    : clock_(clock), o_(o), cluster_(o.seed ^ 0x7d3a11ce5eedull, {}, o.latency_ns) {}
+    : clock_(clock), o_(o), cluster_(make_cluster(o)) {}
 
 std::unique_ptr<RdmaFabric> RdmaFabric::create(const env::Clock& clock,
                                                env::MemoryRegistry& registry,

@@ -28,8 +28,11 @@ const char* to_string(RdmaSide s);
 
 struct RdmaFabricOptions {
   uint64_t seed = 1;
-  uint64_t latency_ns = 1000;  // one way, on the wire
+  uint64_t latency_ns = 1000;  // one way, on the wire (functional NICs)
   double loss = 0;             // per packet, all the time (faults add to it for a while)
+  // Timed NICs (PCIe, pipelines, the profile's ports, cables and switch) instead of functional
+  // ones on a fixed-latency wire: emulator/rnic's NicProfile, e.g. cx4lx-25g or cx5-100g.
+  const emu::rnic::NicProfile* nic_profile = nullptr;
 };
 
 class RdmaFabric {

@@ -2,10 +2,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "driver/metrics/exporter.h"
+#include "emulator/rnic/nic_profile.h"
 #include "emulator/timing/profile.h"
 #include "emulator/timing/timed_ssd.h"
 #include "scenarios/sim/lockstep.h"
@@ -26,6 +28,9 @@ struct RunSpec {
   // target over emulated RoCEv2 NICs (run_rdma_perf, fabric_run.h), this far apart.
   std::string transport;
   uint64_t wire_latency_ns = 2'000;
+  // With "rdma": timed NICs of this profile (their ports and cables replace the wire's fixed
+  // latency); nullopt: functional NICs.
+  std::optional<emu::rnic::NicProfile> nic_profile;
 };
 
 // What the emulator's memory store keeps at the end of the run (namespace 1).
@@ -44,10 +49,10 @@ struct RunReport {
   std::string error;  // empty: the run happened
   std::vector<DeviceReport> devices;
   double total_iops = 0;
-  uint64_t total_ios = 0;        // completions of the whole run (warm-up included)
-  uint64_t simulated_ns = 0;     // virtual time the run took
-  double wall_seconds = 0;       // host time the run took
-  uint64_t host_busy_ns = 0;     // virtual host CPU time charged by the cost model
+  uint64_t total_ios = 0;     // completions of the whole run (warm-up included)
+  uint64_t simulated_ns = 0;  // virtual time the run took
+  double wall_seconds = 0;    // host time the run took
+  uint64_t host_busy_ns = 0;  // virtual host CPU time charged by the cost model
   uint64_t trace_hash = 0;
   uint64_t trace_records = 0;
   uint64_t steps = 0;

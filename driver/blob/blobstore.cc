@@ -136,7 +136,7 @@ void Blobstore::crash(OpDoneFn cb, void* arg) {
 // Operations still queued or running end quickly (their I/O fails); the store goes after.
 void Blobstore::destroy_when_idle(void* self) {
   auto* bs = static_cast<Blobstore*>(self);
-  if (bs->op_running_ || !bs->queue_.empty()) {
+  if (bs->op_running_ || !bs->queue_.empty() || bs->posted_runs_ != 0) {
     bs->md_thread_->post_local(destroy_when_idle, bs);
     return;
   }
@@ -147,6 +147,16 @@ void Blobstore::destroy_when_idle(void* self) {
 void Blobstore::destroy(OpDoneFn cb, void* arg) {
   destroy_cb_ = cb;
   destroy_arg_ = arg;
+  destroying_ = true;
+  if (posted_runs_ != 0) {  // a posted run_next holds `this`: go after it (messages are FIFO)
+    md_thread_->post_local(
+        [](void* self) {
+          auto* bs = static_cast<Blobstore*>(self);
+          bs->destroy(bs->destroy_cb_, bs->destroy_arg_);
+        },
+        this);
+    return;
+  }
   if (!registered_) return finish_destroy(this);
   registered_ = false;
   mgr_.framework().unregister_io_device(this, finish_destroy, this);
@@ -325,7 +335,14 @@ void Blobstore::run_next() {
   // The next op starts from a fresh stack frame: ops that complete inline cannot recurse.
   op([this] {
     op_running_ = false;
-    md_thread_->post_local([](void* self) { static_cast<Blobstore*>(self)->run_next(); }, this);
+    ++posted_runs_;  // destroy_when_idle waits for it: the message holds `this`
+    md_thread_->post_local(
+        [](void* self) {
+          auto* bs = static_cast<Blobstore*>(self);
+          --bs->posted_runs_;
+          if (!bs->destroying_) bs->run_next();
+        },
+        this);
   });
 }
 

@@ -297,6 +297,8 @@ class Blobstore {
   BlobId next_id_ = 1;
   std::deque<std::function<void(std::function<void()>)>> queue_;
   bool op_running_ = false;
+  uint32_t posted_runs_ = 0;  // run_next messages posted and not yet run: destroy() waits
+  bool destroying_ = false;   // destroy() began: a posted run_next starts nothing
   std::atomic<uint32_t> channels_{0};
   bool registered_ = false;
   OpDoneFn destroy_cb_ = nullptr;

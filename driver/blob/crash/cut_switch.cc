@@ -36,10 +36,20 @@ struct CutSwitch::Backend final : public bdev::Backend {
   }
   void* io_device() override { return this; }
   std::size_t io_ctx_size() const override { return sizeof(IoCtx); }
+  // The bdev layer frees this backend right after destruct(): the base is closed, once the
+  // io_device is gone, from what the callback owns.
   void destruct() override {
+    struct Closing {
+      bdev::Manager* mgr;
+      bdev::Desc* base;
+    };
     mgr.framework().unregister_io_device(
-        this, [](void* self) { static_cast<Backend*>(self)->mgr.close(static_cast<Backend*>(self)->base); },
-        this);
+        this,
+        [](void* arg) {
+          std::unique_ptr<Closing> c(static_cast<Closing*>(arg));
+          c->mgr->close(c->base);
+        },
+        new Closing{&mgr, base});
   }
   static void done(bdev::BdevIo& base_io, bool ok, void* arg) {
     (void)base_io;

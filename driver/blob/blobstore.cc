@@ -136,7 +136,7 @@ void Blobstore::crash(OpDoneFn cb, void* arg) {
 // Operations still queued or running end quickly (their I/O fails); the store goes after.
 void Blobstore::destroy_when_idle(void* self) {
   auto* bs = static_cast<Blobstore*>(self);
-  if (bs->op_running_ || !bs->queue_.empty() || bs->posted_runs_ != 0) {
+  if (bs->op_running_ || !bs->queue_.empty()) {
     bs->md_thread_->post_local(destroy_when_idle, bs);
     return;
   }

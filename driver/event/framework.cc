@@ -100,7 +100,7 @@ Framework::~Framework() {
     CurrentThreadScope scope(t.get());
     t->exit();
     bool busy;
-    while (!t->exited()) t->poll(clock_.now(), &busy);
+    while (!t->exited()) t->poll(cpu_clock().now(), &busy);
   }
   // A sender that saw a thread still running may have queued a message just after its last
   // drain: run those now, as that thread, rather than drop them (nothing is running now).
@@ -177,10 +177,18 @@ void Framework::stop(int rc) {
   for (auto& t : threads_) t->exit();
 }
 
-bool Framework::step() {
+bool Framework::step(uint64_t overhead_ticks) {
   bool busy = false;
-  for (auto& r : reactors_) busy |= r->run_once();
+  for (auto& r : reactors_) busy |= r->run_once(overhead_ticks);
   return busy;
+}
+
+bool Framework::set_cpu_clock(const env::Clock* cpu) {
+  if (!options_.step_mode) return false;
+  if (cpu != nullptr && cpu->ticks_per_second() != clock_.ticks_per_second()) return false;
+  cpu_clock_ = cpu == &clock_ ? nullptr : cpu;
+  for (auto& r : reactors_) r->restart_accounting();
+  return true;
 }
 
 bool Framework::finished() const { return stopping() && live_threads() == 0; }

@@ -5,6 +5,10 @@
 // calls the start function on the first thread, and returns after stop() once every thread
 // has exited. Step mode: nothing runs by itself; a simulator calls step() (or a reactor's
 // run_once()) and owns the clock.
+//
+// Busy and idle time (reactor, thread and poller statistics) are measured with the CPU clock:
+// the framework's clock, unless a step-mode simulator whose clock stands still while the host
+// runs supplies the host's modelled CPU time instead (set_cpu_clock).
 #pragma once
 
 #include <atomic>
@@ -44,6 +48,13 @@ class Framework {
   Framework& operator=(const Framework&) = delete;
 
   const env::Clock& clock() const { return clock_; }
+  // What busy and idle time are measured with; it counts in clock()'s ticks.
+  const env::Clock& cpu_clock() const { return cpu_clock_ ? *cpu_clock_ : clock_; }
+  // Step mode, between steps: measure busy and idle time with `cpu` (nullptr: with clock()
+  // again). False, and nothing changes, in free-run mode or when its tick rate is not
+  // clock()'s. Each reactor's accounting restarts at its next iteration (no gap is counted
+  // across the switch). `cpu` must outlive its use.
+  bool set_cpu_clock(const env::Clock* cpu);
   std::size_t reactor_count() const { return reactors_.size(); }
   Reactor& reactor(std::size_t i) { return *reactors_[i]; }
   bool step_mode() const { return options_.step_mode; }
@@ -61,7 +72,8 @@ class Framework {
   void stop(int rc = 0);
   bool stopping() const { return stopping_.load(std::memory_order_acquire); }
   // Step mode: one iteration of every reactor, in index order. True if any did work.
-  bool step();
+  // overhead_ticks: see Reactor::run_once.
+  bool step(uint64_t overhead_ticks = 0);
   // Step mode: true once stop() was called and every thread has exited.
   bool finished() const;
   std::size_t live_threads() const { return live_threads_.load(std::memory_order_acquire); }
@@ -108,6 +120,7 @@ class Framework {
 
   FrameworkOptions options_;
   const env::Clock& clock_;
+  const env::Clock* cpu_clock_ = nullptr;  // nullptr: clock_ (read on every poller run)
   std::vector<std::unique_ptr<Reactor>> reactors_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> rc_{0};

@@ -15,9 +15,32 @@ void Reactor::adopt(Thread* t) {
   }
 }
 
-bool Reactor::run_once() {
+namespace {
+
+// Owner-only counters: a relaxed load + store is enough and avoids a locked RMW.
+inline void bump(std::atomic<uint64_t>& c, uint64_t by) {
+  c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+uint64_t Reactor::cpu_now() const {
+  return fw_.cpu_clock_ ? fw_.cpu_clock_->now() : clock_.now();
+}
+
+bool Reactor::run_once(uint64_t overhead_ticks) {
+  const uint64_t start = cpu_now();
+  // The gap since the last iteration: idle, split over the threads that sat through it.
+  if (continues_ && start > last_end_) {
+    const uint64_t gap = start - last_end_;
+    bump(stats_.idle_ticks, gap);
+    if (const std::size_t n = threads_.size(); n != 0) {
+      for (std::size_t i = 0; i < n; ++i) threads_[i]->account(false, gap / n + (i < gap % n));
+    }
+  }
   bool any_busy;
-  iterate(clock_.now(), &any_busy);
+  last_end_ = iterate(start, overhead_ticks, &any_busy);
+  continues_ = true;
   return any_busy;
 }
 
@@ -25,7 +48,7 @@ bool Reactor::run_once() {
 // poller usually took already) plus once per poller run: each reading ends one interval
 // and starts the next, so the accounting has no gaps. A clock read costs ~10 ns here (the
 // TSC in a VM), as much as a null-bdev I/O's share of an iteration at depth 128.
-uint64_t Reactor::iterate(uint64_t start, bool* any_busy) {
+uint64_t Reactor::iterate(uint64_t start, uint64_t overhead_ticks, bool* any_busy) {
   Thread* arrived;
   while (incoming_.try_pop(arrived)) {
     threads_.push_back(arrived);
@@ -42,7 +65,7 @@ uint64_t Reactor::iterate(uint64_t start, bool* any_busy) {
       CurrentThreadScope scope(t);
       end = t->poll(now, &busy);
     }
-    if (end == now) end = clock_.now();  // nothing in the thread read the clock
+    if (end == now) end = cpu_now();  // nothing in the thread read the clock
     t->account(busy, end - now);
     now = end;
     *any_busy |= busy;
@@ -64,22 +87,23 @@ uint64_t Reactor::iterate(uint64_t start, bool* any_busy) {
       fw_.reactor(static_cast<std::size_t>(to)).adopt(t);
     }
   }
-  if (threads_.empty()) now = clock_.now();
+  if (threads_.empty()) now = cpu_now();
+  now += overhead_ticks;
 
-  auto& ticks = *any_busy ? stats_.busy_ticks : stats_.idle_ticks;
-  ticks.store(ticks.load(std::memory_order_relaxed) + (now - start), std::memory_order_relaxed);
-  stats_.iterations.store(stats_.iterations.load(std::memory_order_relaxed) + 1,
-                          std::memory_order_relaxed);
+  bump(*any_busy ? stats_.busy_ticks : stats_.idle_ticks, now - start);
+  bump(stats_.iterations, 1);
+  stats_.last_tick.store(now, std::memory_order_relaxed);
   return now;
 }
 
 // The loop starts each iteration where the previous one's last reading left off (SPDK's
-// reactor does the same with tsc_last); run_once(), the step mode of a simulator whose clock
-// moves between calls, reads the clock first.
+// reactor does the same with tsc_last), so busy + idle is the loop's whole span; run_once(),
+// the step mode of a simulator whose clock moves between calls, reads the clock first and
+// books the time between calls as idle, with the same result.
 void Reactor::run() {
-  uint64_t now = clock_.now();
+  uint64_t now = cpu_now();
   bool busy;
-  while (!(fw_.stopping() && fw_.live_threads() == 0)) now = iterate(now, &busy);
+  while (!(fw_.stopping() && fw_.live_threads() == 0)) now = iterate(now, 0, &busy);
 }
 
 }  // namespace pollux::event

@@ -133,11 +133,19 @@ static inline void bump(std::atomic<uint64_t>& c, uint64_t by) {
   c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
 }
 
+uint64_t Thread::cpu_now() const {
+  return framework_.cpu_clock_ ? framework_.cpu_clock_->now() : clock_.now();
+}
+
+uint64_t Thread::timer_now(uint64_t cpu_reading) const {
+  return framework_.cpu_clock_ ? clock_.now() : cpu_reading;
+}
+
 uint64_t Thread::run_poller(Poller* p, uint64_t now, bool* busy) {
   running_poller_ = p;
   const PollStatus rc = p->fn_(p->arg_);
   running_poller_ = nullptr;
-  const uint64_t end = clock_.now();
+  const uint64_t end = cpu_now();
   bump(p->stats_.runs, 1);
   if (rc == PollStatus::kBusy) {
     bump(p->stats_.busy_runs, 1);
@@ -168,7 +176,7 @@ uint64_t Thread::poll(uint64_t now, bool* busy) {
   }
   if (drain_messages(kMsgBatch) > 0) {
     *busy = true;
-    now = clock_.now();
+    now = cpu_now();
   }
 
   // Active pollers. Index-based: pollers may register others (appended) while we iterate.
@@ -184,7 +192,7 @@ uint64_t Thread::poll(uint64_t now, bool* busy) {
   }
 
   // Timed pollers that are due, earliest first.
-  const uint64_t due = now;
+  const uint64_t due = timer_now(now);
   while (!timed_.empty() && timed_.front()->next_run_ <= due) {
     std::pop_heap(timed_.begin(), timed_.end(), runs_later);
     Poller* p = timed_.back();
@@ -194,7 +202,7 @@ uint64_t Thread::poll(uint64_t now, bool* busy) {
       park(p);
       continue;
     }
-    p->next_run_ = now + p->period_ticks_;
+    p->next_run_ = timer_now(now) + p->period_ticks_;
     push_timed(p);
   }
 

@@ -74,9 +74,10 @@ class Thread {
   const ThreadStats& stats() const { return stats_; }
   std::vector<PollerSample> poller_samples() const;  // any thread; locks out registration only
 
-  // Runs one iteration at time `now`. Returns the last clock reading it took (each poller
-  // run ends with one), or `now` if it took none; *busy tells whether anything did work.
-  // Called by the reactor (or a test) with current() == this.
+  // Runs one iteration at time `now` (a reading of the framework's CPU clock). Returns the
+  // last CPU-clock reading it took (each poller run ends with one), or `now` if it took none;
+  // *busy tells whether anything did work. Called by the reactor (or a test) with
+  // current() == this.
   uint64_t poll(uint64_t now, bool* busy);
 
  private:
@@ -96,6 +97,11 @@ class Thread {
   void release_poller(Poller* p);
   bool try_finish_exit();
   void account(bool busy, uint64_t ticks);
+  // A reading of the clock busy and idle time are measured with (Framework::cpu_clock).
+  uint64_t cpu_now() const;
+  // The time timed pollers go by, given the last CPU-clock reading: that same reading when
+  // one clock serves both (no second read), else the framework clock's.
+  uint64_t timer_now(uint64_t cpu_reading) const;
 
   Framework& framework_;
   const uint64_t id_;

@@ -440,6 +440,7 @@ inline void Qpair::complete(const sn::CompletionEntry& entry, uint64_t* now) {
 }
 
 int Qpair::process_completions(uint32_t max) {
+  ++stats_.polls;  // what a simulator charges host time for (scenarios/sim's Lockstep)
   if (gone()) [[unlikely]] {
     if (!removal_handled_) fail_removed();
     return -ENODEV;

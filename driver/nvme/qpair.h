@@ -45,6 +45,7 @@ struct QpairOptions {
 
 // Written by the queue pair's owner; readable from any thread (metrics).
 struct QpairStats {
+  env::OwnerCounter polls = 0;      // process_completions() calls
   env::OwnerCounter submitted = 0;  // reached the SQ
   env::OwnerCounter completed = 0;
   env::OwnerCounter errors = 0;                       // completions with a non-zero status

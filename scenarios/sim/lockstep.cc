@@ -8,15 +8,49 @@ Lockstep::Lockstep(emu::timing::Simulation& sim, event::Framework& fw, env::Virt
                    HostCostModel costs)
     : sim_(sim), fw_(fw), clock_(clock), costs_(costs) {
   clock_.set(sim_.now() / emu::timing::kNs);
+  fw_.set_cpu_clock(&cpu_clock_);
+}
+
+Lockstep::~Lockstep() {
+  if (&fw_.cpu_clock() == &cpu_clock_) fw_.set_cpu_clock(nullptr);
 }
 
 void Lockstep::watch(const nvme::Qpair* qp) {
   const nvme::QpairStats& s = qp->stats();
-  watched_.push_back(Watched{qp, s.submitted, s.completed, s.doorbells});
+  watched_.push_back(Watched{qp, s.polls, s.submitted, s.completed, s.doorbells});
 }
 
+// Its work so far stays charged to this step: the CPU clock never goes back.
 void Lockstep::unwatch(const nvme::Qpair* qp) {
-  std::erase_if(watched_, [qp](const Watched& w) { return w.qp == qp; });
+  std::erase_if(watched_, [this, qp](const Watched& w) {
+    if (w.qp != qp) return false;
+    retired_ns_ += uncharged_ns(w, &retired_work_);
+    return true;
+  });
+}
+
+uint64_t Lockstep::uncharged_ns(const Watched& w, bool* work) const {
+  const nvme::QpairStats& s = w.qp->stats();
+  const uint64_t sub = s.submitted - w.submitted, cpl = s.completed - w.completed;
+  *work |= sub != 0 || cpl != 0;
+  return (s.polls - w.polls) * costs_.poll_ns + sub * costs_.submit_ns + cpl * costs_.complete_ns +
+         (s.doorbells - w.doorbells) * costs_.doorbell_ns;
+}
+
+uint64_t Lockstep::wall_ns() const {
+  const auto ticks = static_cast<unsigned __int128>(wall_->now() - wall0_);
+  return base_ns_ + static_cast<uint64_t>(ticks * 1'000'000'000u / wall_->ticks_per_second());
+}
+
+// Virtual: the step's time so far, as the framework reads it between two of its pollers. The
+// work of the step is charged to the virtual clock when the step ends, so the reading does
+// not jump then. Realtime: the wall clock (never behind the virtual clock, which follows it).
+uint64_t Lockstep::cpu_now_ns() const {
+  if (realtime_) return std::max(clock_.now(), wall_ns());
+  uint64_t t = clock_.now() + retired_ns_;
+  bool work = false;
+  for (const Watched& w : watched_) t += uncharged_ns(w, &work);
+  return t;
 }
 
 bool Lockstep::step_world() {
@@ -38,22 +72,23 @@ uint64_t Lockstep::jump_cap(uint64_t t) const {
   return cap;
 }
 
+// The reactor's iteration costs reactor_iteration_ns beyond what its pollers did (in realtime
+// its own readings hold what it cost).
 bool Lockstep::step() {
-  fw_.step();
+  fw_.step(realtime_ ? 0 : costs_.reactor_iteration_ns);
   const bool world = step_world();
   ++steps_;
-  uint64_t cost = costs_.reactor_iteration_ns;
-  bool work = false;
+  uint64_t cost = costs_.reactor_iteration_ns + retired_ns_;
+  bool work = retired_work_;
+  retired_ns_ = 0;
+  retired_work_ = false;
   for (Watched& w : watched_) {
+    cost += uncharged_ns(w, &work);
     const nvme::QpairStats& s = w.qp->stats();
-    const uint64_t sub = s.submitted - w.submitted, cpl = s.completed - w.completed,
-                   db = s.doorbells - w.doorbells;
+    w.polls = s.polls;
     w.submitted = s.submitted;
     w.completed = s.completed;
     w.doorbells = s.doorbells;
-    cost += costs_.poll_ns + sub * costs_.submit_ns + cpl * costs_.complete_ns +
-            db * costs_.doorbell_ns;
-    work |= sub != 0 || cpl != 0;
   }
   advance(cost, !work, !work && !world);
   return work;
@@ -64,18 +99,21 @@ void Lockstep::wait_turn() {
   advance(costs_.wait_turn_ns, true, !world);
 }
 
+// Back to virtual time from realtime: from where the wall clock has got to, so the CPU clock
+// does not go back.
 void Lockstep::set_realtime(bool on) {
+  if (realtime_) clock_.set(cpu_now_ns());
   realtime_ = on;
-  wall0_ = std::chrono::steady_clock::now();
+  if (!on) return;
+  if (wall_ == nullptr) wall_ = &env::system_clock();  // calibrates the TSC (once, ~20 ms)
+  wall0_ = wall_->now();
   base_ns_ = clock_.now();
 }
 
 void Lockstep::advance(uint64_t cost_ns, bool idle, bool may_jump) {
   using emu::timing::kNs;
   if (realtime_) {
-    const auto wall = std::chrono::duration_cast<std::chrono::nanoseconds>(
-        std::chrono::steady_clock::now() - wall0_);
-    const uint64_t t = std::max<uint64_t>(clock_.now(), base_ns_ + wall.count());
+    const uint64_t t = cpu_now_ns();
     host_busy_ns_ += idle ? 0 : t - clock_.now();
     sim_.run_until(t * kNs);
     sim_.scan();

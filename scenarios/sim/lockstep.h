@@ -17,9 +17,16 @@
 // skipped, so the host's real CPU time counts and a completion is seen no earlier than its
 // simulated time (later when this machine is slow). Host and devices still share one thread.
 // Not deterministic.
+//
+// The host's CPU time (the event framework's busy and idle statistics) is what this models:
+// the lockstep is the framework's CPU clock (Framework::set_cpu_clock). In virtual time a
+// reading is the virtual time plus the modelled cost of the work done since the last step
+// ended, so a poller's run lasts what its polls, submissions, completions and doorbells cost;
+// the fixed cost of an iteration is the reactor's; the time the clock then moves on (the rest
+// of the step's cost, the idle jump) is the reactor's idle time. In realtime it is the TSC on
+// the virtual clock's scale. Either way a reactor's busy + idle is the time it ran through.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -36,7 +43,7 @@ namespace pollux::sim {
 // 20-24 ns per reactor iteration, 10-15 ns per poller) — see docs/FIDELITY.md.
 struct HostCostModel {
   uint64_t reactor_iteration_ns = 22;
-  uint64_t poll_ns = 12;        // one process_completions() call (per watched qpair per step)
+  uint64_t poll_ns = 12;        // one process_completions() call on a watched qpair
   uint64_t submit_ns = 20;      // one command built and placed in the SQ
   uint64_t complete_ns = 18;    // one completion reaped and its callback run
   uint64_t doorbell_ns = 6;     // one MMIO doorbell store (posted)
@@ -46,9 +53,14 @@ struct HostCostModel {
 
 class Lockstep {
  public:
+  // Becomes fw's CPU clock until destroyed (fw must outlive it).
   Lockstep(emu::timing::Simulation& sim, event::Framework& fw, env::VirtualClock& clock,
            HostCostModel costs = {});
-  // Queue pairs whose work is charged to host time (their stats are read after each step).
+  ~Lockstep();
+  Lockstep(const Lockstep&) = delete;
+  Lockstep& operator=(const Lockstep&) = delete;
+  // Queue pairs whose work is charged to host time (their stats are read at every reading of
+  // the CPU clock): unwatch one before it is freed.
   void watch(const nvme::Qpair* qp);
   void unwatch(const nvme::Qpair* qp);
 
@@ -76,6 +88,9 @@ class Lockstep {
   bool realtime() const { return realtime_; }
 
   uint64_t now_ns() const { return clock_.now(); }
+  // The host's CPU clock now (what the framework measures busy and idle time with), in ns.
+  uint64_t cpu_now_ns() const;
+  const env::Clock& cpu_clock() const { return cpu_clock_; }
   uint64_t host_busy_ns() const { return host_busy_ns_; }
   uint64_t steps() const { return steps_; }
   const HostCostModel& costs() const { return costs_; }
@@ -83,17 +98,33 @@ class Lockstep {
  private:
   struct Watched {
     const nvme::Qpair* qp;
-    uint64_t submitted, completed, doorbells;
+    uint64_t polls, submitted, completed, doorbells;  // counts already charged
+  };
+  // The framework's view of cpu_now_ns().
+  class CpuClock final : public env::Clock {
+   public:
+    explicit CpuClock(const Lockstep& ls) : ls_(ls) {}
+    uint64_t ticks_per_second() const override { return ls_.clock_.ticks_per_second(); }
+
+   private:
+    uint64_t read() const override { return ls_.cpu_now_ns(); }
+    const Lockstep& ls_;
   };
   void advance(uint64_t cost_ns, bool host_idle, bool may_jump);
   bool step_world();
   uint64_t jump_cap(uint64_t t) const;
+  // The modelled cost of w's work not charged yet; *work: any command submitted or completed.
+  uint64_t uncharged_ns(const Watched& w, bool* work) const;
+  uint64_t wall_ns() const;  // realtime: base_ns_ + the TSC's time since set_realtime
 
   emu::timing::Simulation& sim_;
   event::Framework& fw_;
   env::VirtualClock& clock_;
   HostCostModel costs_;
   std::vector<Watched> watched_;
+  uint64_t retired_ns_ = 0;  // uncharged work of queue pairs unwatched during this step
+  bool retired_work_ = false;
+  CpuClock cpu_clock_{*this};
   uint64_t host_busy_ns_ = 0;
   uint64_t steps_ = 0;
   std::function<void()> after_advance_;
@@ -101,7 +132,8 @@ class Lockstep {
   std::vector<std::function<uint64_t()>> sources_;
   bool in_world_ = false, world_frozen_ = false;
   bool realtime_ = false;
-  std::chrono::steady_clock::time_point wall0_;  // realtime: the wall clock at base_ns_
+  const env::Clock* wall_ = nullptr;  // realtime: the TSC (env::system_clock())
+  uint64_t wall0_ = 0;                // realtime: its reading at base_ns_
   uint64_t base_ns_ = 0;
 };
 

@@ -67,10 +67,13 @@ class Engine {
       d->ok = success;
     }
   };
+  void take_cpu_time(RunResult& r);  // the pollers' series, the host's busy and idle time
   void judge(RunResult& r);
   uint64_t outstanding() const;  // the workloads' I/Os in flight
   void teardown();
-  void sample_pollers(size_t bucket);  // poller runs since the last sample, into `bucket`
+  // Poller runs and busy time since the last sample, into the bucket the last one named;
+  // `bucket` is the next one's.
+  void sample_pollers(size_t bucket);
   void collect_metrics(metrics::Builder& b) const;  // devices, controllers, the run itself
   void publish_metrics(bool now);
   uint64_t now() const { return target_->clock().now() - t0_; }
@@ -108,11 +111,14 @@ class Engine {
   std::unique_ptr<metrics::Exporter> metrics_;  // the sources, collected on this thread
   std::unique_ptr<metrics::BdevCollector> bdev_stats_;
   struct PollerTrack {
-    uint64_t runs = 0, busy_runs = 0;  // at the last sample
+    uint64_t runs = 0, busy_runs = 0, busy_ticks = 0;  // at the last sample
     PollerSeries series;
   };
   std::map<std::string, PollerTrack> pollers_;
   size_t poller_bucket_ = 0;  // the bucket the next sample's runs belong to
+  uint64_t poller_sampled_ns_ = 0;  // run time of the last sample
+  uint64_t reactor_busy0_ = 0, reactor_idle0_ = 0;  // the host's reactors when the run began
+  uint64_t reactor_ticks(bool busy) const;
   bool expectations_judged_ = false, passed_ = false;
   uint64_t expectation_failures_ = 0;
 };

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "driver/bdev/modules/nvme.h"
+#include "driver/event/reactor.h"
 #include "scenarios/runner/engine.h"
 
 namespace pollux::scenarios::engine {
@@ -54,39 +55,78 @@ void Engine::publish_metrics(bool now) {
   o_.metrics->publish(metrics_->collect());
 }
 
+uint64_t Engine::reactor_ticks(bool busy) const {
+  event::Framework& fw = target_->framework();
+  uint64_t t = 0;
+  for (std::size_t i = 0; i < fw.reactor_count(); ++i) {
+    const event::ReactorStats& s = fw.reactor(i).stats();
+    t += (busy ? s.busy_ticks : s.idle_ticks).load(std::memory_order_relaxed);
+  }
+  return t;
+}
+
 void Engine::sample_pollers(size_t next_bucket) {
   const size_t buckets = rec_->buckets().size();
+  const env::Clock& cpu = target_->framework().cpu_clock();
+  const uint64_t t = now();
+  const double span_ns = static_cast<double>(std::max<uint64_t>(1, t - poller_sampled_ns_));
+  poller_sampled_ns_ = t;
   // Pollers of one name on one thread (every bdev channel has a "bdev_retry") are one series,
   // as in the metrics: sum them first.
-  std::map<std::string, std::pair<uint64_t, uint64_t>> now;  // name -> (runs, busy runs)
+  struct Counts {
+    uint64_t runs = 0, busy_runs = 0, busy_ticks = 0;
+  };
+  std::map<std::string, Counts> now;
   for (const event::Thread* th : target_->framework().threads()) {
     for (const event::PollerSample& p : th->poller_samples()) {
-      auto& [runs, busy] = now[th->name() + "/" + p.name];
-      runs += p.runs;
-      busy += p.busy_runs;
+      Counts& c = now[th->name() + "/" + p.name];
+      c.runs += p.runs;
+      c.busy_runs += p.busy_runs;
+      c.busy_ticks += p.busy_ticks;
     }
   }
-  for (const auto& [name, counts] : now) {
+  for (const auto& [name, c] : now) {
     PollerTrack& pt = pollers_[name];
     if (pt.series.busy_share.empty()) {
       pt.series.name = name;
       pt.series.busy_share.assign(buckets, 0);
+      pt.series.busy_time_share.assign(buckets, 0);
     }
     // Fewer than last time: pollers of this name went and came back (a re-attach); count
     // from zero.
-    const bool restarted = counts.first < pt.runs;
-    const uint64_t runs = restarted ? counts.first : counts.first - pt.runs;
-    const uint64_t busy =
-        restarted ? counts.second : counts.second - std::min(counts.second, pt.busy_runs);
-    if (runs > 0 && poller_bucket_ < buckets) {
-      pt.series.busy_share[poller_bucket_] = double(busy) / double(runs);
+    const bool restarted = c.runs < pt.runs;
+    const uint64_t runs = restarted ? c.runs : c.runs - pt.runs;
+    const uint64_t busy = restarted ? c.busy_runs : c.busy_runs - std::min(c.busy_runs, pt.busy_runs);
+    const uint64_t ticks =
+        restarted ? c.busy_ticks : c.busy_ticks - std::min(c.busy_ticks, pt.busy_ticks);
+    const uint64_t busy_ns = static_cast<uint64_t>(cpu.ticks_to_seconds(ticks) * 1e9);
+    if (poller_bucket_ < buckets) {
+      if (runs > 0) pt.series.busy_share[poller_bucket_] = double(busy) / double(runs);
+      pt.series.busy_time_share[poller_bucket_] = std::min(1.0, double(busy_ns) / span_ns);
     }
     pt.series.runs += runs;
     pt.series.busy_runs += busy;
-    pt.runs = counts.first;
-    pt.busy_runs = counts.second;
+    pt.series.busy_ns += busy_ns;
+    pt.runs = c.runs;
+    pt.busy_runs = c.busy_runs;
+    pt.busy_ticks = c.busy_ticks;
   }
   poller_bucket_ = next_bucket;
+}
+
+// At the run's end, before the sweep: what the sweep's reads cost is not the run's.
+void Engine::take_cpu_time(RunResult& r) {
+  sample_pollers(poller_bucket_ + 1);
+  for (auto& [name, pt] : pollers_) r.pollers.push_back(pt.series);
+  std::stable_sort(r.pollers.begin(), r.pollers.end(),
+                   [](const PollerSeries& a, const PollerSeries& b) {
+                     return a.busy_ns != b.busy_ns ? a.busy_ns > b.busy_ns
+                                                   : a.busy_runs > b.busy_runs;
+                   });
+  const env::Clock& cpu = target_->framework().cpu_clock();
+  auto ns = [&cpu](uint64_t ticks) { return static_cast<uint64_t>(cpu.ticks_to_seconds(ticks) * 1e9); };
+  r.host_busy_ns = ns(reactor_ticks(true) - reactor_busy0_);
+  r.host_idle_ns = ns(reactor_ticks(false) - reactor_idle0_);
 }
 
 void Engine::judge(RunResult& r) {
@@ -99,10 +139,7 @@ void Engine::judge(RunResult& r) {
   rec_->finish();
   r.series = rec_->buckets();
   r.bucket_ns = rec_->bucket_ns();
-  sample_pollers(poller_bucket_ + 1);
-  for (auto& [name, pt] : pollers_) r.pollers.push_back(pt.series);
-  std::stable_sort(r.pollers.begin(), r.pollers.end(),
-                   [](const PollerSeries& a, const PollerSeries& b) { return a.busy_runs > b.busy_runs; });
+
   for (const std::string& s : runtime_errors_) r.failures.push_back(s);
   for (const std::string& n : lvols_->log()) r.notes.push_back("lvol: " + n);
   for (const std::string& n : target_->notes()) r.notes.push_back(n);

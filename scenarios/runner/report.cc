@@ -221,18 +221,23 @@ std::string poller_chart(const RunResult& r) {
   constexpr std::size_t kMax = sizeof kColours / sizeof kColours[0];
   std::vector<const PollerSeries*> busiest;  // r.pollers is busiest first
   for (const PollerSeries& p : r.pollers)
-    if (p.busy_runs > 0 && busiest.size() < kMax) busiest.push_back(&p);
+    if (p.busy_ns > 0 && busiest.size() < kMax) busiest.push_back(&p);
   if (busiest.empty()) return "";
+  // The host reactor's time over the run (one reactor); its virtual time if there is none.
+  const uint64_t cpu = r.host_busy_ns + r.host_idle_ns;
+  const double span = static_cast<double>(std::max<uint64_t>(1, cpu ? cpu : r.simulated_ns));
   std::vector<std::vector<double>> pct(busiest.size());  // sized once: lines point into it
   std::vector<Line> lines;
   for (std::size_t i = 0; i < busiest.size(); ++i) {
     const PollerSeries& p = *busiest[i];
-    for (double share : p.busy_share) pct[i].push_back(100 * share);
+    for (double share : p.busy_time_share) pct[i].push_back(100 * share);
     lines.push_back({&pct[i], kColours[i],
-                     fmt::format("{} ({:.1f}% of {} runs busy)", p.name,
-                                 100.0 * double(p.busy_runs) / double(p.runs), p.runs)});
+                     fmt::format("{} ({:.1f}% of the time, {:.1f}% of {} runs busy)", p.name,
+                                 100.0 * double(p.busy_ns) / span,
+                                 100.0 * double(p.busy_runs) / double(std::max<uint64_t>(1, p.runs)),
+                                 p.runs)});
   }
-  return svg_chart(r, "Pollers: runs that found work", "% of runs", lines);
+  return svg_chart(r, "Pollers: host CPU time in busy runs", "% of time", lines);
 }
 
 }  // namespace
@@ -254,6 +259,14 @@ std::string result_table(const RunResult& r) {
                    r.ios, r.errors, r.errors_outside_windows, us(r.latency.quantile(0.5)),
                    us(r.latency.quantile(0.99)), us(r.latency.max()),
                    us(r.latency_outside.quantile(0.99)));
+  if (const uint64_t cpu = r.host_busy_ns + r.host_idle_ns; cpu > 0) {
+    s += fmt::format("host CPU: reactor busy {:.1f}% ({} of {})", 100.0 * double(r.host_busy_ns) / double(cpu),
+                     format_ns(r.host_busy_ns), format_ns(cpu));
+    if (!r.pollers.empty() && r.pollers[0].busy_ns > 0)
+      s += fmt::format("; busiest poller {} {:.1f}%", r.pollers[0].name,
+                       100.0 * double(r.pollers[0].busy_ns) / double(cpu));
+    s += "\n";
+  }
   s += fmt::format("\n{:<10} {:>8} {:>8} {:>7} {:>7} {:>9} {:>7}\n", "workload", "reads",
                    "writes", "flushes", "errors", "verified", "reopens");
   for (const WorkloadOutcome& w : r.workloads) {
@@ -314,6 +327,8 @@ std::string report_json(const RunResult& r) {
   j["planned_ns"] = r.planned_ns;
   j["wall_seconds"] = r.wall_seconds;
   j["steps"] = r.steps;
+  j["host_busy_ns"] = r.host_busy_ns;
+  j["host_idle_ns"] = r.host_idle_ns;
   j["ios"] = r.ios;
   j["errors"] = r.errors;
   j["errors_outside_windows"] = r.errors_outside_windows;
@@ -347,7 +362,8 @@ std::string report_json(const RunResult& r) {
   j["pollers"] = json::array();
   for (const PollerSeries& p : r.pollers) {
     j["pollers"].push_back({{"name", p.name}, {"runs", p.runs}, {"busy_runs", p.busy_runs},
-                            {"busy_share", p.busy_share}});
+                            {"busy_ns", p.busy_ns}, {"busy_share", p.busy_share},
+                            {"busy_time_share", p.busy_time_share}});
   }
   for (const FaultOutcome& f : r.faults) {
     j["faults"].push_back({{"label", f.spec.label}, {"line", f.spec.line},

@@ -147,6 +147,8 @@ std::string Engine::setup() {
   }
   if (std::string e = setup_lvols(); !e.empty()) return e;
   t0_ = target_->clock().now();
+  reactor_busy0_ = reactor_ticks(true);
+  reactor_idle0_ = reactor_ticks(false);
   rec_ = std::make_unique<Recorder>(sc_.end_ns(), o_.buckets);
   for (size_t i = 0; i < sc_.workloads.size(); ++i) {
     WorkloadSpec w = sc_.workloads[i];
@@ -622,6 +624,7 @@ RunResult Engine::run() {
   settle();
   armed_ = false;
   r.simulated_ns = now();
+  take_cpu_time(r);
   if (!lvols_->empty()) {
     // What the lvols hold is judged from what their metadata on the device says.
     event::CurrentThreadScope scope(&target_->thread());

@@ -69,12 +69,14 @@ struct DeviceOutcome {
   uint64_t violations = 0;
 };
 
-// One poller's share of runs that found work, per time bucket (the Grafana "busy-run %"
-// panel: in virtual time a poller's busy seconds are not charged, its runs are).
+// One poller's share of the host's CPU time spent in its busy runs, per time bucket (the
+// Grafana "top pollers by busy time" panel: in virtual time the lockstep's host cost model
+// charges it, in realtime the TSC measures it), and its share of runs that found work.
 struct PollerSeries {
   std::string name;  // "thread/poller"
-  std::vector<double> busy_share;
-  uint64_t runs = 0, busy_runs = 0;
+  std::vector<double> busy_time_share;
+  std::vector<double> busy_share;  // of runs
+  uint64_t runs = 0, busy_runs = 0, busy_ns = 0;
 };
 
 struct RunResult {
@@ -88,6 +90,8 @@ struct RunResult {
   uint64_t trace_hash = 0, trace_records = 0;
   uint64_t simulated_ns = 0, planned_ns = 0, steps = 0;
   double wall_seconds = 0;
+  // The host's reactors over the run (their CPU clock: Framework::cpu_clock), summed.
+  uint64_t host_busy_ns = 0, host_idle_ns = 0;
   uint64_t ios = 0, errors = 0, errors_outside_windows = 0;
   env::LatencyHistogram latency, latency_outside;
   std::vector<Bucket> series;

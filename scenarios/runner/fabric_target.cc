@@ -159,6 +159,10 @@ class FabricScenarioTarget final : public EmulatedTarget {
       if (port_.empty()) return err;
     }
     fo.port = port_;
+    if (spec_.target_command_ns != 0 && !kernel_) {
+      fo.costs = sim::TargetCostModel{};
+      fo.costs->command_ns = spec_.target_command_ns;
+    }
     // On the wall clock a target restart costs what its transport's set-up costs: 128 shared
     // buffers of 128 KiB (16 MiB of DMA memory allocated and registered) took 30-36 ms here,
     // 32 take 3-16 ms — and 32 cover the scenarios' queue depths.
@@ -191,6 +195,7 @@ class FabricScenarioTarget final : public EmulatedTarget {
       bdev::NvmeBdevOptions o;
       o.name = specs_[d].name;
       o.registry = &rig_->registry();
+      o.qpair_observer = target_->qpair_observer();  // the target core's CPU time
       // The target's NVMe driver is the drives' host: the scenario's host section applies.
       o.admin_poll_period_us = host_.admin_poll_us;
       o.retry_count = host_.retry_count;
@@ -289,6 +294,7 @@ class FabricScenarioTarget final : public EmulatedTarget {
   // clock) with it — the same faults, paced. Kernel sockets: realtime only.
   std::string set_realtime(bool on) override {
     if (kernel_ && !on) return "topology.fabric.network: kernel sockets cannot run in virtual time";
+    if (target_) target_->set_realtime(on);
     return EmulatedTarget::set_realtime(on);
   }
   // Hot-plug of a drive behind the target: the target's bdev_nvme sees it go (its bdev goes,
@@ -554,6 +560,7 @@ class FabricScenarioTarget final : public EmulatedTarget {
     const uint64_t now = rig_->clock().now();
     for (uint64_t t : {frozen_until_, back_at_})
       if (t > now) next = std::min(next, t);
+    if (target_) next = std::min(next, target_->next_event_ns());
     return next;
   }
   std::vector<std::string> errors() const override { return errors_; }

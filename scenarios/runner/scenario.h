@@ -98,6 +98,9 @@ struct FabricSpec {
   uint64_t reconnect_delay_ns = 1'000'000;
   uint64_t ctrlr_loss_timeout_ns = 0;
   uint64_t fast_io_fail_timeout_ns = 0;
+  // The target core's CPU time per I/O command in virtual time (scenarios/sim's
+  // TargetCostModel: one core, busy for what its work costs); 0: the target takes no time.
+  uint64_t target_command_ns = 0;
 };
 
 enum class Pattern { kRandom, kSequential };

@@ -57,12 +57,14 @@ RunReport run_rdma_perf(const RunSpec& spec) {
   fo.trtype = "RDMA";
   fo.rdma_context = &fab->context(RdmaSide::kTarget);
   fo.registry = &rig->registry();
+  fo.costs = spec.target_costs;
   auto target = FabricTarget::create(rig->clock(), net, fo, &rep.error);
   if (!target) return rep;
   ls.add_world([&] { return target->step(); });
   ls.add_world([&] { return fab->step(); });
   ls.add_event_source([&] { return net.next_event_ns(); });
   ls.add_event_source([&] { return fab->next_event_ns(); });
+  ls.add_event_source([&] { return target ? target->next_event_ns() : UINT64_MAX; });
   net.set_wait_hook(turn);
   std::vector<std::unique_ptr<nvme::Controller>> hosts;
   std::vector<std::unique_ptr<PerfJob>> jobs;
@@ -90,6 +92,7 @@ RunReport run_rdma_perf(const RunSpec& spec) {
     bdev::NvmeBdevOptions o;
     o.name = "dev" + std::to_string(i);
     o.registry = &rig->registry();
+    o.qpair_observer = target->qpair_observer();
     auto names = bdev::nvme_attach_controller(target->bdevs(), std::move(ctrl), o);
     if (!names) {
       rep.error = "target: attach " + o.name + ": " + names.error().message;
@@ -180,6 +183,7 @@ RunReport run_rdma_perf(const RunSpec& spec) {
     spec.metrics->publish(sources->collect());
   };
   const uint64_t t0 = ls.now_ns(), steps0 = ls.steps(), busy0 = ls.host_busy_ns();
+  const uint64_t target_busy0 = target->busy_ns(), commands0 = target->commands_completed();
   for (auto& j : jobs) j->start(rig->thread());
   auto all_done = [&] {
     for (auto& j : jobs)
@@ -194,6 +198,8 @@ RunReport run_rdma_perf(const RunSpec& spec) {
   rep.simulated_ns = ls.now_ns() - t0;
   rep.steps = ls.steps() - steps0;
   rep.host_busy_ns = ls.host_busy_ns() - busy0;
+  rep.target_busy_ns = target->busy_ns() - target_busy0;
+  rep.target_commands = target->commands_completed() - commands0;
   for (uint32_t i = 0; i < jobs.size(); ++i) {
     DeviceReport d;
     d.job = jobs[i]->result();

@@ -1,5 +1,7 @@
 #include "scenarios/sim/fabric_target.h"
 
+#include <algorithm>
+
 #include "driver/bdev/modules/nvme.h"
 
 namespace pollux::sim {
@@ -10,7 +12,7 @@ std::unique_ptr<FabricTarget> FabricTarget::create(const env::Clock& clock,
                                                    fabric::net::Network& net,
                                                    FabricTargetOptions options,
                                                    std::string* error) {
-  std::unique_ptr<FabricTarget> t(new FabricTarget(net, std::move(options)));
+  std::unique_ptr<FabricTarget> t(new FabricTarget(clock, net, std::move(options)));
   event::FrameworkOptions fo;
   fo.core_mask = "0x1";
   fo.step_mode = true;
@@ -22,6 +24,7 @@ std::unique_ptr<FabricTarget> FabricTarget::create(const env::Clock& clock,
     return nullptr;
   }
   t->fw_ = std::move(fw).value();
+  t->fw_->set_cpu_clock(&t->cpu_clock_);
   t->thread_ = t->fw_->create_thread("sim-target", 0);
   auto mgr = bdev::Manager::create(*t->fw_);
   if (!mgr) {
@@ -32,14 +35,70 @@ std::unique_ptr<FabricTarget> FabricTarget::create(const env::Clock& clock,
   return t;
 }
 
+uint64_t FabricTarget::commands_completed() const {
+  uint64_t n = 0;
+  if (tgt_)
+    for (const auto& g : tgt_->groups()) n += g->stats().completed_nvme_io;
+  return n;
+}
+
+uint64_t FabricTarget::uncharged_ns(bool* work) const {
+  if (!o_.costs) return 0;
+  const uint64_t n = commands_completed();
+  const uint64_t commands = n >= commands_charged_ ? n - commands_charged_ : n;  // restarted
+  *work |= commands != 0;
+  return commands * o_.costs->command_ns + drives_.uncharged_ns(work);
+}
+
+// Between two of its pollers: where its CPU clock was when the iteration began, plus what the
+// work done since costs. Realtime: the TSC on the virtual clock's scale.
+uint64_t FabricTarget::cpu_now_ns() const {
+  if (realtime_) return std::max(clock_.now(), wall_.now_ns());
+  bool work = false;
+  return std::max(clock_.now(), busy_until_) + uncharged_ns(&work);
+}
+
+uint64_t FabricTarget::next_event_ns() const {
+  return !realtime_ && busy_with_work_ && busy_until_ > clock_.now() ? busy_until_ : UINT64_MAX;
+}
+
 bool FabricTarget::step() {
-  const bool work = fw_->step();
+  const bool model = o_.costs && !realtime_;
+  if (model && clock_.now() < busy_until_) return false;  // still on the last iteration's work  // still on the last iteration's work
+  const bool work = fw_->step(model ? o_.costs->reactor_iteration_ns : 0);
+
+  if (model) {
+    bool charged = false;
+    const uint64_t n = commands_completed();
+    const uint64_t cost = o_.costs->reactor_iteration_ns + uncharged_ns(&charged);
+    drives_.charge(&charged);
+    commands_charged_ = n;
+    busy_until_ = clock_.now() + cost;
+    busy_with_work_ = work || charged;
+    if (busy_with_work_) busy_ns_ += cost;
+  }
   if (stopped_) {
     event::CurrentThreadScope scope(thread_);
     tgt_.reset();  // the transport's listener and connections close with it
+    commands_charged_ = 0;
     stopped_ = stopping_ = false;
   }
   return work;
+}
+
+void FabricTarget::set_realtime(bool on) {
+  if (realtime_ && !on) busy_until_ = cpu_now_ns();  // the CPU clock never goes back
+  realtime_ = on;
+  if (on) wall_.start(std::max(clock_.now(), busy_until_));
+}
+
+std::function<void(const nvme::Qpair*, bool, const std::string&)> FabricTarget::qpair_observer() {
+  return [this](const nvme::Qpair* qp, bool created, const std::string&) {
+    if (created)
+      drives_.watch(qp);
+    else
+      drives_.unwatch(qp);
+  };
 }
 
 std::string FabricTarget::start_async(const std::vector<FabricSubsystem>& subsystems) {

@@ -5,6 +5,13 @@
 // manager (malloc, or bdev_nvme over the timed emulator's SSDs). The lockstep steps it as part of
 // "the world" (Lockstep::add_world): never charged to the host, never stepped by the host.
 //
+// The target's core takes CPU time (FabricTargetOptions::costs, the framework's CPU clock): in
+// virtual time what its iteration did costs what the model says, and the core runs its next
+// iteration only once that time has passed (next_event_ns() tells the lockstep when), so one
+// core carries as many commands per second as the model allows and a queue builds behind it;
+// a command's own cost is not added to its latency (its response leaves in the step that
+// finished it). In realtime the TSC measures the target's pollers, as the host's.
+//
 // Two frameworks on one OS thread: each reactor iteration sets Thread::current() for its
 // thread and restores the previous one (CurrentThreadScope), so a host poller that waits in a
 // set-up path (a reconnect's ICReq) may step the target and come back to its own thread.
@@ -12,6 +19,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +32,7 @@
 #include "fabric/rdma/target_transport.h"
 #include "fabric/target/target.h"
 #include "fabric/tcp/target_transport.h"
+#include "scenarios/sim/cpu_cost.h"
 
 namespace pollux::sim {
 
@@ -36,6 +45,9 @@ struct FabricTargetOptions {
   std::vector<std::string> addresses = {"10.0.0.1"};  // a listener on each (paths)
   std::string port = "4420";
   env::MemoryRegistry* registry = nullptr;  // the transport's buffers (nullptr: the global one)
+  // The target core's CPU time in virtual time; nullopt: its work takes no time (one core
+  // carries any load).
+  std::optional<TargetCostModel> costs;
   fabric::tcp::TcpTargetOptions tcp = [] {
     fabric::tcp::TcpTargetOptions o;
     o.num_shared_buffers = 128;
@@ -70,9 +82,21 @@ class FabricTarget {
   fabric::target::Target& target() { return *tgt_; }
   const FabricTargetOptions& options() const { return o_; }
 
-  // One iteration of the target's reactor (the lockstep's world step); a stop that finished
-  // lets go of the target's core here, outside any poller.
+  // One iteration of the target's reactor (the lockstep's world step), unless its core is
+  // still busy with the last one's work (false then); a stop that finished lets go of the
+  // target's core here, outside any poller.
   bool step();
+  // Until the core is free again after an iteration that did work; UINT64_MAX: not busy.
+  uint64_t next_event_ns() const;
+  // Realtime: the TSC measures the target's CPU time and nothing waits for it.
+  void set_realtime(bool on);
+  // For the target's bdev_nvme (NvmeBdevOptions::qpair_observer): the drives' queue pairs,
+  // whose work the cost model's `drive` part charges.
+  std::function<void(const nvme::Qpair*, bool, const std::string&)> qpair_observer();
+  // The target core's CPU clock now (ns), and its modelled busy time so far.
+  uint64_t cpu_now_ns() const;
+  uint64_t busy_ns() const { return busy_ns_; }
+  uint64_t commands_completed() const;  // by every poll group, since the target (re)started
   // Builds the target: transport, subsystems (any host), namespaces, the listener; the
   // changes reach the poll groups as the world steps. "" or the error.
   std::string start_async(const std::vector<FabricSubsystem>& subsystems);
@@ -90,7 +114,11 @@ class FabricTarget {
   bool shutdown(const std::function<void()>& turn);
 
  private:
-  FabricTarget(fabric::net::Network& net, FabricTargetOptions o) : net_(net), o_(std::move(o)) {}
+  FabricTarget(const env::Clock& clock, fabric::net::Network& net, FabricTargetOptions o)
+      : clock_(clock), net_(net), o_(std::move(o)) {}
+  uint64_t uncharged_ns(bool* work) const;
+
+  const env::Clock& clock_;
 
   fabric::net::Network& net_;
   FabricTargetOptions o_;
@@ -99,6 +127,20 @@ class FabricTarget {
   std::unique_ptr<bdev::Manager> mgr_;
   std::unique_ptr<fabric::target::Target> tgt_;
   bool stopping_ = false, stopped_ = false, settled_ = false;
+  // CPU time.
+  HostCostModel drive_costs_ = o_.costs ? o_.costs->drive : HostCostModel{};
+  QpairCharges drives_{drive_costs_};
+  uint64_t commands_charged_ = 0;
+  uint64_t busy_until_ = 0;  // the core's CPU clock at its last iteration's end
+  bool busy_with_work_ = false;  // that iteration did work: the lockstep stops at busy_until_
+  uint64_t busy_ns_ = 0;
+  bool realtime_ = false;
+  WallNs wall_;
+  struct ReadCpu {
+    const FabricTarget* t;
+    uint64_t operator()() const { return t->cpu_now_ns(); }
+  };
+  FnClock<ReadCpu> cpu_clock_{ReadCpu{this}};
 };
 
 }  // namespace pollux::sim

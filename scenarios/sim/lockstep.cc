@@ -15,42 +15,18 @@ Lockstep::~Lockstep() {
   if (&fw_.cpu_clock() == &cpu_clock_) fw_.set_cpu_clock(nullptr);
 }
 
-void Lockstep::watch(const nvme::Qpair* qp) {
-  const nvme::QpairStats& s = qp->stats();
-  watched_.push_back(Watched{qp, s.polls, s.submitted, s.completed, s.doorbells});
-}
+void Lockstep::watch(const nvme::Qpair* qp) { charges_.watch(qp); }
 
 // Its work so far stays charged to this step: the CPU clock never goes back.
-void Lockstep::unwatch(const nvme::Qpair* qp) {
-  std::erase_if(watched_, [this, qp](const Watched& w) {
-    if (w.qp != qp) return false;
-    retired_ns_ += uncharged_ns(w, &retired_work_);
-    return true;
-  });
-}
-
-uint64_t Lockstep::uncharged_ns(const Watched& w, bool* work) const {
-  const nvme::QpairStats& s = w.qp->stats();
-  const uint64_t sub = s.submitted - w.submitted, cpl = s.completed - w.completed;
-  *work |= sub != 0 || cpl != 0;
-  return (s.polls - w.polls) * costs_.poll_ns + sub * costs_.submit_ns + cpl * costs_.complete_ns +
-         (s.doorbells - w.doorbells) * costs_.doorbell_ns;
-}
-
-uint64_t Lockstep::wall_ns() const {
-  const auto ticks = static_cast<unsigned __int128>(wall_->now() - wall0_);
-  return base_ns_ + static_cast<uint64_t>(ticks * 1'000'000'000u / wall_->ticks_per_second());
-}
+void Lockstep::unwatch(const nvme::Qpair* qp) { charges_.unwatch(qp); }
 
 // Virtual: the step's time so far, as the framework reads it between two of its pollers. The
 // work of the step is charged to the virtual clock when the step ends, so the reading does
 // not jump then. Realtime: the wall clock (never behind the virtual clock, which follows it).
 uint64_t Lockstep::cpu_now_ns() const {
-  if (realtime_) return std::max(clock_.now(), wall_ns());
-  uint64_t t = clock_.now() + retired_ns_;
+  if (realtime_) return std::max(clock_.now(), wall_.now_ns());
   bool work = false;
-  for (const Watched& w : watched_) t += uncharged_ns(w, &work);
-  return t;
+  return clock_.now() + charges_.uncharged_ns(&work);
 }
 
 bool Lockstep::step_world() {
@@ -78,18 +54,8 @@ bool Lockstep::step() {
   fw_.step(realtime_ ? 0 : costs_.reactor_iteration_ns);
   const bool world = step_world();
   ++steps_;
-  uint64_t cost = costs_.reactor_iteration_ns + retired_ns_;
-  bool work = retired_work_;
-  retired_ns_ = 0;
-  retired_work_ = false;
-  for (Watched& w : watched_) {
-    cost += uncharged_ns(w, &work);
-    const nvme::QpairStats& s = w.qp->stats();
-    w.polls = s.polls;
-    w.submitted = s.submitted;
-    w.completed = s.completed;
-    w.doorbells = s.doorbells;
-  }
+  bool work = false;
+  const uint64_t cost = costs_.reactor_iteration_ns + charges_.charge(&work);
   advance(cost, !work, !work && !world);
   return work;
 }
@@ -104,10 +70,7 @@ void Lockstep::wait_turn() {
 void Lockstep::set_realtime(bool on) {
   if (realtime_) clock_.set(cpu_now_ns());
   realtime_ = on;
-  if (!on) return;
-  if (wall_ == nullptr) wall_ = &env::system_clock();  // calibrates the TSC (once, ~20 ms)
-  wall0_ = wall_->now();
-  base_ns_ = clock_.now();
+  if (on) wall_.start(clock_.now());
 }
 
 void Lockstep::advance(uint64_t cost_ns, bool idle, bool may_jump) {

@@ -35,21 +35,9 @@
 #include "driver/event/framework.h"
 #include "driver/nvme/qpair.h"
 #include "emulator/timing/simulation.h"
+#include "scenarios/sim/cpu_cost.h"
 
 namespace pollux::sim {
-
-// Host CPU time per operation (ns). Defaults: the driver's measured hot-path costs on this
-// class of machine (qpair_bench: 33-49 ns per 4 KiB I/O submit + complete; event_bench:
-// 20-24 ns per reactor iteration, 10-15 ns per poller) — see docs/FIDELITY.md.
-struct HostCostModel {
-  uint64_t reactor_iteration_ns = 22;
-  uint64_t poll_ns = 12;        // one process_completions() call on a watched qpair
-  uint64_t submit_ns = 20;      // one command built and placed in the SQ
-  uint64_t complete_ns = 18;    // one completion reaped and its callback run
-  uint64_t doorbell_ns = 6;     // one MMIO doorbell store (posted)
-  uint64_t wait_turn_ns = 100;  // one turn of a set-up path's wait loop
-  uint64_t idle_jump_cap_ns = 20'000;  // longest jump to the next device event when idle
-};
 
 class Lockstep {
  public:
@@ -96,35 +84,21 @@ class Lockstep {
   const HostCostModel& costs() const { return costs_; }
 
  private:
-  struct Watched {
-    const nvme::Qpair* qp;
-    uint64_t polls, submitted, completed, doorbells;  // counts already charged
-  };
-  // The framework's view of cpu_now_ns().
-  class CpuClock final : public env::Clock {
-   public:
-    explicit CpuClock(const Lockstep& ls) : ls_(ls) {}
-    uint64_t ticks_per_second() const override { return ls_.clock_.ticks_per_second(); }
-
-   private:
-    uint64_t read() const override { return ls_.cpu_now_ns(); }
-    const Lockstep& ls_;
-  };
   void advance(uint64_t cost_ns, bool host_idle, bool may_jump);
   bool step_world();
   uint64_t jump_cap(uint64_t t) const;
-  // The modelled cost of w's work not charged yet; *work: any command submitted or completed.
-  uint64_t uncharged_ns(const Watched& w, bool* work) const;
-  uint64_t wall_ns() const;  // realtime: base_ns_ + the TSC's time since set_realtime
 
   emu::timing::Simulation& sim_;
   event::Framework& fw_;
   env::VirtualClock& clock_;
   HostCostModel costs_;
-  std::vector<Watched> watched_;
-  uint64_t retired_ns_ = 0;  // uncharged work of queue pairs unwatched during this step
-  bool retired_work_ = false;
-  CpuClock cpu_clock_{*this};
+  QpairCharges charges_{costs_};
+  // The framework's view of cpu_now_ns().
+  struct ReadCpu {
+    const Lockstep* ls;
+    uint64_t operator()() const { return ls->cpu_now_ns(); }
+  };
+  FnClock<ReadCpu> cpu_clock_{ReadCpu{this}};
   uint64_t host_busy_ns_ = 0;
   uint64_t steps_ = 0;
   std::function<void()> after_advance_;
@@ -132,9 +106,7 @@ class Lockstep {
   std::vector<std::function<uint64_t()>> sources_;
   bool in_world_ = false, world_frozen_ = false;
   bool realtime_ = false;
-  const env::Clock* wall_ = nullptr;  // realtime: the TSC (env::system_clock())
-  uint64_t wall0_ = 0;                // realtime: its reading at base_ns_
-  uint64_t base_ns_ = 0;
+  WallNs wall_;  // realtime: the TSC from the virtual time realtime began at
 };
 
 }  // namespace pollux::sim

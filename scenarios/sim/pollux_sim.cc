@@ -77,6 +77,11 @@ int main(int argc, char** argv) {
                  "with --transport rdma: timed NICs of this profile (cx5-100g, cx4lx-25g or a "
                  "YAML file: PCIe, NIC pipelines, link rate, cables, switch) instead of "
                  "functional NICs on a fixed-latency wire");
+  uint64_t target_command_ns = sim::TargetCostModel{}.command_ns;
+  app.add_option("--target-command-ns", target_command_ns,
+                 "with --transport rdma: the target core's CPU time per I/O command (0: the "
+                 "target takes no time; default: the SPDK paper's Figure 8 calibration)")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1'000'000}));
   std::string metrics_addr;
   double linger_s = 0;
   app.add_option("--metrics", metrics_addr,
@@ -125,6 +130,10 @@ int main(int argc, char** argv) {
   spec.devices = devices;
   spec.seed = seed;
   spec.transport = transport == "rdma" ? "rdma" : "";
+  if (target_command_ns == 0)
+    spec.target_costs.reset();
+  else
+    spec.target_costs->command_ns = target_command_ns;
   spec.wire_latency_ns = wire_latency_ns;
   if (!nic_name.empty()) {
     if (transport != "rdma") return pollux::cli::bad_input(app, "--nic needs --transport rdma");
@@ -245,10 +254,11 @@ int main(int argc, char** argv) {
     }
     std::printf(
         "],\"simulated_ms\":%.3f,\"wall_s\":%.3f,\"simulated_ios_per_host_s\":%.0f,"
-        "\"wall_per_simulated\":%.3f,\"host_busy_pct\":%.1f,\"trace_hash\":\"%016" PRIx64
-        "\",\"trace_records\":%" PRIu64 "}\n",
+        "\"wall_per_simulated\":%.3f,\"host_busy_pct\":%.1f,\"target_busy_pct\":%.1f,"
+        "\"trace_hash\":\"%016" PRIx64 "\",\"trace_records\":%" PRIu64 "}\n",
         r.simulated_ns / 1e6, r.wall_seconds, sim_ios_per_s, slowdown,
         r.simulated_ns ? 100.0 * double(r.host_busy_ns) / double(r.simulated_ns) : 0.0,
+        r.simulated_ns ? 100.0 * double(r.target_busy_ns) / double(r.simulated_ns) : 0.0,
         r.trace_hash, r.trace_records);
     return 0;
   }
@@ -295,6 +305,12 @@ int main(int argc, char** argv) {
       "wall/simulated %.2f, host core busy %.1f%%\n",
       r.simulated_ns / 1e6, r.wall_seconds, sim_ios_per_s, slowdown,
       r.simulated_ns ? 100.0 * double(r.host_busy_ns) / double(r.simulated_ns) : 0.0);
+  if (spec.transport == "rdma" && r.simulated_ns) {
+    std::printf("  target core busy %.1f%% (%" PRIu64 " commands, %.0f ns each with its drive's "
+                "queue pair and iterations)\n",
+                100.0 * double(r.target_busy_ns) / double(r.simulated_ns), r.target_commands,
+                r.target_commands ? double(r.target_busy_ns) / double(r.target_commands) : 0.0);
+  }
   std::printf("  trace hash %016" PRIx64 " (%" PRIu64 " records)\n", r.trace_hash, r.trace_records);
   return 0;
 }

@@ -31,6 +31,8 @@ struct RunSpec {
   // With "rdma": timed NICs of this profile (their ports and cables replace the wire's fixed
   // latency); nullopt: functional NICs.
   std::optional<emu::rnic::NicProfile> nic_profile;
+  // With "rdma": the target core's CPU time (one core); nullopt: its work takes no time.
+  std::optional<TargetCostModel> target_costs = TargetCostModel{};
 };
 
 // What the emulator's memory store keeps at the end of the run (namespace 1).
@@ -53,6 +55,8 @@ struct RunReport {
   uint64_t simulated_ns = 0;  // virtual time the run took
   double wall_seconds = 0;    // host time the run took
   uint64_t host_busy_ns = 0;  // virtual host CPU time charged by the cost model
+  uint64_t target_busy_ns = 0;  // "rdma": the target core's, likewise
+  uint64_t target_commands = 0;  // "rdma": I/O commands the target completed
   uint64_t trace_hash = 0;
   uint64_t trace_records = 0;
   uint64_t steps = 0;

@@ -493,6 +493,10 @@ Result<sn::CompletionEntry> Controller::admin_sync(const sn::SubmissionEntry& cm
   if (state_ == InitState::kFailed) return make_error(EIO, "controller failed");
   if (admin_stuck_.load(std::memory_order_acquire))
     return make_error(EIO, "admin queue stopped: the controller needs a reset");
+  // Fabrics: an admin queue whose Connect failed is paused until a reset connects it again;
+  // a command on it would never go out, only wait out the admin timeout.
+  if (admin_->resetting())
+    return make_error(ENOTCONN, "admin queue not connected: the controller needs a reset");
   void* buf = len ? scratch_->data() : nullptr;
   if (len && to_device(cmd.opcode)) std::memcpy(buf, data, len);
   const int rc = admin_->submit_raw(
@@ -509,6 +513,13 @@ Result<sn::CompletionEntry> Controller::admin_sync(const sn::SubmissionEntry& cm
   uint64_t next_check = clock_.now() + check_period;
   while (!wait.done) {
     if (admin_->process_completions() < 0) return make_error(ENODEV, "device gone");
+    // Fabrics: a broken connection is a flag in memory, not a register read: seen at once
+    // rather than at the next health check (a reset's reconnect waits on it).
+    if (!wait.done && transport_->fabrics() && admin_->transport().broken()) {
+      admin_->fail_all(sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedByRequest));
+      admin_stuck_.store(true, std::memory_order_release);
+      return make_error(ECONNRESET, "the admin connection broke under a command");
+    }
     if (!wait.done && options_.wait_hook) options_.wait_hook();
     if (!wait.done && clock_.now() > next_check) {
       // A controller that lost power, dropped RDY or reports fatal status has stopped
@@ -1025,11 +1036,12 @@ int Controller::reset() {
   ++stats_.resets;
   if (transport_->probe_gone()) return fail_reset(-ENODEV);
   // 1. Disable. A controller in fatal status may not answer until EN is cleared. Fabrics: the
-  // same through properties while the admin connection holds; when it broke, the target has
-  // dropped the association, and connecting again starts a fresh one.
+  // same through properties while the admin connection holds; when it broke (or its Connect
+  // failed), the target has no association for it, and connecting again starts a fresh one.
   const bool fabrics = transport_->fabrics();
   deadline_ = clock_.now() + clock_.us_to_ticks(sn::cap::to(cap_) * 500'000 + 500'000);
-  if (!fabrics || !admin_->transport().broken()) {
+  // An admin queue whose last Connect failed (paused) holds no association to disable either.
+  if (!fabrics || (!admin_->transport().broken() && !admin_->resetting())) {
     const uint32_t cc = reg32(sn::reg::kCc);
     if (cc == ~0u && !fabrics) return fail_reset(-ENODEV);
     if (cc != ~0u) {

@@ -1063,6 +1063,80 @@ TEST_F(TcpHostTest, ResetReconnectsEveryQueueAfterTheTargetDropsOne) {
 
 // ------------------------------------------------------------- bad transport IDs ---
 
+// A reset whose admin Connect the target refused leaves the admin queue open but unconnected
+// (paused). The next reset must connect again at once: a Property Get on that queue would never
+// go out and only wait out the admin timeout, with the reset's thread blocked (outside testing:
+// 5 ms stalls of every I/O after digest errors). The timeout here is a minute: waiting on the
+// dead queue would show as a minute-long reset.
+TEST_F(TcpHostTest, AResetAfterARefusedAdminConnectConnectsAgainAtOnce) {
+  start_target();
+  nvme::ControllerOptions copt;
+  copt.admin_timeout_us = 60'000'000;
+  attach({}, copt);
+  auto refuse = std::make_shared<std::atomic<bool>>(true);  // the hook outlives this body
+  auto refused_conn = std::make_shared<std::atomic<int>>(-1);
+  target_->set_hook([refuse, refused_conn](st::Conn& c, const st::Command& cmd) {
+    if (!refuse->load() || !cmd.is_connect()) return false;
+    nf::ConnectCommand connect;
+    std::memcpy(&connect, &cmd.sqe, sizeof connect);
+    if (connect.qid != 0) return false;
+    refused_conn->store(c.id());
+    c.send_resp(cmd.sqe.cid,
+                sn::status::make(sn::sct::kCommandSpecific, nf::sc::kConnectInvalidParameters));
+    return true;
+  });
+  const int old_admin = conn_of(0);
+  target_->close_connection(old_admin);
+  ASSERT_TRUE(poll_until([&] {
+    ctrl_->process_admin_completions();
+    return !ctrl_->healthy();
+  }));
+  EXPECT_NE(ctrl_->reset(), 0);  // connected again, but the Connect is refused
+  const int refused = refused_conn->load();
+  ASSERT_GE(refused, 0);
+  EXPECT_NE(refused, old_admin);
+  refuse->store(false);
+  const auto t0 = Clock::now();
+  ASSERT_EQ(ctrl_->reset(), 0);
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(30)) << "the reset waited on the dead queue";
+  // Nothing was sent on the refused connection after its Connect, and I/O works again.
+  target_->inspect([&](const st::Log& l) {
+    const auto cmds = l.commands(refused);
+    ASSERT_EQ(cmds.size(), 1u);
+  });
+  EXPECT_NE(conn_of(0), refused);
+  auto data = pattern(8 * kBlock, 5);
+  write_ok(0, data);
+}
+
+// An admin command whose connection breaks under it ends as soon as the break is seen, not at
+// the next health check (a reset's reconnect waits on it). The health check here is a minute.
+TEST_F(TcpHostTest, AnAdminCommandEndsAsSoonAsItsConnectionBreaks) {
+  start_target();
+  nvme::ControllerOptions copt;
+  copt.admin_health_check_us = 60'000'000;
+  copt.admin_timeout_us = 120'000'000;
+  attach({}, copt);
+  auto drop = std::make_shared<std::atomic<bool>>(true);
+  target_->set_hook([drop](st::Conn& c, const st::Command& cmd) {
+    if (!drop->load() || cmd.qid != 0 || cmd.sqe.opcode != sn::admin::kGetFeatures) return false;
+    c.send_c2h_term(nt::fes::kInvalidHeaderField, 0);
+    c.close();
+    return true;
+  });
+  const auto t0 = Clock::now();
+  sn::SubmissionEntry get{};
+  get.opcode = sn::admin::kGetFeatures;
+  get.cdw10 = sn::feature::kNumberOfQueues;
+  EXPECT_FALSE(ctrl_->admin_sync(get));
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(30)) << "waited for the health check";
+  drop->store(false);
+  EXPECT_FALSE(ctrl_->healthy());
+  ASSERT_EQ(ctrl_->reset(), 0);
+  auto data = pattern(8 * kBlock, 6);
+  write_ok(8, data);
+}
+
 TEST_F(TcpHostTest, TransportIdWithoutSubnqnOrTraddrIsRefused) {
   nvme::TransportId t;
   t.trtype = nvme::TransportType::kTcp;

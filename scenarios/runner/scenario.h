@@ -99,8 +99,9 @@ struct FabricSpec {
   uint64_t ctrlr_loss_timeout_ns = 0;
   uint64_t fast_io_fail_timeout_ns = 0;
   // The target core's CPU time per I/O command in virtual time (scenarios/sim's
-  // TargetCostModel: one core, busy for what its work costs); 0: the target takes no time.
-  uint64_t target_command_ns = 0;
+  // TargetCostModel: one core, busy for what its work costs; the default is its calibration
+  // on the SPDK paper's Figure 8); 0: the target takes no time.
+  uint64_t target_command_ns = 480;
 };
 
 enum class Pattern { kRandom, kSequential };

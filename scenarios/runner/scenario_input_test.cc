@@ -238,6 +238,18 @@ TEST(ScenarioInput, BadFabricInputIsRefusedWithTheFieldNamed) {
 }
 
 // Real sockets: realtime only, and only the knob the kernel's loopback does not set itself.
+// The target core's CPU time per command: the Figure 8 calibration unless set; 0 turns it off.
+TEST(ScenarioInput, TheTargetCommandCostDefaultsToItsCalibrationAndIsBounded) {
+  EXPECT_EQ(parse_scenario(fabric("{}")).value().fabric->target_command_ns, 480u);
+  EXPECT_EQ(parse_scenario(fabric("{target_command_cost: 0}")).value().fabric->target_command_ns,
+            0u);
+  EXPECT_EQ(
+      parse_scenario(fabric("{target_command_cost: 2us}")).value().fabric->target_command_ns,
+      2000u);
+  const std::string e = error_of(fabric("{target_command_cost: 2ms}"));
+  EXPECT_NE(e.find("topology.fabric.target_command_cost: at most 1ms"), std::string::npos) << e;
+}
+
 TEST(ScenarioInput, AKernelSocketFabricNeedsRealtimeAndTakesOnlyTheUserTimeout) {
   auto has = [](const std::string& yaml, const std::string& what) {
     const std::string e = error_of(yaml);

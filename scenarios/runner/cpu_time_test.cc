@@ -15,9 +15,10 @@
 namespace pollux::scenarios {
 namespace {
 
-std::string scenario(const std::string& time) {
+std::string scenario(const std::string& time, const std::string& fabric = "") {
   return "name: cpu-time\nseed: 11\ntime: " + time + R"(
 topology:
+)" + fabric + R"(
   devices: [{name: nvme0, profile: p4800x}]
 workloads:
   - {name: w, bdev: nvme0n1, read_percent: 70, queue_depth: 8, duration: 4ms, range: 2MiB}
@@ -40,8 +41,8 @@ struct Observed {
   std::vector<prometheus::MetricFamily> metrics;
 };
 
-Observed run(const std::string& time) {
-  auto s = parse_scenario(scenario(time));
+Observed run(const std::string& time, const std::string& fabric = "") {
+  auto s = parse_scenario(scenario(time, fabric));
   EXPECT_TRUE(s.ok()) << s.error();
   metrics::Snapshot snap;
   RunOptions o;
@@ -98,6 +99,24 @@ TEST(ScenarioCpuTime, VirtualTimeChargesTheCostModelToTheBusyPollers) {
   EXPECT_EQ(y.r.host_busy_ns, r.host_busy_ns);
   EXPECT_EQ(y.r.host_idle_ns, r.host_idle_ns);
   EXPECT_EQ(y.r.trace_hash, r.trace_hash);
+}
+
+// Behind an NVMe/TCP target the target's core is charged too: every I/O the host completed
+// was a command the target completed, each costing at least its modelled 480 ns.
+TEST(ScenarioCpuTime, AFabricTargetsCoreIsChargedPerCommand) {
+  const Observed x = run("virtual", "  fabric: {transport: tcp, target_command_cost: 480ns}");
+  const RunResult& r = x.r;
+  ASSERT_TRUE(r.passed) << r.error;
+  ASSERT_GT(r.ios, 500u);
+  EXPECT_GE(r.target_commands, r.ios);
+  EXPECT_GE(r.target_busy_ns, r.target_commands * 480);
+  EXPECT_LT(r.target_busy_ns, r.simulated_ns);  // QD 8 does not saturate one core
+  EXPECT_GT(r.host_busy_ns, 0u);
+  // Off: the target takes no time.
+  const Observed off = run("virtual", "  fabric: {transport: tcp, target_command_cost: 0}");
+  ASSERT_TRUE(off.r.passed) << off.r.error;
+  EXPECT_EQ(off.r.target_busy_ns, 0u);
+  EXPECT_GE(off.r.target_commands, off.r.ios);
 }
 
 TEST(ScenarioCpuTime, RealtimeBusyPlusIdleIsTheWallTimeTheRunTook) {

@@ -469,6 +469,11 @@ class FabricScenarioTarget final : public EmulatedTarget {
   }
   // Kernel sockets: none (the notes say what the fault layer did; the kernel's TCP keeps its
   // retransmissions to itself).
+  // Summed over target restarts (a restarted target counts its commands from zero).
+  uint64_t target_busy_ns() const override { return target_ ? target_->busy_ns() : 0; }
+  uint64_t target_commands() const override {
+    return commands_before_restarts_ + (target_ ? target_->commands_completed() : 0);
+  }
   std::vector<std::pair<std::string, uint64_t>> fabric_counters() const override {
     if (kernel_) return {};
     const fabric::net::SimNetworkStats& st = sim_->stats();
@@ -534,7 +539,9 @@ class FabricScenarioTarget final : public EmulatedTarget {
     }
     // A hung target's NIC still works (it acknowledges packets, as hardware does).
     const bool frozen = now < frozen_until_;
+    const uint64_t commands = target_->commands_completed();
     const bool work = !frozen && target_->step();
+    if (target_->commands_completed() < commands) commands_before_restarts_ += commands;
     if (!frozen && std::find(readd_.begin(), readd_.end(), true) != readd_.end())
       readd_namespaces();
     return (rdma_ && rdma_->step()) || work;
@@ -567,6 +574,7 @@ class FabricScenarioTarget final : public EmulatedTarget {
 
   FabricSpec spec_;
   HostSpec host_;
+  uint64_t commands_before_restarts_ = 0;
   TuneController tune_;
   std::unique_ptr<fabric::net::SimNetwork> sim_;      // network: simulated
   std::unique_ptr<fabric::net::FaultNetwork> kernel_;  // network: kernel

@@ -127,6 +127,8 @@ void Engine::take_cpu_time(RunResult& r) {
   auto ns = [&cpu](uint64_t ticks) { return static_cast<uint64_t>(cpu.ticks_to_seconds(ticks) * 1e9); };
   r.host_busy_ns = ns(reactor_ticks(true) - reactor_busy0_);
   r.host_idle_ns = ns(reactor_ticks(false) - reactor_idle0_);
+  r.target_busy_ns = target_->target_busy_ns() - target_busy0_;
+  r.target_commands = target_->target_commands() - target_commands0_;
 }
 
 void Engine::judge(RunResult& r) {

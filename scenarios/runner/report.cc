@@ -267,6 +267,11 @@ std::string result_table(const RunResult& r) {
                        100.0 * double(r.pollers[0].busy_ns) / double(cpu));
     s += "\n";
   }
+  if (r.target_busy_ns > 0 && r.simulated_ns > 0) {
+    s += fmt::format("target CPU: core busy {:.1f}% ({} commands, {:.0f} ns each)\n",
+                     100.0 * double(r.target_busy_ns) / double(r.simulated_ns), r.target_commands,
+                     double(r.target_busy_ns) / double(std::max<uint64_t>(1, r.target_commands)));
+  }
   s += fmt::format("\n{:<10} {:>8} {:>8} {:>7} {:>7} {:>9} {:>7}\n", "workload", "reads",
                    "writes", "flushes", "errors", "verified", "reopens");
   for (const WorkloadOutcome& w : r.workloads) {
@@ -329,6 +334,8 @@ std::string report_json(const RunResult& r) {
   j["steps"] = r.steps;
   j["host_busy_ns"] = r.host_busy_ns;
   j["host_idle_ns"] = r.host_idle_ns;
+  j["target_busy_ns"] = r.target_busy_ns;
+  j["target_commands"] = r.target_commands;
   j["ios"] = r.ios;
   j["errors"] = r.errors;
   j["errors_outside_windows"] = r.errors_outside_windows;

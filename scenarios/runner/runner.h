@@ -92,6 +92,8 @@ struct RunResult {
   double wall_seconds = 0;
   // The host's reactors over the run (their CPU clock: Framework::cpu_clock), summed.
   uint64_t host_busy_ns = 0, host_idle_ns = 0;
+  // A fabric target's core over the run (virtual time; 0 where none is modelled).
+  uint64_t target_busy_ns = 0, target_commands = 0;
   uint64_t ios = 0, errors = 0, errors_outside_windows = 0;
   env::LatencyHistogram latency, latency_outside;
   std::vector<Bucket> series;

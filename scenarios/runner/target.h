@@ -88,6 +88,10 @@ class Target {
   // sent again (expect.min_retransmissions).
   virtual std::vector<std::pair<std::string, uint64_t>> fabric_counters() const { return {}; }
   virtual uint64_t retransmissions() const { return 0; }
+  // A fabric target's core, in virtual time: its modelled busy time and the I/O commands it
+  // completed so far (both 0 where none is modelled).
+  virtual uint64_t target_busy_ns() const { return 0; }
+  virtual uint64_t target_commands() const { return 0; }
   virtual uint64_t trace_records() const { return 0; }
   virtual uint64_t steps() const = 0;
   // What the run's set-up went through, for the report ("fabric: ..."), in words.

@@ -143,6 +143,87 @@ TEST(RdmaLoopback, SeveralIoQueuesInterleaved) {
   for (auto& q : qps) ASSERT_EQ(w.ctrl().free_io_qpair(std::move(q)), 0);
 }
 
+// Interleaved verified I/O: `per_queue` 8 KiB writes on each queue at once, then reads of
+// them through other queues; true when every status is 0 and the data came back.
+bool interleaved_io(World& w, std::vector<std::unique_ptr<nvme::Qpair>>& qps, uint32_t per_queue) {
+  auto mem = w.host_memory(8 << 20);
+  auto* base = static_cast<uint8_t*>(mem->data());
+  const nvme::Namespace& ns = *w.ctrl().ns(1);
+  const uint32_t n = static_cast<uint32_t>(qps.size()) * per_queue, nlb = 16;
+  std::vector<Done> ds(n);
+  std::vector<nvme::Qpair*> raw;
+  for (auto& q : qps) raw.push_back(q.get());
+  for (uint32_t i = 0; i < n; ++i) {
+    fill(base + i * 8192, 8192, i + 77);
+    EXPECT_EQ(qps[i % qps.size()]->write(ns, base + i * 8192, i * nlb, nlb, Done::cb, &ds[i]), 0);
+  }
+  if (!wait(w, raw, ds.data(), ds.size())) return false;
+  bool ok = true;
+  for (const Done& d : ds) ok &= d.status == 0;
+  uint8_t* in = base + (4 << 20);
+  ds.assign(ds.size(), Done{});
+  for (uint32_t i = 0; i < n; ++i)
+    EXPECT_EQ(qps[(i + 1) % qps.size()]->read(ns, in + i * 8192, i * nlb, nlb, Done::cb, &ds[i]),
+              0);
+  if (!wait(w, raw, ds.data(), ds.size())) return false;
+  for (const Done& d : ds) ok &= d.status == 0;
+  return ok && std::memcmp(base, in, std::size_t{n} * 8192) == 0;
+}
+
+// SPDK's default: the poll group's shared receive queue takes every connection's capsules.
+// After the I/O, and after the queues are gone, every buffer is back in it (none leaks with a
+// connection).
+TEST(RdmaLoopback, EveryConnectionReceivesIntoThePollGroupsSharedReceiveQueue) {
+  World w;
+  ASSERT_EQ(w.attach(), "");
+  ASSERT_NE(w.group().srq(), nullptr);
+  const uint64_t depth = w.transport().options().max_srq_depth;
+  std::vector<std::unique_ptr<nvme::Qpair>> qps;
+  for (int i = 0; i < 3; ++i) qps.push_back(io_qpair(w, 32));
+  for (auto& q : qps) ASSERT_NE(q, nullptr);
+  EXPECT_TRUE(interleaved_io(w, qps, 16));
+  EXPECT_EQ(w.group().stats().srq_posted, depth);
+  const auto stats = w.transport().group_stats(*w.target().groups().at(0));
+  EXPECT_EQ(stats["srq"], true);
+  for (auto& q : qps) ASSERT_EQ(w.ctrl().free_io_qpair(std::move(q)), 0);
+  for (int i = 0; i < 1000 && w.group().connections() > 1; ++i) w.pump();
+  EXPECT_EQ(w.group().connections(), 1u);  // the admin queue's
+  EXPECT_EQ(w.group().stats().srq_posted, depth);
+}
+
+// no_srq: each connection posts receives of its own; the same I/O works.
+TEST(RdmaLoopback, WithoutAnSrqEachConnectionPostsItsOwnReceives) {
+  WorldOptions o;
+  o.target.no_srq = true;
+  World w(o);
+  ASSERT_EQ(w.attach(), "");
+  EXPECT_EQ(w.group().srq(), nullptr);
+  std::vector<std::unique_ptr<nvme::Qpair>> qps;
+  for (int i = 0; i < 2; ++i) qps.push_back(io_qpair(w, 32));
+  for (auto& q : qps) ASSERT_NE(q, nullptr);
+  EXPECT_TRUE(interleaved_io(w, qps, 16));
+  EXPECT_EQ(w.group().stats().srq_posted, 0u);
+  for (auto& q : qps) ASSERT_EQ(w.ctrl().free_io_qpair(std::move(q)), 0);
+}
+
+// An SRQ smaller than the capsules in flight runs dry: the target's NIC answers RNR NAK, the
+// host's NIC sends again after the RNR timer (rnr_retry 7: forever), and nothing is lost.
+TEST(RdmaLoopback, ASharedReceiveQueueThatRunsDryCostsRnrRetriesNotIo) {
+  WorldOptions o;
+  o.target.max_srq_depth = 16;
+  World w(o);
+  ASSERT_EQ(w.attach(), "");
+  ASSERT_NE(w.group().srq(), nullptr);
+  std::vector<std::unique_ptr<nvme::Qpair>> qps;
+  for (int i = 0; i < 3; ++i) qps.push_back(io_qpair(w, 32));
+  for (auto& q : qps) ASSERT_NE(q, nullptr);
+  const uint64_t rnr0 = w.target_machine().device->nic().counters().rnr_naks_sent;
+  EXPECT_TRUE(interleaved_io(w, qps, 24));  // 72 capsules at once, 16 buffers
+  EXPECT_GT(w.target_machine().device->nic().counters().rnr_naks_sent, rnr0);
+  EXPECT_EQ(w.group().stats().srq_posted, 16u);
+  for (auto& q : qps) ASSERT_EQ(w.ctrl().free_io_qpair(std::move(q)), 0);
+}
+
 // What a lossy run did, independent of where its buffers happened to be mapped (the packets
 // carry virtual addresses, so the wire's byte hash differs between two runs of one process):
 // every transmit decision (time, ports, opcode, PSN, length, fate), the CM stream's deliveries,

@@ -45,6 +45,7 @@ RdmaConnection::RdmaConnection(RdmaTargetGroup& group, std::unique_ptr<CmId> cm,
       peer_(cm_->peer_name()) {}
 
 RdmaConnection::~RdmaConnection() {
+  if (qp_ && tg_.srq()) tg_.remove_qp(qp_->qp_num());
   qp_.reset();  // its completions leave the group's CQ with it
   if (cq_reserved_ != 0) tg_.release_cq(cq_reserved_);
   mr_.reset();
@@ -88,7 +89,9 @@ bool RdmaConnection::open(const CmEvent& request) {
   icd_size_ = o.in_capsule_data_size;
   // Twice the entries in receives: a capsule may arrive for an entry whose previous command's
   // response the host has seen before our SEND's completion freed the request.
-  const uint32_t recvs = 2 * entries;
+  // With the group's SRQ the capsules land in its buffers instead.
+  const bool srq = tg_.srq() != nullptr;
+  const uint32_t recvs = srq ? 0 : 2 * entries;
   // Send WQEs per request at most: a WRITE per keyed descriptor and the response SEND.
   const uint32_t sends = (kMaxKeyedSgls + 1) * entries + 4;
   // A QP in error completes every WQE it holds (unsignaled ones too): room for them all.
@@ -98,7 +101,7 @@ bool RdmaConnection::open(const CmEvent& request) {
     return false;
   }
   cq_reserved_ = cqes;
-  const std::size_t stride = (kSqe + icd_size_ + 63) / 64 * 64;
+  const std::size_t stride = capsule_stride(icd_size_);
   const std::size_t bytes = stride * recvs + std::size_t{nr::kResponseCapsule} * entries;
   auto region = env::DmaRegion::create(transport_.registry(), bytes, env::DmaOptions{false});
   if (!region) {
@@ -110,6 +113,7 @@ bool RdmaConnection::open(const CmEvent& request) {
                                         verbs::access::kLocalWrite);
   verbs::QpInitAttr init;
   init.send_cq = init.recv_cq = tg_.cq();
+  init.srq = tg_.srq();
   init.cap = verbs::QpCap{sends, recvs, 1, 1};
   auto qp = mr ? transport_.context().create_qp(transport_.pd(), init)
                : Result<std::unique_ptr<verbs::Qp>>(mr.error());
@@ -125,6 +129,7 @@ bool RdmaConnection::open(const CmEvent& request) {
     reject(nr::cm_status::kNoResources);
     return false;
   }
+  if (srq) tg_.add_qp(qp_->qp_num(), this);  // ready: capsules may come from here on
   auto* base = static_cast<uint8_t*>(region_->data());
   slots_.assign(recvs, RecvSlot{});
   for (uint32_t i = 0; i < recvs; ++i) {
@@ -145,7 +150,7 @@ bool RdmaConnection::open(const CmEvent& request) {
   if (closing_) return false;
   nr::CmAccept acc{};
   acc.recfmt = nr::kRecfmt10;
-  acc.crqsize = static_cast<uint16_t>(std::min<uint32_t>(recvs, 0xffff));
+  acc.crqsize = static_cast<uint16_t>(std::min<uint32_t>(srq ? 2 * entries : recvs, 0xffff));
   const CmQpInfo local{qp_->qp_num(), transport_.context().port_address(), psn};
   if (cm_->accept(local, &acc, sizeof acc) != 0) {
     begin_close("the CM accept failed");
@@ -168,6 +173,7 @@ void RdmaConnection::poll_cm() {
 // ---------------------------------------------------------------------- commands ---
 
 void RdmaConnection::post_recv(RecvSlot& s) {
+  if (s.shared) return tg_.repost(s);  // the SRQ's: back to it, closing or not
   if (closing_) return;
   const verbs::Sge sge{reinterpret_cast<uintptr_t>(s.buf), kSqe + icd_size_, mr_->lkey()};
   verbs::RecvWr wr;
@@ -193,8 +199,10 @@ bool RdmaConnection::finished() const {
 void RdmaConnection::on_completion(const verbs::WorkCompletion& wc) {
   const WrKind kind = wr_kind(wc.wr_id);
   if (kind == WrKind::kDrainSend) return on_drain_marker();
-  if (kind == WrKind::kRecv) --recvs_posted_;
+  if (kind == WrKind::kRecv && !wr_owner<RecvSlot>(wc.wr_id)->shared) --recvs_posted_;
   if (wc.status != verbs::WcStatus::kSuccess) {
+    if (kind == WrKind::kRecv && wr_owner<RecvSlot>(wc.wr_id)->shared)
+      tg_.repost(*wr_owner<RecvSlot>(wc.wr_id));  // a flushed SRQ buffer goes back
     if (!closing_ && wc.status != verbs::WcStatus::kWrFlushErr) {
       ++stats_.error_completions;
       ++tg_.mutable_stats().error_completions;
@@ -207,8 +215,8 @@ void RdmaConnection::on_completion(const verbs::WorkCompletion& wc) {
   }
   switch (kind) {
     case WrKind::kRecv: {
-      if (closing_) return;
       RecvSlot& s = *wr_owner<RecvSlot>(wc.wr_id);
+      if (closing_) return post_recv(s);  // an SRQ slot goes back
       s.byte_len = wc.byte_len;
       ++stats_.capsules;
       on_recv(s);
@@ -521,10 +529,16 @@ void RdmaConnection::begin_close(const char* why) {
     if (r.state == RdmaRequest::State::kNeedBuffer || r.state == RdmaRequest::State::kReading)
       release(r);
   }
+  for (RecvSlot* s = backlog_head_; s != nullptr;) {  // an SRQ's slots go back to it
+    RecvSlot* next = s->next;
+    post_recv(*s);
+    s = next;
+  }
   backlog_head_ = backlog_tail_ = nullptr;
 }
 
 void RdmaConnection::finalize() {
+  if (qp_ && tg_.srq()) tg_.remove_qp(qp_->qp_num());
   qp_.reset();  // nothing of it is left in the CQ, nothing more will be written
   for (RdmaRequest& r : reqs_) release(r);
   target::qpair_closed(*this);

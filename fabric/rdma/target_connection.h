@@ -20,6 +20,7 @@
 #include "driver/rdma/verbs.h"
 #include "fabric/rdma/cm.h"
 #include "fabric/target/qpair.h"
+#include "spec/nvme_rdma.h"
 
 namespace pollux::fabric::rdma {
 
@@ -42,11 +43,19 @@ T* wr_owner(uint64_t wr_id) {
 }
 
 struct alignas(8) RecvSlot {
-  RdmaConnection* conn = nullptr;
+  RdmaConnection* conn = nullptr;  // a shared slot's: the connection whose QP took it
   uint8_t* buf = nullptr;
   uint32_t byte_len = 0;     // of the capsule it holds
   RecvSlot* next = nullptr;  // the backlog: capsules waiting for a free request
+  bool shared = false;       // the poll group's SRQ's (else its connection's own)
 };
+
+// An NVMe/RDMA command capsule's header (the SQE); receive buffers hold it and the in-capsule
+// data, 64-byte aligned.
+inline constexpr uint32_t kCapsuleHeader = spec::nvme_rdma::kCommandCapsuleHeader;
+inline std::size_t capsule_stride(uint32_t in_capsule_data_size) {
+  return (kCapsuleHeader + in_capsule_data_size + 63) / 64 * 64;
+}
 
 // Keyed SGL Data Blocks a command may carry (MSDBD): one in SGL1, or a Last Segment in the
 // capsule listing up to this many. Each costs a send WQE, and a QP in error flushes every WQE

@@ -26,6 +26,7 @@ std::string validate(const RdmaTargetOptions& o) {
       !e.empty())
     return e;
   if (o.num_cqe < 64) return "num_cqe: at least 64";
+  if (o.max_srq_depth < 16 || o.max_srq_depth > 65536) return "max_srq_depth: 16 to 65536";
   return "";
 }
 
@@ -185,6 +186,8 @@ void RdmaTargetTransport::remove_group(target::PollGroup& g) {
 nlohmann::json RdmaTargetTransport::options_json() const {
   nlohmann::json j = target::common_options_json(opts_, "RDMA");
   j["num_cqe"] = opts_.num_cqe;
+  j["max_srq_depth"] = opts_.max_srq_depth;
+  j["no_srq"] = opts_.no_srq;
   j["rdma_device"] = opts_.rdma_device;
   return j;
 }
@@ -206,7 +209,9 @@ nlohmann::json RdmaTargetTransport::group_stats(target::PollGroup& g) const {
           {"rdma_writes", s.rdma_writes.load()},
           {"in_capsule", s.in_capsule.load()},
           {"bad_sgls", s.bad_sgls.load()},
-          {"error_completions", s.error_completions.load()}};
+          {"error_completions", s.error_completions.load()},
+          {"srq", tg->srq() != nullptr},
+          {"srq_posted", s.srq_posted.load()}};
 }
 
 // ---------------------------------------------------------------------- poll group ---
@@ -215,9 +220,71 @@ RdmaTargetGroup::RdmaTargetGroup(RdmaTargetTransport& t, target::PollGroup& g)
     : t_(t), g_(g), cache_(t.pool(), std::max<std::size_t>(t.options().buf_cache_size, 1)) {}
 
 RdmaTargetGroup::~RdmaTargetGroup() {
-  for (RdmaConnection* c : conns_) delete c;  // QPs before the CQ
+  for (RdmaConnection* c : conns_) delete c;  // QPs before the SRQ and the CQ
   conns_.clear();
+  srq_.reset();
+  srq_mr_.reset();
   cq_.reset();
+}
+
+// SPDK's default: one SRQ per poll group when the device has them. Its buffers are the
+// capsule's size; the CQ keeps room for a completion of each (a QP in error flushes what it
+// took). false: no SRQ (the connections post their own receives).
+bool RdmaTargetGroup::start_srq() {
+  const RdmaTargetOptions& o = t_.options();
+  if (o.no_srq || t_.context().attr().max_srq == 0) return false;
+  // Half the CQ at most (the rest is for the connections' sends), and what the device allows.
+  const uint32_t depth =
+      std::min({o.max_srq_depth, o.num_cqe / 2, std::max(t_.context().attr().max_qp_wr, 16u)});
+  if (depth < o.max_srq_depth) {
+    fmt::print(stderr, "nvmf/rdma: poll group {}: SRQ of {} buffers (max_srq_depth {}: num_cqe {} "
+               "and the device allow no more)\n", g_.index(), depth, o.max_srq_depth, o.num_cqe);
+  }
+  if (!reserve_cq(depth)) return false;
+  const std::size_t stride = capsule_stride(o.in_capsule_data_size);
+  auto srq = t_.context().create_srq(t_.pd(), depth, 1);
+  auto region = srq ? env::DmaRegion::create(t_.registry(), stride * depth, env::DmaOptions{false})
+                    : Result<std::unique_ptr<env::DmaRegion>>(srq.error());
+  auto mr = region ? t_.context().reg_mr(t_.pd(), region.value()->data(), stride * depth,
+                                         verbs::access::kLocalWrite)
+                   : Result<std::unique_ptr<verbs::Mr>>(region.error());
+  if (!mr) {
+    fmt::print(stderr, "nvmf/rdma: poll group {}: no SRQ ({}); receives per connection\n",
+               g_.index(), mr.error().message);
+    release_cq(depth);
+    return false;
+  }
+  srq_ = std::move(srq).value();
+  srq_region_ = std::move(region).value();
+  srq_mr_ = std::move(mr).value();
+  auto* base = static_cast<uint8_t*>(srq_region_->data());
+  srq_slots_.assign(depth, RecvSlot{});
+  for (uint32_t i = 0; i < depth; ++i) {
+    srq_slots_[i].buf = base + stride * i;
+    srq_slots_[i].shared = true;
+  }
+  by_qpn_.reserve(1024);
+  for (RecvSlot& s : srq_slots_) repost(s);
+  return srq_ != nullptr;
+}
+
+void RdmaTargetGroup::repost(RecvSlot& s) {
+  if (!srq_) return;
+  s.conn = nullptr;
+  s.next = nullptr;
+  const uint32_t size = kCapsuleHeader + t_.options().in_capsule_data_size;
+  const verbs::Sge sge{reinterpret_cast<uintptr_t>(s.buf), size, srq_mr_->lkey()};
+  verbs::RecvWr wr;
+  wr.wr_id = make_wr_id(&s, WrKind::kRecv);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  const verbs::RecvWr* bad = nullptr;
+  if (srq_->post_recv(wr, &bad) != 0) {
+    fmt::print(stderr, "nvmf/rdma: poll group {}: an SRQ receive could not be posted\n",
+               g_.index());
+    return;
+  }
+  ++stats_.srq_posted;
 }
 
 void RdmaTargetGroup::start() {
@@ -227,6 +294,7 @@ void RdmaTargetGroup::start() {
     return;  // connections for this group are rejected (no resources)
   }
   cq_ = std::move(cq).value();
+  start_srq();
   poller_ = g_.thread()->register_poller(poll, this, 0, "nvmf_rdma_poll_group");
   cm_poller_ = g_.thread()->register_poller(cm_poll, this, kCmPeriodUs, "nvmf_rdma_cm");
 }
@@ -290,9 +358,22 @@ event::PollStatus RdmaTargetGroup::poll(void* arg) {
     g.stats_.completions += static_cast<uint64_t>(n);
     for (int i = 0; i < n; ++i) {
       const WrKind k = wr_kind(wc[i].wr_id);
-      RdmaConnection* c = k == WrKind::kRecv        ? wr_owner<RecvSlot>(wc[i].wr_id)->conn
-                          : k == WrKind::kDrainSend ? wr_owner<RdmaConnection>(wc[i].wr_id)
-                                                    : wr_owner<RdmaRequest>(wc[i].wr_id)->conn;
+      if (k == WrKind::kRecv) {
+        RecvSlot& s = *wr_owner<RecvSlot>(wc[i].wr_id);
+        if (s.shared) {  // the SRQ's: the completion names the QP that took it
+          --g.stats_.srq_posted;
+          const auto it = g.by_qpn_.find(wc[i].qp_num);
+          if (it == g.by_qpn_.end()) {
+            g.repost(s);  // a QP already gone flushed it
+            continue;
+          }
+          s.conn = it->second;
+        }
+        s.conn->on_completion(wc[i]);
+        continue;
+      }
+      RdmaConnection* c = k == WrKind::kDrainSend ? wr_owner<RdmaConnection>(wc[i].wr_id)
+                                                  : wr_owner<RdmaRequest>(wc[i].wr_id)->conn;
       c->on_completion(wc[i]);
     }
     if (n < kBatch) break;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "driver/env/dma_pool.h"
@@ -26,6 +27,11 @@ struct RdmaTargetOptions : target::CommonTransportOptions {
   // Each poll group's CQ: a queue of N entries reserves 7N + 4 (every receive and send WQE
   // it may hold, for the flush of a QP in error); the device allows up to 32,768.
   uint32_t num_cqe = 16384;
+  // SPDK's: one shared receive queue per poll group, max_srq_depth capsule buffers, which
+  // every connection of the group receives into (when the device has SRQs); no_srq: each
+  // connection posts receive buffers of its own (twice its queue depth).
+  uint32_t max_srq_depth = 4096;
+  bool no_srq = false;
   QpTiming qp;
   std::string rdma_device;  // Pollux's: the device create_on_device() opened (save_config)
 };
@@ -110,6 +116,15 @@ class RdmaTargetGroup {
   void put_buffer(void* b) { cache_.put(b); }
   void wait_for_buffer(RdmaRequest& r);
   void forget_waits(RdmaConnection& c);
+  // The group's shared receive queue (nullptr: none, each connection posts its own receives),
+  // its buffers' size (the capsule's: SQE and in-capsule data) and their key.
+  verbs::Srq* srq() const { return srq_.get(); }
+  // A capsule buffer back to the SRQ (a slot the SRQ lent: its command is done with it).
+  void repost(RecvSlot& s);
+  // The connections whose QPs take from the SRQ, by QP number (a receive's completion names
+  // the QP, not the connection).
+  void add_qp(uint32_t qp_num, RdmaConnection* c) { by_qpn_[qp_num] = c; }
+  void remove_qp(uint32_t qp_num) { by_qpn_.erase(qp_num); }
 
   struct Stats {
     env::OwnerCounter polls = 0, busy_polls = 0, accepted = 0, rejected = 0, closed = 0;
@@ -118,6 +133,7 @@ class RdmaTargetGroup {
     // capsule; commands failed for a malformed SGL; work completions in error.
     env::OwnerCounter rdma_reads = 0, rdma_writes = 0, in_capsule = 0, bad_sgls = 0;
     env::OwnerCounter error_completions = 0;
+    env::OwnerCounter srq_posted = 0;  // SRQ buffers posted to it now
   };
   Stats& mutable_stats() { return stats_; }
   const Stats& stats() const { return stats_; }
@@ -138,6 +154,13 @@ class RdmaTargetGroup {
   env::DmaBufferCache cache_;
   std::vector<RdmaConnection*> conns_;
   std::vector<RdmaRequest*> waits_;  // FIFO (rare, and short)
+  // The shared receive queue and its buffers (start(); released with the group).
+  std::unique_ptr<verbs::Srq> srq_;
+  std::unique_ptr<env::DmaRegion> srq_region_;
+  std::unique_ptr<verbs::Mr> srq_mr_;
+  std::vector<RecvSlot> srq_slots_;
+  std::unordered_map<uint32_t, RdmaConnection*> by_qpn_;  // sized once: no rehash per connect
+  bool start_srq();
   Stats stats_;
 };
 

@@ -134,18 +134,23 @@ std::string key_param(const std::optional<target::dhchap::Key>& key, const std::
   return name.empty() ? target::dhchap::format_key(*key) : name;
 }
 
-// trtype RDMA: SPDK's common options, the CQ size per poll group (SPDK's num_cqe) and
+// trtype RDMA: SPDK's common options, the CQ size per poll group (SPDK's num_cqe), the shared
+// receive queue's depth per poll group (max_srq_depth; no_srq: receives per connection) and
 // Pollux's rdma_device: "vfio-user:/path.sock" (a pollux-rnic NIC) or "ibverbs:NAME" (a
 // libibverbs device, connected through rdma_cm); absent: the machine's first libibverbs device.
 Status create_rdma_transport(target::Target& tgt, const ConfigParams& p) {
   TRY(ok,
       p.allow_only({"trtype", "max_queue_depth", "max_qpairs_per_ctrlr", "max_io_qpairs_per_ctrlr",
                     "in_capsule_data_size", "max_io_size", "io_unit_size", "max_aq_depth",
-                    "num_shared_buffers", "buf_cache_size", "num_cqe", "rdma_device"}));
+                    "num_shared_buffers", "buf_cache_size", "num_cqe", "max_srq_depth",
+                    "no_srq", "rdma_device"}));
   if (tgt.transport("RDMA") != nullptr) return p.error("transport RDMA exists already");
   rdma::RdmaTargetOptions o;
   if (auto st = read_common_options(p, o); !st) return st;
   if (auto st = read_u32(p, "num_cqe", o.num_cqe); !st) return st;
+  if (auto st = read_u32(p, "max_srq_depth", o.max_srq_depth); !st) return st;
+  TRY(no_srq, p.bool_or("no_srq", o.no_srq));
+  o.no_srq = no_srq.value();
   std::string dev = "ibverbs:";
   if (p.has("rdma_device")) {
     TRY(d, p.string("rdma_device"));

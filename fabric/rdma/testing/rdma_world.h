@@ -212,6 +212,7 @@ class World {
   target::Target& target() { return *tgt_; }
   event::Thread* target_thread() { return thread_; }
   Machine& host_machine() { return host_machine_; }
+  Machine& target_machine() { return target_machine_; }
 
  private:
   WorldOptions o_;

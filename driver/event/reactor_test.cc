@@ -153,10 +153,12 @@ TEST(Reactor, ACpuClockThatModelsCostsIsWhatBusyAndIdleAreMeasuredWith) {
   };
   Charge io{&cpu, 30, PollStatus::kBusy}, idle{&cpu, 4, PollStatus::kIdle},
       timer{&cpu, 0, PollStatus::kBusy};
-  t->register_poller(charge, &io, 0, "io");
-  t->register_poller(charge, &idle, 0, "idle");
-  // Period 1 us: 1000 ticks of the framework clock.
-  t->register_poller(charge, &timer, /*period_us=*/1, "timer");
+  Poller* pollers[] = {
+      t->register_poller(charge, &io, 0, "io"),
+      t->register_poller(charge, &idle, 0, "idle"),
+      // Period 1 us: 1000 ticks of the framework clock.
+      t->register_poller(charge, &timer, /*period_us=*/1, "timer"),
+  };
   s.fw->step(22);  // the thread arrives
   cpu.advance(22 + 100);
   const ReactorStats& rs = s.fw->reactor(0).stats();
@@ -192,6 +194,9 @@ TEST(Reactor, ACpuClockThatModelsCostsIsWhatBusyAndIdleAreMeasuredWith) {
   s.fw->step();
   EXPECT_EQ(rs.busy_ticks.load() + rs.idle_ticks.load(), busy1 + idle1);
   EXPECT_EQ(rs.last_tick.load(), s.clock.now());
+  // They use the clock and counters above: gone before those are (the framework's shutdown
+  // would run them once more).
+  for (Poller* p : pollers) t->unregister_poller(p);
 }
 
 TEST(Reactor, ACpuClockIsRefusedOutsideStepModeOrInOtherTicks) {

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "driver/bdev/modules/nvme.h"
 #include "driver/nvme/transport_id.h"
@@ -172,6 +173,12 @@ class FabricScenarioTarget final : public EmulatedTarget {
       ro.seed = seed_;
       ro.latency_ns = spec_.link.latency_ns;
       ro.loss = spec_.link.loss;
+      if (!spec_.nic.profile.empty()) {  // validated when the file was read
+        auto p = emu::rnic::load_nic_profile(spec_.nic.profile);
+        if (!p) return "topology.fabric.nic.profile: " + p.error();
+        nic_profile_ = std::move(p).value();
+        ro.nic_profile = &*nic_profile_;
+      }
       rdma_ = sim::RdmaFabric::create(rig_->clock(), rig_->registry(), ro, &err);
       if (!rdma_) return err;
       fo.trtype = "RDMA";
@@ -575,6 +582,7 @@ class FabricScenarioTarget final : public EmulatedTarget {
   FabricSpec spec_;
   HostSpec host_;
   uint64_t commands_before_restarts_ = 0;
+  std::optional<emu::rnic::NicProfile> nic_profile_;  // timed NICs (nic.profile)
   TuneController tune_;
   std::unique_ptr<fabric::net::SimNetwork> sim_;      // network: simulated
   std::unique_ptr<fabric::net::FaultNetwork> kernel_;  // network: kernel

@@ -11,6 +11,7 @@
 
 #include "common/text.h"
 #include "emulator/nvme/faults.h"
+#include "emulator/rnic/nic_profile.h"
 #include "emulator/timing/yaml_section.h"
 
 namespace pollux::scenarios {
@@ -171,6 +172,16 @@ Status parse_rdma_fabric(const YAML::Node& n, Section& s, const std::string& pre
         return err(np + ".ack_timeout: at most 4.096us * 2^31 (2.4 hours)" + where(nic));
       }
       f->nic.ack_timeout = t;
+    }
+    if (YAML::Node p = nic["profile"]) {
+      POLLUX_TRY(ns.string("profile", &f->nic.profile));
+      if (auto loaded = emu::rnic::load_nic_profile(f->nic.profile); !loaded) {
+        return err(np + ".profile: " + loaded.error() + where(p));
+      }
+      if (YAML::Node l = n["link"]; l && l.IsMap() && l["latency"]) {
+        return err(prefix + ".link.latency: not with nic.profile (the profile's cables and "
+                   "switch set it)" + where(p));
+      }
     }
     uint32_t retry = f->nic.retry_count, rnr = f->nic.rnr_retry;
     POLLUX_TRY(ns.uint("retry_count", 0, 7, &retry));

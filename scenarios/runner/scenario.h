@@ -75,6 +75,10 @@ struct FabricNicSpec {
   uint8_t ack_timeout = 8;  // local ACK timeout 4.096 us * 2^t (8: 1.05 ms)
   uint8_t retry_count = 7;  // retransmissions after a timeout or NAK before the QP fails
   uint8_t rnr_retry = 7;    // retries after an RNR NAK (7: for ever)
+  // Timed NICs of this profile (emulator/profiles: cx5-100g, cx4lx-25g, or a YAML file):
+  // PCIe, pipelines, link rate, cables and switch take their time and the link's latency is
+  // theirs; "": functional NICs on a wire of link.latency.
+  std::string profile;
 };
 
 struct FabricSpec {

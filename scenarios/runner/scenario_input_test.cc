@@ -276,6 +276,22 @@ TEST(ScenarioInput, AKernelSocketFabricNeedsRealtimeAndTakesOnlyTheUserTimeout) 
       << r.error;
 }
 
+// Timed NICs by profile: a known one (or a YAML file), and then the profile's cables set the
+// latency, not link.latency.
+TEST(ScenarioInput, AnRdmaFabricTakesATimedNicProfile) {
+  auto s = parse_scenario(fabric("{transport: rdma, nic: {profile: cx5-100g}}", "[]"));
+  ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_EQ(s.value().fabric->nic.profile, "cx5-100g");
+  EXPECT_EQ(parse_scenario(fabric("{transport: rdma}", "[]")).value().fabric->nic.profile, "");
+  const std::string unknown = error_of(fabric("{transport: rdma, nic: {profile: cx9-800g}}", "[]"));
+  EXPECT_NE(unknown.find("topology.fabric.nic.profile: "), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("cx9-800g"), std::string::npos) << unknown;
+  const std::string both =
+      error_of(fabric("{transport: rdma, link: {latency: 2us}, nic: {profile: cx5-100g}}", "[]"));
+  EXPECT_NE(both.find("topology.fabric.link.latency: not with nic.profile"), std::string::npos)
+      << both;
+}
+
 TEST(ScenarioInput, AnRdmaFabricParsesWithItsWireNicsAndFaults) {
   auto s = parse_scenario(
       fabric("{transport: rdma, link: {latency: 3us, loss: 0.001, mtu: 1024}, "

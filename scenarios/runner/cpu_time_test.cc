@@ -70,6 +70,7 @@ TEST(ScenarioCpuTime, VirtualTimeChargesTheCostModelToTheBusyPollers) {
   // the drive worked (QD 8 on a ~10 us drive leaves the host mostly waiting).
   EXPECT_GT(r.host_busy_ns, 0u);
   EXPECT_GT(r.host_idle_ns, r.host_busy_ns);
+  EXPECT_EQ(r.realtime_max_lag_ns, 0u);  // virtual time never lags
   const double cpu = double(r.host_busy_ns + r.host_idle_ns);
   EXPECT_NEAR(cpu, double(r.simulated_ns), 0.01 * double(r.simulated_ns));
   // The drive's channel poller reaps every completion; the workload's poller submits: between
@@ -128,6 +129,10 @@ TEST(ScenarioCpuTime, RealtimeBusyPlusIdleIsTheWallTimeTheRunTook) {
   const double cpu = double(r.host_busy_ns + r.host_idle_ns);
   EXPECT_GT(r.host_busy_ns, 0u);
   EXPECT_NEAR(cpu, double(r.simulated_ns), 0.05 * double(r.simulated_ns));
+  // How far the devices' model fell behind the wall clock is measured (a step's span at
+  // least) and reported, with a warning beyond 1 ms.
+  EXPECT_GT(r.realtime_max_lag_ns, 0u);
+  EXPECT_NE(result_table(r).find("realtime: the devices' model fell up to"), std::string::npos);
   const PollerSeries* io = poller(r, "bdev_nvme_nvme0");
   ASSERT_NE(io, nullptr);
   EXPECT_GT(io->busy_ns, 0u);

@@ -109,6 +109,9 @@ class EmulatedTarget : public Target {
   uint64_t trace_hash() const override { return rig_->sim().trace().hash(); }
   uint64_t trace_records() const override { return rig_->sim().trace().records(); }
   uint64_t steps() const override { return rig_->lockstep().steps(); }
+  uint64_t realtime_max_lag_ns() const override {
+    return rig_->lockstep().realtime() ? rig_->lockstep().max_lag_ns() : 0;
+  }
 
  protected:
   std::vector<DeviceSpec> specs_;  // names and profiles, for the metrics

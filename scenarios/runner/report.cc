@@ -267,6 +267,15 @@ std::string result_table(const RunResult& r) {
                        100.0 * double(r.pollers[0].busy_ns) / double(cpu));
     s += "\n";
   }
+  if (r.realtime_max_lag_ns > 0) {
+    s += fmt::format("realtime: the devices' model fell up to {} behind the wall clock{}\n",
+                     format_ns(r.realtime_max_lag_ns),
+                     r.realtime_max_lag_ns > kRealtimeLagWarnNs
+                         ? fmt::format(" — WARNING: beyond {}, the latencies above are this "
+                                       "machine's, not the device profiles'",
+                                       format_ns(kRealtimeLagWarnNs))
+                         : "");
+  }
   if (r.target_busy_ns > 0 && r.simulated_ns > 0) {
     s += fmt::format("target CPU: core busy {:.1f}% ({} commands, {:.0f} ns each)\n",
                      100.0 * double(r.target_busy_ns) / double(r.simulated_ns), r.target_commands,
@@ -336,6 +345,8 @@ std::string report_json(const RunResult& r) {
   j["host_idle_ns"] = r.host_idle_ns;
   j["target_busy_ns"] = r.target_busy_ns;
   j["target_commands"] = r.target_commands;
+  j["realtime_max_lag_ns"] = r.realtime_max_lag_ns;
+  j["realtime_fell_behind"] = r.realtime_max_lag_ns > kRealtimeLagWarnNs;
   j["ios"] = r.ios;
   j["errors"] = r.errors;
   j["errors_outside_windows"] = r.errors_outside_windows;

@@ -94,6 +94,9 @@ struct RunResult {
   uint64_t host_busy_ns = 0, host_idle_ns = 0;
   // A fabric target's core over the run (virtual time; 0 where none is modelled).
   uint64_t target_busy_ns = 0, target_commands = 0;
+  // Realtime: the most the emulated devices' model lagged behind the wall clock; beyond
+  // kRealtimeLagWarnNs the run's timings are this machine's, not the profiles' (a warning).
+  uint64_t realtime_max_lag_ns = 0;
   uint64_t ios = 0, errors = 0, errors_outside_windows = 0;
   env::LatencyHistogram latency, latency_outside;
   std::vector<Bucket> series;
@@ -111,6 +114,8 @@ struct RunResult {
   uint32_t devices_at_end = 0;
   std::string replay;
 };
+
+inline constexpr uint64_t kRealtimeLagWarnNs = 1'000'000;  // pollux-emu's --warn-lag-us default
 
 RunResult run_scenario(const Scenario& scenario, const RunOptions& options);
 

@@ -91,6 +91,8 @@ class Target {
   // A fabric target's core, in virtual time: its modelled busy time and the I/O commands it
   // completed so far (both 0 where none is modelled).
   virtual uint64_t target_busy_ns() const { return 0; }
+  // Realtime, emulated devices: the most their model lagged behind the wall clock (0: none).
+  virtual uint64_t realtime_max_lag_ns() const { return 0; }
   virtual uint64_t target_commands() const { return 0; }
   virtual uint64_t trace_records() const { return 0; }
   virtual uint64_t steps() const = 0;

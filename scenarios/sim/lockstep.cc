@@ -70,7 +70,10 @@ void Lockstep::wait_turn() {
 void Lockstep::set_realtime(bool on) {
   if (realtime_) clock_.set(cpu_now_ns());
   realtime_ = on;
-  if (on) wall_.start(clock_.now());
+  if (on) {
+    wall_.start(clock_.now());
+    max_lag_ns_ = 0;
+  }
 }
 
 void Lockstep::advance(uint64_t cost_ns, bool idle, bool may_jump) {
@@ -78,6 +81,7 @@ void Lockstep::advance(uint64_t cost_ns, bool idle, bool may_jump) {
   if (realtime_) {
     const uint64_t t = cpu_now_ns();
     host_busy_ns_ += idle ? 0 : t - clock_.now();
+    max_lag_ns_ = std::max(max_lag_ns_, t - clock_.now());  // the model is at clock_.now()
     sim_.run_until(t * kNs);
     sim_.scan();
     sim_.run_until(t * kNs);  // what the doorbells just seen start at t

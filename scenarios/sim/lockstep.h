@@ -80,6 +80,9 @@ class Lockstep {
   uint64_t cpu_now_ns() const;
   const env::Clock& cpu_clock() const { return cpu_clock_; }
   uint64_t host_busy_ns() const { return host_busy_ns_; }
+  // Realtime: the most the devices' model lagged behind the wall clock since realtime began
+  // (a step's span: what the devices did in it, the host saw up to this late).
+  uint64_t max_lag_ns() const { return max_lag_ns_; }
   uint64_t steps() const { return steps_; }
   const HostCostModel& costs() const { return costs_; }
 
@@ -100,6 +103,7 @@ class Lockstep {
   };
   FnClock<ReadCpu> cpu_clock_{ReadCpu{this}};
   uint64_t host_busy_ns_ = 0;
+  uint64_t max_lag_ns_ = 0;
   uint64_t steps_ = 0;
   std::function<void()> after_advance_;
   std::vector<std::function<bool()>> world_;

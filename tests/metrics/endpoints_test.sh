@@ -95,6 +95,16 @@ wait "${pids[-1]}"
 # The host hears of it too (log page C0h): pollux-perf's figures are flagged as this machine's.
 grep -q "pollux-perf: WARNING: vfio-user:.*the emulator's model fell up to .* us behind" "$dir/perf.log" ||
   { cat "$dir/perf.log"; echo "FAIL: pollux-perf did not carry the emulator's lag warning"; exit 1; }
+# And bdevperf, its bdev_nvme controller on the same emulator (asked before it detaches).
+cat >"$dir/emu.json" <<JSON
+{"subsystems": [{"subsystem": "bdev", "config": [{"method": "bdev_nvme_attach_controller",
+  "params": {"name": "Nvme0", "trtype": "vfio-user", "traddr": "$sock"}}]}]}
+JSON
+"$bdevperf" --json "$dir/emu.json" -q 8 -o 4096 -w randread -t 1 -m 0x1 >"$dir/bdevperf-emu.log" 2>&1 ||
+  { cat "$dir/bdevperf-emu.log"; echo "FAIL: pollux-bdevperf against the emulator"; exit 1; }
+grep -q "pollux-bdevperf: WARNING: vfio-user:.*the emulator's model fell up to .* us behind" \
+  "$dir/bdevperf-emu.log" && grep -q '"emulator_lag":{"vfio-user:' "$dir/bdevperf-emu.log" ||
+  { cat "$dir/bdevperf-emu.log"; echo "FAIL: pollux-bdevperf did not carry the emulator's lag warning"; exit 1; }
 
 # pollux-sim: the whole stack in virtual time; --linger keeps the final state up.
 "$sim" --profile gen4-tlc --qd 16 --rw randrw --time-ms 20 --metrics 127.0.0.1:0 --linger 30 \

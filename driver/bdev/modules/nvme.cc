@@ -1,4 +1,5 @@
 #include "driver/bdev/modules/nvme.h"
+
 #include "driver/nvme/keyring.h"
 
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include "driver/env/dma_memory.h"
 #include "driver/env/vfio_pci.h"
 #include "driver/nvme/connect.h"
+#include "driver/nvme/emulator_status.h"
 #include "driver/nvme/status.h"
 
 namespace pollux::bdev {
@@ -1174,6 +1176,22 @@ Result<NvmeControllerStats> nvme_controller_stats(Manager& mgr, const std::strin
   st.active_path = static_cast<uint32_t>(p.active);
   st.failovers = p.failovers;
   return st;
+}
+
+Result<std::optional<NvmeEmulatorStatus>> nvme_emulator_status(Manager& mgr,
+                                                               const std::string& name) {
+  NvmeCtrlr* c = nullptr;
+  {
+    std::lock_guard lock(g_mu);
+    c = find_ctrlr(mgr, name);
+  }
+  if (c == nullptr) return make_error(ENODEV, "bdev_nvme: no controller '" + name + "'");
+  // Its admin poller runs on this thread too: the command cannot race it.
+  if (c->admin_thread() != event::Thread::current())
+    return make_error(EINVAL, "bdev_nvme: ask '" + name + "' on its admin thread");
+  auto st = nvme::emulator_status(c->ctrlr());
+  if (!st) return std::optional<NvmeEmulatorStatus>();
+  return std::optional<NvmeEmulatorStatus>(NvmeEmulatorStatus{c->ctrlr().transport().address(), *st});
 }
 
 }  // namespace pollux::bdev

@@ -46,6 +46,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -160,6 +161,17 @@ int nvme_detach_controller(Manager& mgr, const std::string& name, event::MsgFn d
 std::vector<std::string> nvme_controller_names(Manager& mgr);
 // -ENODEV if unknown.
 Result<NvmeControllerStats> nvme_controller_stats(Manager& mgr, const std::string& name);
+
+// A Pollux emulator behind controller `name`: its realtime status (log page C0h,
+// nvme::emulator_status), asked synchronously on the controller's admin thread (the one that
+// attached it; an end-of-run path) with the controller's address; nullopt when it is no
+// emulator. Errors: unknown controller (-ENODEV), another thread (-EINVAL).
+struct NvmeEmulatorStatus {
+  std::string address;
+  spec::nvme::PolluxEmulatorStatus status;
+};
+Result<std::optional<NvmeEmulatorStatus>> nvme_emulator_status(Manager& mgr,
+                                                               const std::string& name);
 
 // Resets the controller (see "Recovery" above). Any framework thread; done(ctx, rc) runs on
 // the calling thread when the reset has finished (rc 0, or the driver's negative errno; a

@@ -30,6 +30,7 @@
 #include "driver/metrics/bdev_source.h"
 #include "driver/metrics/event_source.h"
 #include "driver/metrics/nvme_source.h"
+#include "driver/nvme/emulator_status.h"
 #include "driver/lvol/config.h"
 
 using namespace pollux;
@@ -127,6 +128,8 @@ struct Run {
   metrics::Exporter* exporter = nullptr;
   std::unique_ptr<metrics::BdevCollector> bdev_stats;
   std::unique_ptr<metrics::QpairRegistry> qpairs;
+  // Pollux emulators behind NVMe controllers: their realtime status at the end of the run.
+  std::vector<bdev::NvmeEmulatorStatus> emulators;
 };
 Run* g_run;
 constexpr uint64_t kBdevStatsPeriodUs = 500'000;
@@ -277,6 +280,10 @@ void teardown(void*) {
 void detach_all(void*) {
   bdev::nvme_hotplug_stop(*g_run->mgr);  // else it would attach what we detach
   auto names = bdev::nvme_controller_names(*g_run->mgr);
+  // Before they go: did an emulator's realtime model keep up? (This is their admin thread.)
+  for (const auto& n : names)
+    if (auto st = bdev::nvme_emulator_status(*g_run->mgr, n); st && st.value())
+      g_run->emulators.push_back(*st.value());
   g_run->detaching = static_cast<int>(names.size()) + 1;
   auto one_done = [](void*) {
     if (g_run->detaching.fetch_sub(1) == 1) g_run->fw->stop(g_run->rc);
@@ -699,6 +706,16 @@ int main(int argc, char** argv) {
              tiops, tmib, us(clock, total.mean()), us(clock, total.min()), us(clock, total.max()));
   js["total"] = {{"iops", tiops}, {"mib_per_s", tmib}, {"errors", terr},
                  {"verify_failures", tver}, {"latency_us", {{"avg", us(clock, total.mean())}}}};
+  // A realtime emulator that fell behind its model: these figures are this machine's.
+  for (const bdev::NvmeEmulatorStatus& e : run.emulators) {
+    if (!e.status.realtime) continue;
+    js["emulator_lag"][e.address] = {{"max_lag_us", e.status.max_lag_ns / 1e3},
+                                     {"warn_lag_us", e.status.warn_lag_ns / 1e3},
+                                     {"fell_behind", e.status.fell_behind != 0}};
+    if (const std::string w = nvme::emulator_lag_warning("pollux-bdevperf", e.address, e.status);
+        !w.empty())
+      fmt::print(stderr, "{}\n", w);
+  }
   fmt::print("{}\n", json_text(js));
   bool written = true;
   if (summary.is_open()) {

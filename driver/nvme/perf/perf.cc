@@ -28,6 +28,7 @@
 #include "driver/metrics/nvme_source.h"
 #include "driver/nvme/connect.h"
 #include "driver/nvme/dhchap.h"
+#include "driver/nvme/emulator_status.h"
 #include "driver/nvme/keyring.h"
 #include "driver/nvme/status.h"
 
@@ -125,21 +126,6 @@ struct Core {
   uint64_t next_interval = 0, last_ios = 0, last_errors = 0, last_bytes = 0;
   std::vector<IntervalSample> intervals;
 };
-
-// A Pollux emulator's log page C0h: how far its realtime model fell behind the wall clock.
-// Asked of vfio-user devices only (emulators); nullopt when the device does not answer it.
-std::optional<spec::nvme::PolluxEmulatorStatus> emulator_status(nvme::Controller& ctrl) {
-  if (ctrl.transport().address().rfind("vfio-user:", 0) != 0) return std::nullopt;
-  spec::nvme::PolluxEmulatorStatus st{};
-  spec::nvme::SubmissionEntry cmd{};
-  cmd.opcode = spec::nvme::admin::kGetLogPage;
-  cmd.nsid = 0xffffffff;
-  cmd.cdw10 = spec::nvme::log::kPolluxEmulatorStatus | (sizeof st / 4 - 1) << 16;
-  auto cpl = ctrl.admin_sync(cmd, &st, sizeof st);
-  if (!cpl || nvme::cpl_is_error(*cpl) || std::memcmp(st.signature, "PLXE", 4) != 0)
-    return std::nullopt;
-  return st;
-}
 
 struct Run {
   Config cfg;
@@ -713,18 +699,14 @@ int main(int argc, char** argv) {
     fmt::print(out, "verify: {} reads checked, {} failures\n", tchecked, tverify);
   // A realtime emulator that fell behind its model: these figures are this machine's.
   for (auto& ctrl : run.ctrls) {
-    const auto st = emulator_status(*ctrl);
+    const auto st = nvme::emulator_status(*ctrl);
     if (!st || !st->realtime) continue;
     const std::string addr = ctrl->transport().address();
     js["emulator_lag"][addr] = {{"max_lag_us", st->max_lag_ns / 1e3},
                                 {"warn_lag_us", st->warn_lag_ns / 1e3},
                                 {"fell_behind", st->fell_behind != 0}};
-    if (st->fell_behind)
-      fmt::print(stderr,
-                 "pollux-perf: WARNING: {}: the emulator's model fell up to {:.0f} us behind the "
-                 "wall clock (threshold {:.0f} us): the latency and IOPS above are this "
-                 "machine's, not the device profile's\n",
-                 addr, st->max_lag_ns / 1e3, st->warn_lag_ns / 1e3);
+    if (const std::string w = nvme::emulator_lag_warning("pollux-perf", addr, *st); !w.empty())
+      fmt::print(stderr, "{}\n", w);
   }
   js["total"] = {{"iops", tios / secs},
                  {"mib_per_s", tbytes / secs / (1 << 20)},

@@ -3,12 +3,15 @@
 def hil_test(name, guest_script, binaries, host_tools = [], host_files = [], hotplug = "", env = {}):
     """Boots the guest with guest_script as /hil/run.sh and binaries (labels) on its PATH.
 
+    guest/hil_lib.sh is packed too: the helpers guest scripts source (`. /hil/bin/hil_lib.sh`).
+
     host_tools: names of host programs packed too (found on PATH, e.g. nvme-cli's "nvme").
     host_files: absolute paths of host files packed at the same path in the guest (e.g.
       libibverbs' rxe provider and its /etc/libibverbs.d entry).
     hotplug: one namespace on a -blockdev and qmp_hotplug.py on the host side, asked by
       console markers ("console") or on the guest's /dev/ttyS1 ("agent").
     """
+    binaries = binaries + ["guest/hil_lib.sh"]  # the guest scripts' shared helpers
     args = ["--hotplug=%s:$(location qmp_hotplug.py)" % hotplug] if hotplug else []
     args += ["$(location //tools/guest:pack.sh)", "$(location %s)" % guest_script]
     args += ["$(location %s)" % b for b in binaries] + host_tools + ["=" + f for f in host_files]

@@ -15,43 +15,13 @@
 #      dhchap_key from the keyring: every reset connects and authenticates every queue again.
 set -euo pipefail
 echo
-t0=$(cut -d' ' -f1 /proc/uptime)
-step() { echo "hil: [$(awk -v t0="$t0" '{ printf "%.1f", $1 - t0 }' /proc/uptime) s] $*"; }
-fail() {
-  echo "hil: FAILED: $*"
+on_fail() {
   echo "hil: pollux-tgt's output:"
   sed 's/^/hil:   /' /tmp/tgt.log 2>/dev/null || true
   echo "hil: kernel log (nvme, last 25 lines):"
   dmesg | grep -E 'nvme' | tail -25 | sed 's/^/hil:   /'
-  exit 1
 }
-run() {
-  what=$1
-  shift
-  rc=0
-  "$@" >/tmp/run.log 2>&1 || rc=$?
-  [ $rc = 0 ] || { sed 's/^/hil:   /' /tmp/run.log; fail "$what (exit status $rc)"; }
-}
-# must_fail WHAT CMD...: CMD fails; its output in /tmp/run.log.
-must_fail() {
-  what=$1
-  shift
-  if "$@" >/tmp/run.log 2>&1; then
-    sed 's/^/hil:   /' /tmp/run.log
-    fail "$what succeeded"
-  fi
-}
-wait_for() {
-  n=$1 msg=$2
-  shift 2
-  i=0
-  until "$@"; do
-    i=$((i + 1))
-    [ $i -le "$n" ] || fail "$msg"
-    sleep 0.1
-  done
-}
-dd=/hil/bin/dd cmp=/hil/bin/cmp
+. /hil/bin/hil_lib.sh
 ip link set lo up || fail "ip link set lo up"
 for m in crc32c_generic nvme_tcp; do
   [ -d "/sys/module/$m" ] || run "modprobe $m" modprobe "$m"

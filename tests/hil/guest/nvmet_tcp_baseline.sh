@@ -19,46 +19,12 @@ set -euo pipefail
 echo  # ends the firmware's escape sequences' line: the first "hil:" line starts a line
 nqn=nqn.2026-11.io.pollux:nvmet addr=127.0.0.1 port=4420 mib=64
 export NVMET_NQN=$nqn NVMET_ADDR=$addr NVMET_PORT=$port NVMET_SIZE_MB=$mib
-t0=$(cut -d' ' -f1 /proc/uptime)
-step() { echo "hil: [$(awk -v t0="$t0" '{ printf "%.1f", $1 - t0 }' /proc/uptime) s] $*"; }
-fail() {
-  echo "hil: FAILED: $*"
+on_fail() {
   echo "hil: kernel log (nvme, last 20 lines):"
   dmesg | grep -E 'nvme|nvmet|null_blk' | tail -20 | sed 's/^/hil:   /'
-  exit 1
 }
-# run WHAT COMMAND...: COMMAND's output in /tmp/run.log; shown, with WHAT, if it fails.
-run() {
-  what=$1
-  shift
-  rc=0
-  "$@" >/tmp/run.log 2>&1 || rc=$?
-  [ $rc = 0 ] || { sed 's/^/hil:   /' /tmp/run.log; fail "$what (exit status $rc)"; }
-}
-# wait_for TENTHS MESSAGE COMMAND...: polls COMMAND every 0.1 s, at most TENTHS times.
-wait_for() {
-  n=$1 msg=$2
-  shift 2
-  i=0
-  until "$@"; do
-    i=$((i + 1))
-    [ $i -le "$n" ] || fail "$msg"
-    sleep 0.1
-  done
-}
-
-# GNU dd and cmp, packed from the host (hil_test's host_tools) and called by their path
-# (busybox's sh runs its own applets before anything on PATH): busybox's dd falls back to
-# buffered I/O without a word when an O_DIRECT transfer is refused (its buffers are not
-# aligned for it), so its "iflag=direct" reads can come from the page cache; busybox's cmp
-# is 5 times slower under TCG.
-dd=/hil/bin/dd cmp=/hil/bin/cmp
-for tool in $dd $cmp; do
-  case $("$tool" --version 2>&1 || true) in
-    *"Free Software Foundation"*) ;;
-    *) fail "$tool is not GNU's: pack it (hil_test's host_tools)" ;;
-  esac
-done
+. /hil/bin/hil_lib.sh
+require_gnu_tools
 
 step "target: nvmet_tcp.sh setup (twice: the second finds everything in place)"
 nvmet_tcp.sh setup

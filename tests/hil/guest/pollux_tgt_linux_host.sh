@@ -17,40 +17,14 @@
 set -euo pipefail
 echo  # ends the firmware's escape sequences' line: the first "hil:" line starts a line
 nqn=nqn.2026-11.io.pollux:tgt addr=127.0.0.1 port=4420 mib=64
-t0=$(cut -d' ' -f1 /proc/uptime)
-step() { echo "hil: [$(awk -v t0="$t0" '{ printf "%.1f", $1 - t0 }' /proc/uptime) s] $*"; }
-fail() {
-  echo "hil: FAILED: $*"
+on_fail() {
   echo "hil: pollux-tgt's output:"
   sed 's/^/hil:   /' /tmp/tgt.log 2>/dev/null || true
   echo "hil: kernel log (nvme, last 20 lines):"
   dmesg | grep -E 'nvme' | tail -20 | sed 's/^/hil:   /'
-  exit 1
 }
-run() {
-  what=$1
-  shift
-  rc=0
-  "$@" >/tmp/run.log 2>&1 || rc=$?
-  [ $rc = 0 ] || { sed 's/^/hil:   /' /tmp/run.log; fail "$what (exit status $rc)"; }
-}
-wait_for() {
-  n=$1 msg=$2
-  shift 2
-  i=0
-  until "$@"; do
-    i=$((i + 1))
-    [ $i -le "$n" ] || fail "$msg"
-    sleep 0.1
-  done
-}
-dd=/hil/bin/dd cmp=/hil/bin/cmp
-for tool in $dd $cmp; do
-  case $("$tool" --version 2>&1 || true) in
-    *"Free Software Foundation"*) ;;
-    *) fail "$tool is not GNU's: pack it (hil_test's host_tools)" ;;
-  esac
-done
+. /hil/bin/hil_lib.sh
+require_gnu_tools
 
 ip link set lo up || fail "ip link set lo up"
 for m in crc32c_generic nvme_tcp; do

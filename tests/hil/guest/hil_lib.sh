@@ -32,14 +32,15 @@ must_fail() {
   fi
 }
 
-# wait_for TENTHS MESSAGE COMMAND...: polls COMMAND every 0.1 s, at most TENTHS times.
+# wait_for TENTHS MESSAGE COMMAND...: polls COMMAND every 0.1 s, at most TENTHS times, then
+# fails with MESSAGE — through the function named by wait_fail if the script sets one.
 wait_for() {
   n=$1 msg=$2
   shift 2
   i=0
   until "$@"; do
     i=$((i + 1))
-    [ $i -le "$n" ] || fail "$msg"
+    [ $i -le "$n" ] || "${wait_fail:-fail}" "$msg"
     sleep 0.1
   done
 }

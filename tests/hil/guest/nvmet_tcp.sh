@@ -82,17 +82,9 @@ expect() {
     die "$1 is '$cur', not '$2', and cannot change while in use: nvmet_tcp.sh teardown first" "$3"
 }
 
-# wait_for TENTHS MESSAGE COMMAND...: polls COMMAND every 0.1 s, at most TENTHS times.
-wait_for() {
-  n=$1 msg=$2
-  shift 2
-  i=0
-  until "$@"; do
-    i=$((i + 1))
-    [ $i -le "$n" ] || die "$msg"
-    sleep 0.1
-  done
-}
+# wait_for (hil_lib.sh, packed with every guest), failing through die.
+. /hil/bin/hil_lib.sh
+wait_fail=die
 
 # /proc/net/tcp: local address 0100007F:1144 (127.0.0.1:4420, hex, address little-endian),
 # state 0A (LISTEN).

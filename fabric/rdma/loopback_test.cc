@@ -68,6 +68,13 @@ std::unique_ptr<nvme::Qpair> io_qpair(World& w, uint32_t queue_size = 64) {
   return q.ok() ? std::move(q).value() : nullptr;
 }
 
+// n I/O queue pairs of 32 entries.
+std::vector<std::unique_ptr<nvme::Qpair>> io_qpairs(World& w, int n) {
+  std::vector<std::unique_ptr<nvme::Qpair>> qps;
+  for (int i = 0; i < n; ++i) qps.push_back(io_qpair(w, 32));
+  return qps;
+}
+
 // Writes then reads back each size at its own LBA range; returns the bytes verified.
 uint64_t verified_sizes(World& w, nvme::Qpair& qp, uint8_t* out, uint8_t* in, uint64_t lba0) {
   uint64_t lba = lba0, verified = 0;
@@ -115,8 +122,7 @@ TEST(RdmaLoopback, ConnectIdentifyAndVerifiedIoInCapsuleAndKeyed) {
 TEST(RdmaLoopback, SeveralIoQueuesInterleaved) {
   World w;
   ASSERT_EQ(w.attach(), "");
-  std::vector<std::unique_ptr<nvme::Qpair>> qps;
-  for (int i = 0; i < 3; ++i) qps.push_back(io_qpair(w, 32));
+  auto qps = io_qpairs(w, 3);
   for (auto& q : qps) ASSERT_NE(q, nullptr);
   EXPECT_EQ(w.group().connections(), 4u);  // admin + 3 I/O
   auto mem = w.host_memory(4 << 20);
@@ -178,8 +184,7 @@ TEST(RdmaLoopback, EveryConnectionReceivesIntoThePollGroupsSharedReceiveQueue) {
   ASSERT_EQ(w.attach(), "");
   ASSERT_NE(w.group().srq(), nullptr);
   const uint64_t depth = w.transport().options().max_srq_depth;
-  std::vector<std::unique_ptr<nvme::Qpair>> qps;
-  for (int i = 0; i < 3; ++i) qps.push_back(io_qpair(w, 32));
+  auto qps = io_qpairs(w, 3);
   for (auto& q : qps) ASSERT_NE(q, nullptr);
   EXPECT_TRUE(interleaved_io(w, qps, 16));
   EXPECT_EQ(w.group().stats().srq_posted, depth);
@@ -198,8 +203,7 @@ TEST(RdmaLoopback, WithoutAnSrqEachConnectionPostsItsOwnReceives) {
   World w(o);
   ASSERT_EQ(w.attach(), "");
   EXPECT_EQ(w.group().srq(), nullptr);
-  std::vector<std::unique_ptr<nvme::Qpair>> qps;
-  for (int i = 0; i < 2; ++i) qps.push_back(io_qpair(w, 32));
+  auto qps = io_qpairs(w, 2);
   for (auto& q : qps) ASSERT_NE(q, nullptr);
   EXPECT_TRUE(interleaved_io(w, qps, 16));
   EXPECT_EQ(w.group().stats().srq_posted, 0u);
@@ -214,8 +218,7 @@ TEST(RdmaLoopback, ASharedReceiveQueueThatRunsDryCostsRnrRetriesNotIo) {
   World w(o);
   ASSERT_EQ(w.attach(), "");
   ASSERT_NE(w.group().srq(), nullptr);
-  std::vector<std::unique_ptr<nvme::Qpair>> qps;
-  for (int i = 0; i < 3; ++i) qps.push_back(io_qpair(w, 32));
+  auto qps = io_qpairs(w, 3);
   for (auto& q : qps) ASSERT_NE(q, nullptr);
   const uint64_t rnr0 = w.target_machine().device->nic().counters().rnr_naks_sent;
   EXPECT_TRUE(interleaved_io(w, qps, 24));  // 72 capsules at once, 16 buffers
@@ -224,10 +227,6 @@ TEST(RdmaLoopback, ASharedReceiveQueueThatRunsDryCostsRnrRetriesNotIo) {
   for (auto& q : qps) ASSERT_EQ(w.ctrl().free_io_qpair(std::move(q)), 0);
 }
 
-// What a lossy run did, independent of where its buffers happened to be mapped (the packets
-// carry virtual addresses, so the wire's byte hash differs between two runs of one process):
-// every transmit decision (time, ports, opcode, PSN, length, fate), the CM stream's deliveries,
-// the end time.
 // Buffers in pieces: a keyed descriptor per piece, listed in the capsule behind a Last Segment
 // (the target reads and writes each), up to the controller's MSDBD (4).
 TEST(RdmaLoopback, ScatteredBuffersGoAsKeyedSegments) {
@@ -295,6 +294,10 @@ TEST(RdmaLoopback, RegionsThatComeAndGoAreRegisteredAndDropped) {
   ASSERT_EQ(w.ctrl().free_io_qpair(std::move(qp)), 0);
 }
 
+// What a lossy run did, independent of where its buffers happened to be mapped (the packets
+// carry virtual addresses, so the wire's byte hash differs between two runs of one process):
+// every transmit decision (time, ports, opcode, PSN, length, fate), the CM stream's deliveries,
+// the end time.
 struct LossyOutcome {
   uint64_t decisions_hash = 0, cm_hash = 0, end_ns = 0, verified = 0, dropped = 0;
 };

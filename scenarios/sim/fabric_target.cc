@@ -64,7 +64,7 @@ uint64_t FabricTarget::next_event_ns() const {
 
 bool FabricTarget::step() {
   const bool model = o_.costs && !realtime_;
-  if (model && clock_.now() < busy_until_) return false;  // still on the last iteration's work  // still on the last iteration's work
+  if (model && clock_.now() < busy_until_) return false;  // still on the last iteration's work
   const bool work = fw_->step(model ? o_.costs->reactor_iteration_ns : 0);
 
   if (model) {

@@ -15,6 +15,7 @@
 // Verilator headers (if any) must come before <systemc>: include this header last.
 #include <systemc>
 
+#include <algorithm>
 #include <memory>
 #include <random>
 #include <vector>
@@ -27,8 +28,46 @@
 
 namespace pollux::emu::timing {
 
-inline SimTime sc_now() { return sc_core::sc_time_stamp().value(); }
 inline sc_core::sc_time sc_ps(SimTime t) { return sc_core::sc_time::from_value(t); }
+
+// ---- time -------------------------------------------------------------------------------------
+//
+// The models' time can run ahead of the SystemC kernel's, for speed and never for effect:
+// Simulation::run_until moves time on without entering the kernel when no event is due up to
+// its target, and a queue engine works through clock edges no other event can come between in
+// one activation (QueueEngineModule::edge). No event is ever pending between the kernel's time
+// and the models' (the kernel is only left behind where none is), so the models' time is the
+// later of the two: the kernel's inside a process, the simulation's outside the kernel (a scan,
+// a fault), an edge's own while an engine runs ahead. Notifications are made at absolute model
+// times (notify_at), whatever the kernel's clock reads.
+namespace model_clock {
+// Raised by the simulation that runs on this thread (its time outside the kernel) and by an
+// engine's edges run ahead; 0 when no simulation runs.
+inline thread_local SimTime floor = 0;
+// Engines may run edges ahead strictly before this (the end of the kernel run under way, 0:
+// none: outside a run, or once the run is to pause).
+inline thread_local SimTime run_ahead_limit = 0;
+}  // namespace model_clock
+
+inline SimTime kernel_now() { return sc_core::sc_get_curr_simcontext()->time_stamp().value(); }
+inline SimTime sc_now() { return std::max(kernel_now(), model_clock::floor); }
+namespace model_clock {
+// The earliest time notified (notify_at) since the simulation last asked the kernel for its
+// next event: with that answer, a bound on the next event that needs no query.
+inline thread_local SimTime notified = ~SimTime{0};
+}  // namespace model_clock
+inline void notify_at(sc_core::sc_event& e, SimTime at) {
+  model_clock::notified = std::min(model_clock::notified, at);
+  e.notify(sc_ps(at - kernel_now()));
+}
+// When the kernel's next event is due (its time now if one is pending in this instant), ~0 for
+// none. Asks the kernel: the query is not cheap.
+inline SimTime next_kernel_event_time() {
+  static const uint64_t never = sc_core::sc_max_time().value();
+  const uint64_t to = sc_core::sc_time_to_pending_activity().value();
+  const uint64_t now = kernel_now();
+  return to >= never - now ? ~SimTime{0} : now + to;
+}
 
 // ---- interfaces -------------------------------------------------------------------------------
 

@@ -23,7 +23,14 @@ void QueueEngineModule::wake(SimTime at) {
   // slot noticed during or after it), the next chance is one period later. A zero-delay
   // notification here would clock the engine again at the same instant.
   if (cycles_ && t <= last_edge_) t = last_edge_ + period_;
-  clock_.notify(sc_ps(t - now));
+  arm(t);
+}
+
+// SystemC keeps the earlier of two notifications of one event: so does armed_.
+void QueueEngineModule::arm(SimTime t) {
+  if (t >= armed_) return;
+  armed_ = t;
+  notify_at(clock_, t);
 }
 
 void QueueEngineModule::configure(const rtl::QueueEngineInputs& cfg) {
@@ -50,8 +57,53 @@ void QueueEngineModule::drop_pending() {
   completions_.clear();
 }
 
+// One activation runs the edges nothing else can come between: the next one runs at once,
+// at its own model time, while it lies before the end of the kernel's run (the host acts
+// after that; a run that is to pause at a completion has ended) and the kernel has no other
+// event up to it. Each edge does exactly what it would as an event of its own.
 void QueueEngineModule::edge() {
-  const SimTime now = sc_now();
+  armed_ = kNever;  // this is the notification
+  run_edges(kernel_now());
+}
+
+void QueueEngineModule::run_ahead() {
+  if (armed_ == kNever || armed_ >= model_clock::run_ahead_limit) return;
+  const SimTime at = armed_;
+  clock_.cancel();  // not an event of the kernel's after all, if nothing else comes first
+  armed_ = kNever;
+  if (next_kernel_event_time() <= at) {
+    arm(at);
+    return;
+  }
+  run_edges(at);
+}
+
+void QueueEngineModule::run_edges(SimTime now) {
+  const SimTime floor = model_clock::floor;
+  for (;;) {
+    model_clock::floor = std::max(floor, now);
+    const SimTime next = std::min(clock_edge(now), armed_);
+    if (next == kNever) break;
+    if (next >= model_clock::run_ahead_limit) {
+      arm(next);
+      break;
+    }
+    if (armed_ != kNever) {  // a wake during the edge: not an event of the kernel's after all
+      clock_.cancel();
+      armed_ = kNever;
+    }
+    if (next_kernel_event_time() <= next) {
+      arm(next);
+      break;
+    }
+    now = next;
+    ++run_ahead_;
+  }
+  model_clock::floor = floor;
+}
+
+// One rising edge at `now`; returns when the next is wanted (kNever: not before a wake).
+SimTime QueueEngineModule::clock_edge(SimTime now) {
   last_edge_ = now;
   rtl::QueueEngineInputs in;
   if (!config_.empty()) {
@@ -96,10 +148,10 @@ void QueueEngineModule::edge() {
   // Clock again next edge only if something can happen then.
   if (!config_.empty() || !completions_.empty() || (busy_ && client_.can_accept_command()) ||
       (!doorbells_.empty() && doorbells_.front().at <= now + period_)) {
-    clock_.notify(sc_ps(period_));
-  } else if (!doorbells_.empty()) {
-    clock_.notify(sc_ps(next_edge(doorbells_.front().at) - now));
+    return now + period_;
   }
+  if (!doorbells_.empty()) return next_edge(doorbells_.front().at);
+  return kNever;
 }
 
 }  // namespace pollux::emu::timing

@@ -31,10 +31,20 @@ class QueueEngineModule final : public sc_core::sc_module {
   void doorbell(SimTime at, bool cq, uint8_t qid, uint16_t value);
   // urgent: ahead of queued requests; unreserved: an entry no fetch reserved a slot for.
   void request_completion(uint8_t cqid, bool urgent, bool unreserved = false);
+  // At the end of another process of the device (the commands due now are done): the edge a
+  // wake asked for runs now, at its own time, if nothing else can come first (see edge()).
+  void run_ahead();
   void drop_pending();  // controller reset: forget queued doorbells and completion requests
-  void wake(SimTime at);  // new work may exist (a command slot freed)
+  void wake(SimTime at);  // new work may exist
+  // The command processor can take a command again: that matters only to a busy engine (one
+  // with commands it could fetch), which then clocks at the next edge.
+  void slot_freed() {
+    if (busy_) wake(sc_now());
+  }
 
   uint64_t cycles() const { return cycles_; }
+  // Edges run ahead inside another's activation (edge()): SystemC events saved.
+  uint64_t run_ahead_edges() const { return run_ahead_; }
   uint64_t grants() const { return grants_; }
   SimTime period() const { return period_; }
 
@@ -45,7 +55,11 @@ class QueueEngineModule final : public sc_core::sc_module {
     uint8_t qid;
     uint16_t value;
   };
+  static constexpr SimTime kNever = ~SimTime{0};
   void edge();
+  SimTime clock_edge(SimTime now);
+  void run_edges(SimTime first);
+  void arm(SimTime t);
   SimTime next_edge(SimTime t) const { return (t + period_ - 1) / period_ * period_; }
 
   std::unique_ptr<rtl::QueueEngine> engine_;
@@ -61,7 +75,8 @@ class QueueEngineModule final : public sc_core::sc_module {
   Ring<CompletionRequest> completions_;
   bool busy_ = false;
   SimTime last_edge_ = 0;  // time of the last edge (valid once cycles_ > 0)
-  uint64_t cycles_ = 0, grants_ = 0;
+  SimTime armed_ = kNever;  // the clock's pending notification
+  uint64_t cycles_ = 0, grants_ = 0, run_ahead_ = 0;
 };
 
 }  // namespace pollux::emu::timing

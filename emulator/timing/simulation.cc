@@ -1,5 +1,6 @@
 #include "emulator/rtl/rtl_queue_engine.h"
 // (Verilator before SystemC)
+#include <algorithm>
 #include <cstdlib>
 
 #include "emulator/timing/simulation.h"
@@ -22,6 +23,7 @@ Simulation::Simulation(uint64_t seed) : seed_(seed), rng_(seed) {
 
 Simulation::~Simulation() {
   devices_.clear();
+  model_clock::floor = 0;
   auto* previous = static_cast<sc_core::sc_simcontext*>(previous_context_);
   sc_core::sc_curr_simcontext = previous;
   sc_core::sc_default_global_context = previous;
@@ -45,6 +47,7 @@ nvme::Result<uint32_t> Simulation::add_device(const Profile& profile, nvme::Cont
 void Simulation::elaborate_if_needed() {
   if (started_) return;
   started_ = true;
+  model_clock::floor = 0;
   sc_core::sc_start(sc_core::SC_ZERO_TIME);
 }
 
@@ -53,32 +56,72 @@ void Simulation::scan(SimTime (*clock)(void* ctx), void* ctx) {
   for (auto& d : devices_) d->scan(clock, ctx);
 }
 
+// The kernel is entered only when an event is due up to t: otherwise the models' time moves on
+// alone (modules.h, "time") and the kernel catches up at its next run. Every event then lies at
+// or after the models' time, so running the kernel from its own, earlier, time changes nothing.
+// (sc_start(d) stops at now + d with the events due then triggered but not run: a run to t
+// followed by a run to a time <= t runs them, as the lockstep does after its scan.)
 void Simulation::run_until(SimTime t, bool stop_at_completion) {
   elaborate_if_needed();
-  const SimTime now = sc_now();
-  if (t <= now) {
-    // Delta cycles at the current time (asking for none would make SystemC warn, slowly).
-    if (sc_core::sc_pending_activity_at_current_time()) sc_core::sc_start(sc_core::SC_ZERO_TIME);
+  const SimTime next = next_kernel_event();
+  if (t <= now_) {
+    if (next <= now_) {
+      if (kernel_now() < now_) kernel_run(now_, false);
+      kernel_run(now_, false);  // what is due at now_ (asking for none makes SystemC warn)
+    }
     return;
   }
+  if (next > t) {
+    set_now(t);
+    return;
+  }
+  kernel_run(t, stop_at_completion);
+}
+
+// Asked once after each run of the kernel; between runs only notify_at() adds events (a scan).
+SimTime Simulation::next_kernel_event() {
+  if (!next_known_) {
+    next_ = next_kernel_event_time();
+    model_clock::notified = ~SimTime{0};
+    next_known_ = true;
+  }
+  return std::min(next_, model_clock::notified);
+}
+
+void Simulation::kernel_run(SimTime t, bool stop_at_completion) {
   pausing_ = stop_at_completion;
-  sc_core::sc_start(sc_ps(t - now));
+  model_clock::run_ahead_limit = t;
+  paused_at_ = 0;
+  next_known_ = false;
+  sc_core::sc_start(sc_ps(t > kernel_now() ? t - kernel_now() : 0));
+  model_clock::run_ahead_limit = 0;
   pausing_ = false;
+  // Paused at a completion an engine posted running ahead: the time is that edge's.
+  set_now(std::max({now_, kernel_now(), paused_at_}));
+}
+
+void Simulation::set_now(SimTime t) {
+  now_ = t;
+  model_clock::floor = t;
 }
 
 void Simulation::host_visible_event() {
   ++visible_events_;
-  if (pausing_) sc_core::sc_pause();
+  if (pausing_) {
+    model_clock::run_ahead_limit = 0;  // the host looks at the time of this completion
+    paused_at_ = std::max(paused_at_, sc_now());
+    sc_core::sc_pause();
+  }
 }
 
 SimTime Simulation::now() const {
-  return sc_now();
+  return now_;
 }
 
 std::optional<SimTime> Simulation::next_event() const {
   if (!started_) return std::nullopt;
   if (!sc_core::sc_pending_activity()) return std::nullopt;
-  return sc_now() + sc_core::sc_time_to_pending_activity().value();
+  return std::max(now_, next_kernel_event_time());
 }
 
 }  // namespace pollux::emu::timing

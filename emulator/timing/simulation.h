@@ -58,13 +58,20 @@ class Simulation {
 
  private:
   void elaborate_if_needed();
+  void kernel_run(SimTime t, bool stop_at_completion);
+  SimTime next_kernel_event();  // absolute; ~0 for none
+  void set_now(SimTime t);
   uint64_t seed_;
   std::mt19937_64 rng_;
   Trace trace_;
   std::vector<std::unique_ptr<TimedSsd>> devices_;
   bool started_ = false;
   uint64_t visible_events_ = 0;
+  SimTime now_ = 0;  // the models' time (the kernel's may lag: modules.h, "time")
   bool pausing_ = false;
+  SimTime paused_at_ = 0;
+  bool next_known_ = false;  // next_: the kernel's next event at its last run's end
+  SimTime next_ = 0;  // model time of the completion a pausing run stopped at
   void* context_ = nullptr;           // the sc_simcontext this simulation built
   void* previous_context_ = nullptr;  // restored when it ends
 };

@@ -261,7 +261,7 @@ void TimedSsd::schedule(uint32_t slot, SimTime at) {
   at = std::max(at, now);
   due_.push_back(Due{at, seq_++, slot, epoch_});
   std::push_heap(due_.begin(), due_.end(), std::greater<Due>());
-  if (due_.front().seq == seq_ - 1) due_event_.notify(sc_ps(at - now));
+  if (due_.front().seq == seq_ - 1) notify_at(due_event_, at);
 }
 
 void TimedSsd::complete_due() {
@@ -323,9 +323,10 @@ void TimedSsd::complete_due() {
     }
     if (f.sqid == 0 && ctrl_.queue_generation() != generation_) sync_configuration();
   }
-  if (!due_.empty()) due_event_.notify(sc_ps(due_.front().at - now));
-  if (freed) engine_->wake(now);
+  if (!due_.empty()) notify_at(due_event_, due_.front().at);
+  if (freed) engine_->slot_freed();
   if (!durability_.empty()) settle_durability(false);
+  engine_->run_ahead();  // the completion requested above, without an event of its own
 }
 
 // The engine answers completion requests in the order they were made.
@@ -362,7 +363,7 @@ void TimedSsd::on_completion_slot(uint8_t cqid, uint16_t slot, bool phase) {
   trace_.record(sc_now(), index_, TraceKind::kComplete, f.sqid, f.cqe.cid, f.cqe.status);
   if (on_host_visible_) on_host_visible_();
   free_.push_back(p.slot);
-  engine_->wake(sc_now());
+  engine_->slot_freed();
 }
 
 void TimedSsd::on_completion_refused(uint8_t cqid) {
@@ -371,7 +372,7 @@ void TimedSsd::on_completion_refused(uint8_t cqid) {
   if (p.slot == kPosted) return;  // the controller's entry went with its CQ
   // The CQ was deleted after the command executed: the command is implicitly completed.
   free_.push_back(p.slot);
-  engine_->wake(sc_now());
+  engine_->slot_freed();
 }
 
 void TimedSsd::on_cqe_written(uint16_t cqid, uint32_t slot, bool phase) {
@@ -432,6 +433,7 @@ TimedSsdStats TimedSsd::stats() const {
   s.completions = completions_;
   s.in_flight = slots_.size() - free_.size();
   s.engine_cycles = engine_->cycles();
+  s.engine_run_ahead = engine_->run_ahead_edges();
   s.engine_mismatches = mismatches_;
   s.dropped_by_reset = dropped_;
   s.cache_stalls = cache_->core().stalls();

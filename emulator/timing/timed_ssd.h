@@ -25,6 +25,7 @@ struct TimedSsdStats {
   uint64_t completions = 0;       // posted through the engine
   uint64_t in_flight = 0;
   uint64_t engine_cycles = 0;
+  uint64_t engine_run_ahead = 0;   // of those, edges run inside another's SystemC activation
   uint64_t engine_mismatches = 0;  // engine and functional controller disagreed (must be 0)
   uint64_t dropped_by_reset = 0;   // in flight when the controller was reset or failed (CFS)
   uint64_t cache_stalls = 0;

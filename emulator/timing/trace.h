@@ -1,5 +1,7 @@
-// The event trace of a simulation, folded into a 64-bit hash (FNV-1a over fixed-size records)
-// so two runs can be compared without storing them. Optionally kept in full for debugging.
+// The event trace of a simulation, folded into a 64-bit hash (a word at a time, FNV-1a's
+// xor-multiply with a fold of the high half back down) so two runs can be compared without
+// storing them. Optionally kept in full for debugging. (Byte-wise FNV-1a cost ~130 cycles a
+// record, a tenth of a simulated I/O.)
 #pragma once
 
 #include <cstdint>
@@ -28,10 +30,8 @@ class Trace {
 
  private:
   void mix(uint64_t v) {
-    for (int i = 0; i < 8; ++i) {
-      hash_ ^= (v >> (8 * i)) & 0xff;
-      hash_ *= 0x100000001b3ull;
-    }
+    hash_ = (hash_ ^ v) * 0x100000001b3ull;
+    hash_ ^= hash_ >> 32;
   }
   uint64_t hash_ = 0xcbf29ce484222325ull;
   uint64_t records_ = 0;

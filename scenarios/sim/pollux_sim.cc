@@ -234,11 +234,13 @@ int main(int argc, char** argv) {
           "%s{\"iops\":%.1f,\"mean_us\":%.3f,\"p50_us\":%.3f,\"p99_us\":%.3f,"
           "\"errors\":%" PRIu64 ",\"write_amplification\":%.3f,\"engine_mismatches\":%" PRIu64
           ",\"store_pattern_blocks\":%" PRIu64 ",\"store_byte_blocks\":%" PRIu64
-          ",\"store_memory_bytes\":%" PRIu64 ",\"ftl_map_bytes\":%" PRIu64,
+          ",\"store_memory_bytes\":%" PRIu64 ",\"ftl_map_bytes\":%" PRIu64
+          ",\"commands\":%" PRIu64 ",\"engine_cycles\":%" PRIu64 ",\"engine_run_ahead\":%" PRIu64,
           i ? "," : "", d.job.iops(), d.job.latency_ns.mean() / 1e3,
           d.job.latency_ns.quantile(0.5) / 1e3, d.job.latency_ns.quantile(0.99) / 1e3, d.job.errors,
           d.device.ftl.write_amplification(), d.device.engine_mismatches, d.store.pattern_blocks,
-          d.store.byte_blocks, d.store.memory_bytes, d.device.ftl_map_bytes);
+          d.store.byte_blocks, d.store.memory_bytes, d.device.ftl_map_bytes, d.device.commands,
+          d.device.engine_cycles, d.device.engine_run_ahead);
       if (spec.job.series_window_ns) {
         std::printf(",\"interval_ms\":%g,\"intervals\":[", interval_ms);
         for (size_t w = 0; w < std::min(windows, d.job.series.size()); ++w) {
@@ -255,11 +257,12 @@ int main(int argc, char** argv) {
     std::printf(
         "],\"simulated_ms\":%.3f,\"wall_s\":%.3f,\"simulated_ios_per_host_s\":%.0f,"
         "\"wall_per_simulated\":%.3f,\"host_busy_pct\":%.1f,\"target_busy_pct\":%.1f,"
-        "\"trace_hash\":\"%016" PRIx64 "\",\"trace_records\":%" PRIu64 "}\n",
+        "\"lockstep_steps\":%" PRIu64 ",\"trace_hash\":\"%016" PRIx64 "\",\"trace_records\":%" PRIu64
+        "}\n",
         r.simulated_ns / 1e6, r.wall_seconds, sim_ios_per_s, slowdown,
         r.simulated_ns ? 100.0 * double(r.host_busy_ns) / double(r.simulated_ns) : 0.0,
         r.simulated_ns ? 100.0 * double(r.target_busy_ns) / double(r.simulated_ns) : 0.0,
-        r.trace_hash, r.trace_records);
+        r.steps, r.trace_hash, r.trace_records);
     return 0;
   }
   for (size_t i = 0; i < r.devices.size(); ++i) {
@@ -302,9 +305,9 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "  simulated %.3f ms in %.3f s wall: %.0f simulated I/O per host second, "
-      "wall/simulated %.2f, host core busy %.1f%%\n",
+      "wall/simulated %.2f, host core busy %.1f%%, %" PRIu64 " lockstep steps\n",
       r.simulated_ns / 1e6, r.wall_seconds, sim_ios_per_s, slowdown,
-      r.simulated_ns ? 100.0 * double(r.host_busy_ns) / double(r.simulated_ns) : 0.0);
+      r.simulated_ns ? 100.0 * double(r.host_busy_ns) / double(r.simulated_ns) : 0.0, r.steps);
   if (spec.transport == "rdma" && r.simulated_ns) {
     std::printf("  target core busy %.1f%% (%" PRIu64 " commands, %.0f ns each with its drive's "
                 "queue pair and iterations)\n",

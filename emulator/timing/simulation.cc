@@ -60,18 +60,21 @@ void Simulation::scan(SimTime (*clock)(void* ctx), void* ctx) {
 // alone (modules.h, "time") and the kernel catches up at its next run. Every event then lies at
 // or after the models' time, so running the kernel from its own, earlier, time changes nothing.
 // (sc_start(d) stops at now + d with the events due then triggered but not run: a run to t
-// followed by a run to a time <= t runs them, as the lockstep does after its scan.)
+// followed by a run to a time <= t runs them, as the lockstep does after its scan; a
+// notification made outside the kernel for its current time needs two such runs.)
 void Simulation::run_until(SimTime t, bool stop_at_completion) {
   elaborate_if_needed();
   const SimTime next = next_kernel_event();
   if (t <= now_) {
-    if (next <= now_) {
-      if (kernel_now() < now_) kernel_run(now_, false);
-      kernel_run(now_, false);  // what is due at now_ (asking for none makes SystemC warn)
-    }
+    // One run, as without the fast-forward: it runs what the last run reached at now_, and
+    // what was notified since (a doorbell seen by a scan, at now_) only becomes due, to run
+    // first at the next run. A kernel left behind reaches now_ the same way: what is due then
+    // (all of it notified since, by construction) is triggered and runs at the next run.
+    // (Asking the kernel for a run with nothing due makes SystemC warn, slowly.)
+    if (next <= now_) kernel_run(now_, false);
     return;
   }
-  if (next > t) {
+  if (next > t && fast_forward_) {
     set_now(t);
     return;
   }
@@ -90,7 +93,7 @@ SimTime Simulation::next_kernel_event() {
 
 void Simulation::kernel_run(SimTime t, bool stop_at_completion) {
   pausing_ = stop_at_completion;
-  model_clock::run_ahead_limit = t;
+  model_clock::run_ahead_limit = fast_forward_ ? t : 0;
   paused_at_ = 0;
   next_known_ = false;
   sc_core::sc_start(sc_ps(t > kernel_now() ? t - kernel_now() : 0));

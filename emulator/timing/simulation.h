@@ -44,6 +44,12 @@ class Simulation {
   // early, at the time a device posted a completion entry (the host has something to see).
   void run_until(SimTime t, bool stop_at_completion = false);
   SimTime now() const;
+  // Fast forward (default on): time moves on without the kernel where nothing is due, and a
+  // queue engine runs the clock edges nothing can come between in one activation (modules.h,
+  // "time"). Off: every edge is a kernel event and every run enters the kernel, as before;
+  // the same run then gives the same trace (fast_forward_test) — only slower.
+  void set_fast_forward(bool on) { fast_forward_ = on; }
+  bool fast_forward() const { return fast_forward_; }
   // The time of the next pending event, if any.
   std::optional<SimTime> next_event() const;
 
@@ -70,6 +76,7 @@ class Simulation {
   SimTime now_ = 0;  // the models' time (the kernel's may lag: modules.h, "time")
   bool pausing_ = false;
   SimTime paused_at_ = 0;
+  bool fast_forward_ = true;
   bool next_known_ = false;  // next_: the kernel's next event at its last run's end
   SimTime next_ = 0;  // model time of the completion a pausing run stopped at
   void* context_ = nullptr;           // the sc_simcontext this simulation built

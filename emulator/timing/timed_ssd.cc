@@ -46,7 +46,9 @@ TimedSsd::TimedSsd(sc_core::sc_module_name n, const Profile& p, nvme::Controller
       break;
     }
     case MediaKind::kOptane:
-      media_ = std::make_unique<MediaModule>("optane", std::make_unique<OptaneMedia>(p.optane, rng));
+      media_rng_.seed(rng());
+      media_ = std::make_unique<MediaModule>("optane",
+                                             std::make_unique<OptaneMedia>(p.optane, media_rng_));
       processor_->media(*media_);
       break;
     case MediaKind::kNone:
@@ -147,7 +149,7 @@ void TimedSsd::scan(ClockFn clock, void* ctx) {
     // host writing concurrently (realtime) must not give the engine more CQ room than the
     // controller has, or the engine grants a fetch the controller refuses (kCqFull) and the
     // command is lost. (Invalid heads, which the controller ignores, stay away too.)
-    const uint32_t v = ctrl_.cq_state(q).head;
+    const uint32_t v = ctrl_.cq_head(q);
     if (v != cq_db_[q]) {
       if (clock) now = std::max(now, clock(ctx));
       cq_db_[q] = v;

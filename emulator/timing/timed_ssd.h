@@ -105,6 +105,10 @@ class TimedSsd final : public sc_core::sc_module, private FrontEndClient {
   uint32_t index_;
   std::function<void()> on_host_visible_;
 
+  // The media's random draws (3D XPoint service times): a stream of the device's own, seeded
+  // from the simulation's, so they do not depend on when other devices or the host draw
+  // (simultaneous events of two devices run in an order SystemC does not fix).
+  std::mt19937_64 media_rng_;
   std::unique_ptr<PcieLinkModule> link_;
   std::unique_ptr<DataPathModule> datapath_;
   std::unique_ptr<NandArrayModule> nand_;

@@ -5,43 +5,52 @@
 namespace pollux::sim {
 
 void QpairCharges::watch(const nvme::Qpair* qp) {
-  const nvme::QpairStats& s = qp->stats();
-  watched_.push_back(Watched{qp, s.polls, s.submitted, s.completed, s.doorbells});
+  const Totals t = totals_of(qp->stats());
+  watched_.push_back(qp);
+  charged_each_.push_back(t);
+  charged_.ns += t.ns;
+  charged_.work += t.work;
 }
 
 void QpairCharges::unwatch(const nvme::Qpair* qp) {
-  std::erase_if(watched_, [this, qp](const Watched& w) {
-    if (w.qp != qp) return false;
-    retired_ns_ += cost_of(w, &retired_work_);
-    return true;
-  });
+  for (size_t i = 0; i < watched_.size(); ++i) {
+    if (watched_[i] != qp) continue;
+    const Totals now = totals_of(qp->stats()), was = charged_each_[i];
+    retired_ns_ += now.ns - was.ns;
+    retired_work_ |= now.work != was.work;
+    charged_.ns -= was.ns;
+    charged_.work -= was.work;
+    watched_.erase(watched_.begin() + static_cast<std::ptrdiff_t>(i));
+    charged_each_.erase(charged_each_.begin() + static_cast<std::ptrdiff_t>(i));
+    return;
+  }
 }
 
-uint64_t QpairCharges::cost_of(const Watched& w, bool* work) const {
-  const nvme::QpairStats& s = w.qp->stats();
-  const uint64_t sub = s.submitted - w.submitted, cpl = s.completed - w.completed;
-  *work |= sub != 0 || cpl != 0;
-  return (s.polls - w.polls) * costs_.poll_ns + sub * costs_.submit_ns + cpl * costs_.complete_ns +
-         (s.doorbells - w.doorbells) * costs_.doorbell_ns;
+QpairCharges::Totals QpairCharges::now_totals() const {
+  Totals sum;
+  for (const nvme::Qpair* qp : watched_) {
+    const Totals t = totals_of(qp->stats());
+    sum.ns += t.ns;
+    sum.work += t.work;
+  }
+  return sum;
 }
 
 uint64_t QpairCharges::uncharged_ns(bool* work) const {
-  uint64_t t = retired_ns_;
-  *work |= retired_work_;
-  for (const Watched& w : watched_) t += cost_of(w, work);
-  return t;
+  const Totals now = now_totals();
+  *work |= retired_work_ || now.work != charged_.work;
+  return retired_ns_ + (now.ns - charged_.ns);
 }
 
 uint64_t QpairCharges::charge(bool* work) {
   const uint64_t t = uncharged_ns(work);
   retired_ns_ = 0;
   retired_work_ = false;
-  for (Watched& w : watched_) {
-    const nvme::QpairStats& s = w.qp->stats();
-    w.polls = s.polls;
-    w.submitted = s.submitted;
-    w.completed = s.completed;
-    w.doorbells = s.doorbells;
+  charged_ = {};
+  for (size_t i = 0; i < watched_.size(); ++i) {
+    charged_each_[i] = totals_of(watched_[i]->stats());
+    charged_.ns += charged_each_[i].ns;
+    charged_.work += charged_each_[i].work;
   }
   return t;
 }

@@ -35,9 +35,11 @@ RunReport run_rdma_perf(const RunSpec& spec) {
   ro.devices = spec.devices;
   ro.seed = spec.seed;
   ro.costs = spec.costs;
+  ro.fast_forward = spec.fast_forward;
   ro.attach_controllers = false;  // the target's bdev_nvme drives them
   auto rig = Rig::create(ro, &rep.error);
   if (!rig) return rep;
+  rig->sim().trace().dump_to(spec.trace_dump);
   Lockstep& ls = rig->lockstep();
   auto turn = [&ls] { ls.wait_turn(); };
   // The CM's out-of-band exchange: as fast as the wire, never timing out a connection.

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <memory>
 
 #include "common/cli.h"
 #include "emulator/timing/profile.h"
@@ -52,6 +53,14 @@ int main(int argc, char** argv) {
   app.add_flag("--write-pattern", write_pattern,
                "writes carry the verification data pattern (LBA, generation) instead of zeroes: "
                "the emulator keeps such blocks as their seed");
+  bool no_fast_forward = false;
+  app.add_flag("--no-fast-forward", no_fast_forward,
+               "every queue-engine clock edge a SystemC event of its own and every lockstep step "
+               "a run of the kernel: the same results and trace hash as by default, more slowly "
+               "(a check of the fast-forward)");
+  std::string trace_file;
+  app.add_option("--trace-file", trace_file,
+                 "write every trace record (time in ps, device, kind, three fields) to this file");
   double interval_ms = 0;
   app.add_option("-S,--interval-ms", interval_ms,
                  "results per window of this much simulated time (IOPS, mean and max latency, "
@@ -165,6 +174,16 @@ int main(int argc, char** argv) {
   spec.job.max_ios = ios;
   spec.job.series_window_ns = static_cast<uint64_t>(interval_ms * 1e6);
   spec.job.write_pattern = write_pattern;
+  spec.fast_forward = !no_fast_forward;
+  std::unique_ptr<FILE, int (*)(FILE*)> trace_out(nullptr, &std::fclose);
+  if (!trace_file.empty()) {
+    trace_out.reset(std::fopen(trace_file.c_str(), "w"));
+    if (!trace_out) {
+      std::fprintf(stderr, "pollux-sim: cannot write %s\n", trace_file.c_str());
+      return 2;
+    }
+    spec.trace_dump = trace_out.get();
+  }
   if (!json) {
     std::printf("pollux-sim: profile %s (%s), fidelity %s, %u device(s), seed %" PRIu64 "%s\n",
                 spec.profile.name.c_str(), spec.profile.description.c_str(),

@@ -7,6 +7,7 @@ namespace pollux::sim {
 std::unique_ptr<Rig> Rig::create(const RigOptions& o, std::string* error) {
   auto rig = std::unique_ptr<Rig>(new Rig());
   rig->sim_ = std::make_unique<emu::timing::Simulation>(o.seed);
+  rig->sim_->set_fast_forward(o.fast_forward);
   rig->profiles_ = o.profiles;
   if (rig->profiles_.empty()) rig->profiles_.assign(o.devices, o.profile);
   rig->tune_ = o.tune_controller;

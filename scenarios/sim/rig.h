@@ -31,6 +31,7 @@ struct RigOptions {
   bool attach_controllers = true;
   // Adjusts every driver controller's options before attach (timeouts, recovery policy).
   std::function<void(nvme::ControllerOptions&)> tune_controller;
+  bool fast_forward = true;  // emu::timing::Simulation::set_fast_forward
 };
 
 class Rig {

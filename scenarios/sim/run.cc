@@ -24,8 +24,10 @@ RunReport run_perf(const RunSpec& spec) {
   ro.devices = spec.devices;
   ro.seed = spec.seed;
   ro.costs = spec.costs;
+  ro.fast_forward = spec.fast_forward;
   auto rig = Rig::create(ro, &rep.error);
   if (!rig) return rep;
+  rig->sim().trace().dump_to(spec.trace_dump);
   std::vector<std::unique_ptr<PerfJob>> jobs;
   for (uint32_t i = 0; i < rig->device_count(); ++i) {
     std::string err;

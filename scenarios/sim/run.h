@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,6 +34,11 @@ struct RunSpec {
   std::optional<emu::rnic::NicProfile> nic_profile;
   // With "rdma": the target core's CPU time (one core); nullopt: its work takes no time.
   std::optional<TargetCostModel> target_costs = TargetCostModel{};
+  // false: the simulation without fast forward (emu::timing::Simulation::set_fast_forward):
+  // the same results, more slowly; for checking that.
+  bool fast_forward = true;
+  // Every trace record as text (time device kind a b c), for comparing two runs; null: none.
+  FILE* trace_dump = nullptr;
 };
 
 // What the emulator's memory store keeps at the end of the run (namespace 1).

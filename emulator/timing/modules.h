@@ -51,22 +51,25 @@ inline thread_local SimTime run_ahead_limit = 0;
 
 inline SimTime kernel_now() { return sc_core::sc_get_curr_simcontext()->time_stamp().value(); }
 inline SimTime sc_now() { return std::max(kernel_now(), model_clock::floor); }
-namespace model_clock {
-// The earliest time notified (notify_at) since the simulation last asked the kernel for its
-// next event: with that answer, a bound on the next event that needs no query.
-inline thread_local SimTime notified = ~SimTime{0};
-}  // namespace model_clock
-inline void notify_at(sc_core::sc_event& e, SimTime at) {
-  model_clock::notified = std::min(model_clock::notified, at);
-  e.notify(sc_ps(at - kernel_now()));
-}
-// When the kernel's next event is due (its time now if one is pending in this instant), ~0 for
-// none. Asks the kernel: the query is not cheap.
-inline SimTime next_kernel_event_time() {
+inline void notify_at(sc_core::sc_event& e, SimTime at) { e.notify(sc_ps(at - kernel_now())); }
+// The kernel's next event (its time now for one pending in this instant), ~0 for none, as the
+// kernel answers it: a query that walks its queues (~100 instructions).
+inline SimTime kernel_query_next_event() {
   static const uint64_t never = sc_core::sc_max_time().value();
   const uint64_t to = sc_core::sc_time_to_pending_activity().value();
   const uint64_t now = kernel_now();
   return to >= never - now ? ~SimTime{0} : now + to;
+}
+namespace model_clock {
+// The same from the models' own record of the notifications they made (each device keeps the
+// time of its two events': Simulation::next_kernel_event), set by the simulation running on
+// this thread; null: ask the kernel.
+inline thread_local SimTime (*next_event_fn)(void* ctx) = nullptr;
+inline thread_local void* next_event_ctx = nullptr;
+}  // namespace model_clock
+inline SimTime next_kernel_event_time() {
+  return model_clock::next_event_fn ? model_clock::next_event_fn(model_clock::next_event_ctx)
+                                    : kernel_query_next_event();
 }
 
 // ---- interfaces -------------------------------------------------------------------------------

@@ -45,6 +45,8 @@ class QueueEngineModule final : public sc_core::sc_module {
   uint64_t cycles() const { return cycles_; }
   // Edges run ahead inside another's activation (edge()): SystemC events saved.
   uint64_t run_ahead_edges() const { return run_ahead_; }
+  // When the clock's pending notification is due (~0: none): what the kernel holds for it.
+  SimTime armed() const { return armed_; }
   uint64_t grants() const { return grants_; }
   SimTime period() const { return period_; }
 

@@ -22,6 +22,10 @@ Simulation::Simulation(uint64_t seed) : seed_(seed), rng_(seed) {
 }
 
 Simulation::~Simulation() {
+  if (model_clock::next_event_ctx == this) {
+    model_clock::next_event_fn = nullptr;
+    model_clock::next_event_ctx = nullptr;
+  }
   devices_.clear();
   model_clock::floor = 0;
   auto* previous = static_cast<sc_core::sc_simcontext*>(previous_context_);
@@ -48,6 +52,10 @@ void Simulation::elaborate_if_needed() {
   if (started_) return;
   started_ = true;
   model_clock::floor = 0;
+  model_clock::next_event_fn = [](void* sim) {
+    return static_cast<const Simulation*>(sim)->next_kernel_event();
+  };
+  model_clock::next_event_ctx = this;
   sc_core::sc_start(sc_core::SC_ZERO_TIME);
 }
 
@@ -81,21 +89,18 @@ void Simulation::run_until(SimTime t, bool stop_at_completion) {
   kernel_run(t, stop_at_completion);
 }
 
-// Asked once after each run of the kernel; between runs only notify_at() adds events (a scan).
-SimTime Simulation::next_kernel_event() {
-  if (!next_known_) {
-    next_ = next_kernel_event_time();
-    model_clock::notified = ~SimTime{0};
-    next_known_ = true;
-  }
-  return std::min(next_, model_clock::notified);
+// Every kernel event is a device's (its engine's clock, its due completions), and each
+// device knows when its own are due: no query of the kernel's queues.
+SimTime Simulation::next_kernel_event() const {
+  SimTime next = ~SimTime{0};
+  for (const auto& d : devices_) next = std::min(next, d->next_event_time());
+  return next;
 }
 
 void Simulation::kernel_run(SimTime t, bool stop_at_completion) {
   pausing_ = stop_at_completion;
   model_clock::run_ahead_limit = fast_forward_ ? t : 0;
   paused_at_ = 0;
-  next_known_ = false;
   sc_core::sc_start(sc_ps(t > kernel_now() ? t - kernel_now() : 0));
   model_clock::run_ahead_limit = 0;
   pausing_ = false;
@@ -124,7 +129,7 @@ SimTime Simulation::now() const {
 std::optional<SimTime> Simulation::next_event() const {
   if (!started_) return std::nullopt;
   if (!sc_core::sc_pending_activity()) return std::nullopt;
-  return std::max(now_, next_kernel_event_time());
+  return std::max(now_, kernel_query_next_event());
 }
 
 }  // namespace pollux::emu::timing

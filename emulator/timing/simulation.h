@@ -65,7 +65,7 @@ class Simulation {
  private:
   void elaborate_if_needed();
   void kernel_run(SimTime t, bool stop_at_completion);
-  SimTime next_kernel_event();  // absolute; ~0 for none
+  SimTime next_kernel_event() const;  // absolute; ~0 for none
   void set_now(SimTime t);
   uint64_t seed_;
   std::mt19937_64 rng_;

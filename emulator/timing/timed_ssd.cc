@@ -263,10 +263,14 @@ void TimedSsd::schedule(uint32_t slot, SimTime at) {
   at = std::max(at, now);
   due_.push_back(Due{at, seq_++, slot, epoch_});
   std::push_heap(due_.begin(), due_.end(), std::greater<Due>());
-  if (due_.front().seq == seq_ - 1) notify_at(due_event_, at);
+  if (due_.front().seq == seq_ - 1) {
+    notify_at(due_event_, at);
+    due_armed_ = std::min(due_armed_, at);
+  }
 }
 
 void TimedSsd::complete_due() {
+  due_armed_ = ~SimTime{0};  // this is the notification
   check_reset();  // a reset between scans: nothing due may take effect any more
   const SimTime now = sc_now();
   bool freed = false;
@@ -325,7 +329,10 @@ void TimedSsd::complete_due() {
     }
     if (f.sqid == 0 && ctrl_.queue_generation() != generation_) sync_configuration();
   }
-  if (!due_.empty()) notify_at(due_event_, due_.front().at);
+  if (!due_.empty()) {
+    notify_at(due_event_, due_.front().at);
+    due_armed_ = std::min(due_armed_, due_.front().at);
+  }
   if (freed) engine_->slot_freed();
   if (!durability_.empty()) settle_durability(false);
   engine_->run_ahead();  // the completion requested above, without an event of its own

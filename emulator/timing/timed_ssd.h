@@ -66,6 +66,8 @@ class TimedSsd final : public sc_core::sc_module, private FrontEndClient {
   // CSTS.RDY comes `delay` later than it otherwise would.
   void delay_next_ready(SimTime delay);
   const Profile& profile() const { return profile_; }
+  // When the earliest of this device's pending kernel events is due (~0: none).
+  SimTime next_event_time() const { return std::min(due_armed_, engine_->armed()); }
 
  private:
   struct InFlight {
@@ -130,6 +132,7 @@ class TimedSsd final : public sc_core::sc_module, private FrontEndClient {
   std::vector<Due> due_;  // min-heap
   uint64_t seq_ = 0;
   sc_core::sc_event due_event_;
+  SimTime due_armed_ = ~SimTime{0};  // due_event_'s pending notification (the kernel keeps the earliest)
 
   // Completion requests in engine order: the in-flight slot, or kPosted for an entry the
   // controller wrote by itself (an AER, an aborted command).

@@ -26,11 +26,32 @@ void QueueEngineModule::wake(SimTime at) {
   arm(t);
 }
 
-// SystemC keeps the earlier of two notifications of one event: so does armed_.
+// armed_ is when the next edge is wanted; the kernel is told (tell()) at once, or, while a
+// process of the device holds notifications (hold()), when it ends: an edge that the process
+// then runs ahead never becomes a kernel event (SystemC allocates every timed notification and
+// keeps a cancelled one in its queue until its time).
 void QueueEngineModule::arm(SimTime t) {
   if (t >= armed_) return;
   armed_ = t;
-  notify_at(clock_, t);
+  if (!holding_) tell();
+}
+
+void QueueEngineModule::tell() {
+  if (armed_ == told_) return;
+  if (armed_ > told_) clock_.cancel();  // SystemC keeps the earlier of two notifications
+  if (armed_ != kNever) notify_at(clock_, armed_);
+  told_ = armed_;
+}
+
+void QueueEngineModule::release() {
+  holding_ = false;
+  tell();
+}
+
+// Whether the kernel has no event up to t other than this engine's clock.
+bool QueueEngineModule::nothing_else_until(SimTime t) {
+  if (!model_clock::next_event_fn) tell();  // the kernel's own answer must not see a stale one
+  return next_kernel_event_time() > t;
 }
 
 void QueueEngineModule::configure(const rtl::QueueEngineInputs& cfg) {
@@ -62,20 +83,23 @@ void QueueEngineModule::drop_pending() {
 // after that; a run that is to pause at a completion has ended) and the kernel has no other
 // event up to it. Each edge does exactly what it would as an event of its own.
 void QueueEngineModule::edge() {
-  armed_ = kNever;  // this is the notification
+  armed_ = told_ = kNever;  // this is the notification
+  hold();
   run_edges(kernel_now());
+  release();
 }
 
 void QueueEngineModule::run_ahead() {
-  if (armed_ == kNever || armed_ >= model_clock::run_ahead_limit) return;
-  const SimTime at = armed_;
-  clock_.cancel();  // not an event of the kernel's after all, if nothing else comes first
-  armed_ = kNever;
-  if (next_kernel_event_time() <= at) {
-    arm(at);
-    return;
+  if (armed_ != kNever && armed_ < model_clock::run_ahead_limit) {
+    const SimTime at = armed_;
+    armed_ = kNever;  // not an event of the kernel's after all, if nothing else comes first
+    if (nothing_else_until(at)) {
+      run_edges(at);
+    } else {
+      armed_ = at;
+    }
   }
-  run_edges(at);
+  release();
 }
 
 void QueueEngineModule::run_edges(SimTime now) {
@@ -83,16 +107,9 @@ void QueueEngineModule::run_edges(SimTime now) {
   for (;;) {
     model_clock::floor = std::max(floor, now);
     const SimTime next = std::min(clock_edge(now), armed_);
+    armed_ = kNever;  // a wake during the edge: decided here
     if (next == kNever) break;
-    if (next >= model_clock::run_ahead_limit) {
-      arm(next);
-      break;
-    }
-    if (armed_ != kNever) {  // a wake during the edge: not an event of the kernel's after all
-      clock_.cancel();
-      armed_ = kNever;
-    }
-    if (next_kernel_event_time() <= next) {
+    if (next >= model_clock::run_ahead_limit || !nothing_else_until(next)) {
       arm(next);
       break;
     }

@@ -31,8 +31,10 @@ class QueueEngineModule final : public sc_core::sc_module {
   void doorbell(SimTime at, bool cq, uint8_t qid, uint16_t value);
   // urgent: ahead of queued requests; unreserved: an entry no fetch reserved a slot for.
   void request_completion(uint8_t cqid, bool urgent, bool unreserved = false);
-  // At the end of another process of the device (the commands due now are done): the edge a
-  // wake asked for runs now, at its own time, if nothing else can come first (see edge()).
+  // A process of the device begins: notifications wait for its end, run_ahead(), where the
+  // edge a wake asked for runs at once, at its own time, if nothing else can come first (see
+  // edge()), and the kernel is told of what is still wanted.
+  void hold() { holding_ = true; }
   void run_ahead();
   void drop_pending();  // controller reset: forget queued doorbells and completion requests
   void wake(SimTime at);  // new work may exist
@@ -45,7 +47,8 @@ class QueueEngineModule final : public sc_core::sc_module {
   uint64_t cycles() const { return cycles_; }
   // Edges run ahead inside another's activation (edge()): SystemC events saved.
   uint64_t run_ahead_edges() const { return run_ahead_; }
-  // When the clock's pending notification is due (~0: none): what the kernel holds for it.
+  // When the next edge is wanted (~0: not before a wake): the kernel holds this notification
+  // whenever no process of the device is running.
   SimTime armed() const { return armed_; }
   uint64_t grants() const { return grants_; }
   SimTime period() const { return period_; }
@@ -62,6 +65,9 @@ class QueueEngineModule final : public sc_core::sc_module {
   SimTime clock_edge(SimTime now);
   void run_edges(SimTime first);
   void arm(SimTime t);
+  void tell();
+  void release();
+  bool nothing_else_until(SimTime t);
   SimTime next_edge(SimTime t) const { return (t + period_ - 1) / period_ * period_; }
 
   std::unique_ptr<rtl::QueueEngine> engine_;
@@ -77,7 +83,9 @@ class QueueEngineModule final : public sc_core::sc_module {
   Ring<CompletionRequest> completions_;
   bool busy_ = false;
   SimTime last_edge_ = 0;  // time of the last edge (valid once cycles_ > 0)
-  SimTime armed_ = kNever;  // the clock's pending notification
+  SimTime armed_ = kNever;  // when the next edge is wanted
+  SimTime told_ = kNever;   // the kernel's pending notification of clock_
+  bool holding_ = false;
   uint64_t cycles_ = 0, grants_ = 0, run_ahead_ = 0;
 };
 

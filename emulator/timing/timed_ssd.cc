@@ -271,6 +271,7 @@ void TimedSsd::schedule(uint32_t slot, SimTime at) {
 
 void TimedSsd::complete_due() {
   due_armed_ = ~SimTime{0};  // this is the notification
+  engine_->hold();            // until run_ahead() below
   check_reset();  // a reset between scans: nothing due may take effect any more
   const SimTime now = sc_now();
   bool freed = false;

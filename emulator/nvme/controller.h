@@ -100,6 +100,11 @@ class Controller {
   // The housekeeping poll() does without fetching: the ready countdown after CC.EN, CQ head
   // doorbells (room for queued entries).
   void service();
+  // service() when it has nothing to do but its bookkeeping: no ready countdown, every active
+  // CQ's head doorbell as last read, no completion waiting for room, no interrupt to raise.
+  // Returns false, doing nothing, otherwise (then call service()). A timing model scanning
+  // many devices each step skips the rest of its scan of one the host did not touch.
+  bool service_if_quiet();
   enum class Fetch { kFetched, kEmpty, kCqFull, kAborted, kUnavailable };
   // Takes the SQE at `sqid`'s head and reserves a slot in its CQ. kAborted: an Abort named
   // this command first; its completion is already posted. kUnavailable: no such SQ, or the

@@ -27,6 +27,20 @@ void Controller::service() {
   fire_interrupts();
 }
 
+bool Controller::service_if_quiet() {
+  if (removed_) return true;
+  if (ready_countdown_) return false;
+  if ((csts_ & (sp::csts::kRdy | sp::csts::kCfs)) != sp::csts::kRdy) return true;
+  for (uint16_t cqid : active_cqs_) {
+    const Cq& cq = cqs_[cqid];
+    if (db_[cq_db_index(cqid)] != cq.last_db || !cq.overflow.empty() || cq.irq_pending) {
+      return false;
+    }
+  }
+  ++poll_gen_;  // as service() does
+  return true;
+}
+
 Controller::Fetch Controller::fetch(uint16_t sqid, sp::SubmissionEntry* sqe) {
   if (removed_) return Fetch::kUnavailable;
   if ((csts_ & (sp::csts::kRdy | sp::csts::kCfs)) != sp::csts::kRdy) return Fetch::kUnavailable;

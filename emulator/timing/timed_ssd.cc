@@ -121,7 +121,22 @@ void TimedSsd::delay_next_ready(SimTime delay) {
   ctrl_.hold_ready(delay > 0);
 }
 
+// The host did not touch the device since the last scan: no doorbell, no reset, no queue
+// created or deleted, nothing for the controller's service() (which this then did).
+bool TimedSsd::untouched() {
+  if (ready_delay_ > 0 || ctrl_.counters().resets != resets_ ||
+      ctrl_.queue_generation() != generation_) {
+    return false;
+  }
+  const volatile uint32_t* db = ctrl_.doorbells();
+  for (uint16_t q : live_sqs_) {
+    if (__atomic_load_n(&db[ctrl_.sq_doorbell(q)], __ATOMIC_ACQUIRE) != sq_db_[q]) return false;
+  }
+  return ctrl_.service_if_quiet();
+}
+
 void TimedSsd::scan(ClockFn clock, void* ctx) {
+  if (untouched()) return;
   SimTime now = sc_now();
   if (ready_delay_ > 0) {
     if (ready_release_at_ == 0 && ctrl_.enabling()) ready_release_at_ = now + ready_delay_;

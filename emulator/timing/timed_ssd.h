@@ -96,6 +96,7 @@ class TimedSsd final : public sc_core::sc_module, private FrontEndClient {
   struct Pending;
   bool take_pending(uint8_t cqid, Pending* p);
   void sync_configuration();
+  bool untouched();
   void check_reset();
   void on_cqe_written(uint16_t cqid, uint32_t slot, bool phase);
   void complete_due();  // SC_METHOD: commands whose completion time has come

@@ -48,6 +48,8 @@ struct QpairStats {
   env::OwnerCounter polls = 0;      // process_completions() calls
   env::OwnerCounter submitted = 0;  // reached the SQ
   env::OwnerCounter completed = 0;
+  env::OwnerCounter doorbells = 0;  // SQ tail doorbell writes (with the three above: one cache
+                                    // line, what a simulator reads at every CPU-clock reading)
   env::OwnerCounter errors = 0;                       // completions with a non-zero status
   std::array<env::OwnerCounter, 8> errors_by_type{};  // the same, by Status Code Type
   env::OwnerCounter queued = 0;                       // had to wait for an SQ slot
@@ -56,7 +58,6 @@ struct QpairStats {
   env::OwnerCounter bad_completions =
       0;                               // unknown, stale or not-outstanding CID, wrong SQID: ignored
   env::OwnerCounter bad_sq_heads = 0;  // CQE SQ head pointers beyond the tail: ignored
-  env::OwnerCounter doorbells = 0;     // SQ tail doorbell writes
   env::OwnerCounter injected = 0;      // commands hit by an error injection rule
   env::OwnerCounter failed_on_removal = 0;  // requests ended because the device was removed
   env::OwnerCounter split_ios = 0;          // reads/writes beyond MDTS split into commands

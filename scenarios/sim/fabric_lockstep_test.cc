@@ -140,6 +140,10 @@ Outcome run_world(uint64_t seed, fabric::net::LinkConfig link, bool digests,
     ls.step();
     if (clock.now() > 5'000'000'000) break;
   }
+  // The last writes' outcomes (the loop ends when they complete, before its next pass).
+  for (uint32_t s = 0; s < kQd; ++s) {
+    if (ctxs[s].done && busy[s] != UINT32_MAX && !ctxs[s].ok) uncertain[busy[s]] = true;
+  }
   out.outstanding = outstanding;
   // Read back every chunk ever written.
   std::vector<uint8_t> rbuf(kNlb * 512);
@@ -220,13 +224,14 @@ TEST(FabricLockstep, SameSeedSameTraceAnotherSeedAnother) {
 // Corruption past TCP's checksum, digests on: a flipped byte is caught — a data digest
 // error fails the command with a transport error, a header digest error ends the connection
 // with a TermReq (at this layer nobody reconnects: bdev_nvme does, in the scenario runner) —
-// and no read ever succeeds with the wrong data.
+// and no read ever succeeds with the wrong data. (0.2% of segments left a run in ~150 with
+// none corrupted; at 0.5% ~2,500 segments make that e^-12.)
 TEST(FabricLockstep, DigestsCatchCorruptionThatEscapesTcp) {
   const uint64_t seed = test_seed();
   fabric::net::LinkConfig l = lossy_link();
   l.loss = 0;
   const Outcome o = run_world(
-      seed, l, true, [](fabric::net::SimNetwork& net) { net.corrupt("", 0.002, 1'000'000'000); });
+      seed, l, true, [](fabric::net::SimNetwork& net) { net.corrupt("", 0.005, 1'000'000'000); });
   EXPECT_GT(o.corrupted, 0u) << "seed " << seed;
   EXPECT_EQ(o.wrong, 0u) << "seed " << seed;
   EXPECT_GT(o.failed, 0u) << "seed " << seed;

@@ -168,6 +168,10 @@ Outcome run_world(const WorldOptions& wo) {
     ls.step();
     if (clock.now() > 5'000'000'000) break;
   }
+  // The last writes' outcomes (the loop ends when they complete, before its next pass).
+  for (uint32_t s = 0; s < kQd; ++s) {
+    if (ctxs[s].done && busy[s] != UINT32_MAX && !ctxs[s].ok) uncertain[busy[s]] = true;
+  }
   out.outstanding = outstanding;
   uint8_t* rbuf = base + kQd * kChunk;  // reads come back by RDMA WRITE: keyed SGL
   for (uint32_t chunk = 0; chunk < kBlocks / kNlb; ++chunk) {

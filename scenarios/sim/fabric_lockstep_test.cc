@@ -6,8 +6,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <deque>
 #include <functional>
 #include <random>
 #include <vector>
@@ -19,6 +17,7 @@
 #include "fabric/tcp/host.h"
 #include "scenarios/sim/fabric_target.h"
 #include "scenarios/sim/lockstep.h"
+#include "scenarios/sim/verified_io.h"
 
 namespace pollux::sim {
 namespace {
@@ -29,19 +28,6 @@ struct Outcome {
   uint64_t trace_hash = 0, records = 0, end_ns = 0, verified = 0, failed = 0, segments = 0;
   uint64_t corrupted = 0, wrong = 0;  // wrong: reads that succeeded with the wrong data
   int outstanding = 0;                // writes never completed
-};
-
-struct IoCtx {
-  int* outstanding;
-  uint64_t* failed;
-  bool done = false, ok = false;
-  static void cb(void* ctx, const spec::nvme::CompletionEntry& c) {
-    auto* x = static_cast<IoCtx*>(ctx);
-    --*x->outstanding;
-    x->done = true;
-    x->ok = (c.status & 0xfffe) == 0;
-    if (!x->ok) ++*x->failed;
-  }
 };
 
 // One host and one target over a SimNetwork: random writes at QD 8, then every block read
@@ -100,73 +86,21 @@ Outcome run_world(uint64_t seed, fabric::net::LinkConfig link, bool digests,
   const nvme::Namespace& ns = *c.ns(1);
   if (after_attach) after_attach(net);
 
-  constexpr uint32_t kBlocks = 256, kIos = 600, kQd = 8, kNlb = 8;
-  std::vector<uint8_t> data(kBlocks * 512);
-  std::vector<uint8_t> version(kBlocks / kNlb, 0);
-  std::vector<bool> uncertain(kBlocks / kNlb, false);  // a write failed: old or new data
-  std::mt19937_64 rng(seed);
-  int outstanding = 0;
-  std::vector<IoCtx> ctxs(kQd, IoCtx{&outstanding, &out.failed, true});
-  std::vector<std::vector<uint8_t>> bufs(kQd, std::vector<uint8_t>(kNlb * 512));
-  std::vector<uint32_t> busy(kQd, UINT32_MAX);
-  uint32_t issued = 0;
-  auto busy_chunk = [&](uint32_t chunk) {
-    for (uint32_t s = 0; s < kQd; ++s)
-      if (!ctxs[s].done && busy[s] == chunk) return true;
-    return false;
-  };
-  // Writes: each chunk's content is (chunk, version) so a read can be checked.
-  while (issued < kIos || outstanding > 0) {
-    for (uint32_t s = 0; s < kQd; ++s) {
-      if (ctxs[s].done && busy[s] != UINT32_MAX && !ctxs[s].ok) uncertain[busy[s]] = true;
-      if (ctxs[s].done) busy[s] = UINT32_MAX;
-    }
-    for (uint32_t s = 0; s < kQd && issued < kIos; ++s) {
-      if (!ctxs[s].done) continue;
-      const uint32_t chunk = static_cast<uint32_t>(rng() % (kBlocks / kNlb));
-      if (busy_chunk(chunk)) continue;
-      const uint8_t v = ++version[chunk];
-      for (uint32_t i = 0; i < kNlb * 512; ++i)
-        bufs[s][i] = static_cast<uint8_t>(chunk * 7 + v + i);
-      std::memcpy(&data[chunk * kNlb * 512], bufs[s].data(), kNlb * 512);
-      ctxs[s].done = false;
-      busy[s] = chunk;
-      ++outstanding;
-      EXPECT_EQ(qp.value()->write(ns, bufs[s].data(), chunk * kNlb, kNlb, IoCtx::cb, &ctxs[s]), 0);
-      ++issued;
-    }
+  // The read contexts live until the queue pair is freed (it fails a read never completed).
+  VerifiedIo io;
+  std::vector<uint8_t> buffers(VerifiedIo::kBufferBytes);
+  run_verified_io(io, *qp.value(), ns, buffers.data(), seed, clock, [&] {
     qp.value()->process_completions();
     c.process_admin_completions();
     ls.step();
-    if (clock.now() > 5'000'000'000) break;
-  }
-  // The last writes' outcomes (the loop ends when they complete, before its next pass).
-  for (uint32_t s = 0; s < kQd; ++s) {
-    if (ctxs[s].done && busy[s] != UINT32_MAX && !ctxs[s].ok) uncertain[busy[s]] = true;
-  }
-  out.outstanding = outstanding;
-  // Read back every chunk ever written.
-  std::vector<uint8_t> rbuf(kNlb * 512);
-  // A read that never completes is failed when its queue pair is freed: its context must live
-  // until then.
-  std::deque<IoCtx> reads;
-  for (uint32_t chunk = 0; chunk < kBlocks / kNlb; ++chunk) {
-    if (version[chunk] == 0 || uncertain[chunk]) continue;
-    IoCtx& r = reads.emplace_back(IoCtx{&outstanding, &out.failed, false});
-    ++outstanding;
-    std::memset(rbuf.data(), 0xee, rbuf.size());
-    EXPECT_EQ(qp.value()->read(ns, rbuf.data(), chunk * kNlb, kNlb, IoCtx::cb, &r), 0);
-    while (!r.done && clock.now() < 10'000'000'000) {
-      qp.value()->process_completions();
-      c.process_admin_completions();
-      ls.step();
-    }
-    const bool same = std::memcmp(rbuf.data(), &data[chunk * kNlb * 512], rbuf.size()) == 0;
-    out.verified += r.done && same;
-    out.wrong += r.done && !same && r.ok;
-  }
+  });
   ls.unwatch(qp.value().get());
   EXPECT_EQ(c.free_io_qpair(std::move(qp).value()), 0);
+  // (after the free, which fails what never completed)
+  out.verified = io.verified;
+  out.failed = io.failed;
+  out.wrong = io.wrong;
+  out.outstanding = io.writes_outstanding;
   ctrl.value().reset();  // the shutdown goes over the wire too
   EXPECT_TRUE(tgt->shutdown(turn));
   out.trace_hash = net.trace_hash();

@@ -8,7 +8,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <random>
 #include <vector>
@@ -21,6 +20,7 @@
 #include "fabric/rdma/host.h"
 #include "scenarios/sim/fabric_target.h"
 #include "scenarios/sim/lockstep.h"
+#include "scenarios/sim/verified_io.h"
 #include "scenarios/sim/rdma_fabric.h"
 
 namespace pollux::sim {
@@ -33,19 +33,6 @@ struct Outcome {
   uint64_t wrong = 0, retransmitted = 0, packets = 0;
   int outstanding = 0;
   std::string metrics;  // the text exposition of the fabric's metrics at the end
-};
-
-struct IoCtx {
-  int* outstanding;
-  uint64_t* failed;
-  bool done = false, ok = false;
-  static void cb(void* ctx, const spec::nvme::CompletionEntry& c) {
-    auto* x = static_cast<IoCtx*>(ctx);
-    --*x->outstanding;
-    x->done = true;
-    x->ok = (c.status & 0xfffe) == 0;
-    if (!x->ok) ++*x->failed;
-  }
 };
 
 struct WorldOptions {
@@ -126,69 +113,18 @@ Outcome run_world(const WorldOptions& wo) {
   const nvme::Namespace& ns = *c.ns(1);
   if (wo.faults) wo.faults(*fab);
 
-  constexpr uint32_t kBlocks = 256, kIos = 600, kQd = 8, kNlb = 8, kChunk = kNlb * 512;
-  auto mem = env::DmaRegion::create(registry, (kQd + 1) * kChunk, env::DmaOptions{false});
+  auto mem = env::DmaRegion::create(registry, VerifiedIo::kBufferBytes, env::DmaOptions{false});
   EXPECT_TRUE(mem.ok());
   if (!mem) return out;
-  auto* base = static_cast<uint8_t*>(mem.value()->data());
-  std::vector<uint8_t> data(kBlocks * 512);
-  std::vector<uint8_t> version(kBlocks / kNlb, 0);
-  std::vector<bool> uncertain(kBlocks / kNlb, false);
-  std::mt19937_64 rng(wo.seed);
-  int outstanding = 0;
-  std::vector<IoCtx> ctxs(kQd, IoCtx{&outstanding, &out.failed, true});
-  std::vector<uint32_t> busy(kQd, UINT32_MAX);
-  uint32_t issued = 0;
-  auto busy_chunk = [&](uint32_t chunk) {
-    for (uint32_t s = 0; s < kQd; ++s)
-      if (!ctxs[s].done && busy[s] == chunk) return true;
-    return false;
-  };
-  while (issued < kIos || outstanding > 0) {
-    for (uint32_t s = 0; s < kQd; ++s) {
-      if (ctxs[s].done && busy[s] != UINT32_MAX && !ctxs[s].ok) uncertain[busy[s]] = true;
-      if (ctxs[s].done) busy[s] = UINT32_MAX;
-    }
-    for (uint32_t s = 0; s < kQd && issued < kIos; ++s) {
-      if (!ctxs[s].done) continue;
-      const uint32_t chunk = static_cast<uint32_t>(rng() % (kBlocks / kNlb));
-      if (busy_chunk(chunk)) continue;
-      const uint8_t v = ++version[chunk];
-      uint8_t* buf = base + s * kChunk;
-      for (uint32_t i = 0; i < kChunk; ++i) buf[i] = static_cast<uint8_t>(chunk * 7 + v + i);
-      std::memcpy(&data[chunk * kChunk], buf, kChunk);
-      ctxs[s].done = false;
-      busy[s] = chunk;
-      ++outstanding;
-      EXPECT_EQ(qp.value()->write(ns, buf, chunk * kNlb, kNlb, IoCtx::cb, &ctxs[s]), 0);
-      ++issued;
-    }
-    qp.value()->process_completions();
-    c.process_admin_completions();
-    ls.step();
-    if (clock.now() > 5'000'000'000) break;
-  }
-  // The last writes' outcomes (the loop ends when they complete, before its next pass).
-  for (uint32_t s = 0; s < kQd; ++s) {
-    if (ctxs[s].done && busy[s] != UINT32_MAX && !ctxs[s].ok) uncertain[busy[s]] = true;
-  }
-  out.outstanding = outstanding;
-  uint8_t* rbuf = base + kQd * kChunk;  // reads come back by RDMA WRITE: keyed SGL
-  for (uint32_t chunk = 0; chunk < kBlocks / kNlb; ++chunk) {
-    if (version[chunk] == 0 || uncertain[chunk]) continue;
-    IoCtx r{&outstanding, &out.failed, false};
-    ++outstanding;
-    std::memset(rbuf, 0xee, kChunk);
-    EXPECT_EQ(qp.value()->read(ns, rbuf, chunk * kNlb, kNlb, IoCtx::cb, &r), 0);
-    while (!r.done && clock.now() < 10'000'000'000) {
-      qp.value()->process_completions();
-      c.process_admin_completions();
-      ls.step();
-    }
-    const bool same = std::memcmp(rbuf, &data[chunk * kChunk], kChunk) == 0;
-    out.verified += r.done && same;
-    out.wrong += r.done && !same && r.ok;
-  }
+  // Reads come back by RDMA WRITE (keyed SGL): the buffers are registered memory. The read
+  // contexts live until the queue pair is freed (it fails a read never completed).
+  VerifiedIo io;
+  run_verified_io(io, *qp.value(), ns, static_cast<uint8_t*>(mem.value()->data()), wo.seed, clock,
+                  [&] {
+                    qp.value()->process_completions();
+                    c.process_admin_completions();
+                    ls.step();
+                  });
   {  // while the QPs exist: their own series are there too
     metrics::Exporter exporter;
     exporter.add_source([&](metrics::Builder& b) { fab->collect_metrics(b); });
@@ -196,6 +132,11 @@ Outcome run_world(const WorldOptions& wo) {
   }
   ls.unwatch(qp.value().get());
   EXPECT_EQ(c.free_io_qpair(std::move(qp).value()), 0);
+  // (after the free, which fails what never completed)
+  out.verified = io.verified;
+  out.failed = io.failed;
+  out.wrong = io.wrong;
+  out.outstanding = io.writes_outstanding;
   ctrl.value().reset();
   EXPECT_TRUE(tgt->shutdown(turn));
   out.wire_hash = fab->trace_hash();

@@ -126,9 +126,6 @@ class Controller {
   uint32_t queue_slots() const;  // queue ids 0 .. n-1
   QueueState sq_state(uint16_t qid) const;
   QueueState cq_state(uint16_t qid) const;
-  // The head the controller accepted from a CQ's doorbell (cq_state(qid).head without building
-  // the state: a timing model asks for it every step).
-  uint32_t cq_head(uint16_t qid) const;
   // Changes whenever a queue is created or deleted, the controller is enabled or reset, or the
   // Arbitration feature is set: the model re-reads queue states then.
   uint64_t queue_generation() const { return queue_generation_; }

@@ -137,10 +137,6 @@ Controller::QueueState Controller::sq_state(uint16_t qid) const {
   return QueueState{true, sq.size, sq.cqid, sq.prio, sq.head, sq.tail};
 }
 
-uint32_t Controller::cq_head(uint16_t qid) const {
-  return qid < cqs_.size() && cqs_[qid].exists ? cqs_[qid].head : 0;
-}
-
 Controller::QueueState Controller::cq_state(uint16_t qid) const {
   if (qid >= cqs_.size() || !cqs_[qid].exists) return {};
   const Cq& cq = cqs_[qid];

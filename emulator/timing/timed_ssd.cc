@@ -164,7 +164,7 @@ void TimedSsd::scan(ClockFn clock, void* ctx) {
     // host writing concurrently (realtime) must not give the engine more CQ room than the
     // controller has, or the engine grants a fetch the controller refuses (kCqFull) and the
     // command is lost. (Invalid heads, which the controller ignores, stay away too.)
-    const uint32_t v = ctrl_.cq_head(q);
+    const uint32_t v = ctrl_.cq_state(q).head;
     if (v != cq_db_[q]) {
       if (clock) now = std::max(now, clock(ctx));
       cq_db_[q] = v;

@@ -20,16 +20,6 @@ class Timeline {
   SimTime reserve(SimTime now, SimTime start, SimTime duration) {
     forget_before(now);
     if (duration == 0) return start;
-    // The common cases without a search: after everything booked (a transfer planned for when
-    // its media work ends, planned in fetch order), or before all of it (one that starts now).
-    if (periods() == 0 || start >= busy_.back().end) {
-      insert(busy_.end(), Period{start, start + duration});
-      return start + duration;
-    }
-    if (start + duration <= busy_[first_].start) {
-      insert(busy_.begin() + static_cast<std::ptrdiff_t>(first_), Period{start, start + duration});
-      return start + duration;
-    }
     // Busy periods are sorted and disjoint; find the first gap that fits.
     auto it = std::lower_bound(busy_.begin() + static_cast<std::ptrdiff_t>(first_), busy_.end(),
                                start, [](const Period& p, SimTime t) { return p.end <= t; });

@@ -351,7 +351,7 @@ TEST_F(TimedSsdTest, ReadCompletionIsVisibleOnlyAtItsSimulatedTime) {
   EXPECT_TRUE(ok(*c));
   EXPECT_EQ(c->sqid, 1u);
   const SimTime latency = r.now() - t0;
-  // Firmware 1.72 us + media 4.3 us (jitter clipped at 1.075 us) + link: published 8.9 us.
+  // Firmware 1.72 us + media 2.15 us (jitter clipped at 1.075 us) + link: the SPDK paper's 7 us.
   EXPECT_GT(latency, 3 * kUs);
   EXPECT_LT(latency, 20 * kUs);
   EXPECT_EQ(std::memcmp(rbuf, wbuf, 4096), 0);
@@ -535,10 +535,10 @@ TEST_F(TimedSsdTest, ResetWithCommandsQueuedButNotFetched) {
 }
 
 TEST_F(TimedSsdTest, DeleteSqWithACommandInFlight) {
-  // A slow read (50 us of firmware) is in flight when the host deletes its SQ (and then its
+  // A slow read (50 us of media) is in flight when the host deletes its SQ (and then its
   // CQ). The read must not complete into another queue, and the device must go on working.
   Profile p = small_p4800x();
-  p.firmware.read = 50 * kUs;
+  p.optane.read = 50 * kUs;
   Rig& r = make(p);
   ASSERT_TRUE(r.enable());
   ASSERT_TRUE(r.create_io_queue_pair(1, 16));
@@ -581,7 +581,7 @@ TEST_F(TimedSsdTest, DeleteSqWithACommandInFlight) {
 TEST_F(TimedSsdTest, DeleteSqKeepCqWithACommandInFlight) {
   // As above, but the CQ stays and a new SQ is bound to it.
   Profile p = small_p4800x();
-  p.firmware.read = 50 * kUs;
+  p.optane.read = 50 * kUs;
   Rig& r = make(p);
   ASSERT_TRUE(r.enable());
   ASSERT_TRUE(r.create_io_queue_pair(1, 4));

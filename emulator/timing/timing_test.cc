@@ -493,7 +493,7 @@ TEST(Profile, BuiltinFigures) {
   EXPECT_EQ(o.pcie.lanes, 4u);
   EXPECT_EQ(o.pcie.dma_read_latency, 700 * kNs);
   EXPECT_EQ(o.firmware.read, 1720 * kNs);
-  EXPECT_EQ(o.optane.read, 4050 * kNs);
+  EXPECT_EQ(o.optane.read, 2150 * kNs);
   EXPECT_EQ(o.optane.units, 16u);
   EXPECT_EQ(o.firmware.turnaround, 470 * kNs);
   EXPECT_EQ(o.datapath.read_bytes_per_second, 2'400'000'000u);
@@ -523,7 +523,7 @@ TEST(Profile, BuiltinFigures) {
   EXPECT_TRUE(m.value().nand_timing.register_hits);
   EXPECT_FALSE(m.value().nand_timing.suspend);
   EXPECT_EQ(m.value().ftl.read_ahead_groups, 4u);
-  EXPECT_EQ(m.value().firmware.read_latency, 4700 * kNs);
+  EXPECT_EQ(m.value().firmware.read_latency, 2800 * kNs);
 
   auto n = load_profile("null");
   ASSERT_TRUE(n.ok()) << n.error();

@@ -40,8 +40,9 @@ PerfJob::PerfJob(nvme::Controller& ctrl, uint32_t nsid, const JobOptions& o,
   qp_ = std::move(qp).value();
   ios_.resize(o.queue_depth);
   for (uint32_t i = 0; i < o.queue_depth; ++i) {
-    ios_[i] = Io{this, static_cast<uint8_t*>(buffers_->data()) + size_t{i} * o.io_bytes, 0};
+    ios_[i] = Io{this, static_cast<uint8_t*>(buffers_->data()) + size_t{i} * o.io_bytes, 0, 0};
   }
+  wait_ring_.resize(o.queue_depth, nullptr);
 }
 
 PerfJob::~PerfJob() {
@@ -99,14 +100,15 @@ void PerfJob::on_complete(void* ctx, const spec::nvme::CompletionEntry& cpl) {
       r.series_latency_max_ns.resize(w + 1, 0);
       r.series_errors.resize(w + 1, 0);
     }
-    const uint64_t lat = now - io.submitted_ns;
+    const uint64_t lat = now - io.submitted_ns + j.o_.stack_ns;
     ++r.series[w];
     r.series_latency_sum_ns[w] += lat;
     r.series_latency_max_ns[w] = std::max(r.series_latency_max_ns[w], lat);
     if (spec::nvme::status::sc(cpl.status) || spec::nvme::status::sct(cpl.status)) ++r.series_errors[w];
   }
   // Latency of I/Os issued after warm-up; IOPS from completions inside the window.
-  if (io.submitted_ns >= j.measure_from_ns_) j.result_.latency_ns.record(now - io.submitted_ns);
+  if (io.submitted_ns >= j.measure_from_ns_)
+    j.result_.latency_ns.record(now - io.submitted_ns + j.o_.stack_ns);
   if (now >= j.measure_from_ns_ && (j.o_.duration_ns == 0 || now < j.stop_ns_)) {
     ++j.result_.ios;
     j.last_done_ns_ = now;
@@ -114,12 +116,33 @@ void PerfJob::on_complete(void* ctx, const spec::nvme::CompletionEntry& cpl) {
   if (j.state_ == State::kRunning) {
     const bool more = (j.o_.max_ios == 0 || j.submitted_ < j.o_.max_ios) &&
                       (j.o_.duration_ns == 0 || now < j.stop_ns_);
-    if (more) {
+    if (more && j.o_.stack_ns == 0) {
       j.submit(io);
+    } else if (more) {  // through the host stack first
+      io.ready_ns = now + j.o_.stack_ns;
+      j.wait_ring_[(j.wait_head_ + j.waiting_) % j.wait_ring_.size()] = &io;
+      ++j.waiting_;
     } else {
       j.state_ = State::kDraining;
     }
   }
+}
+
+bool PerfJob::submit_due() {
+  bool any = false;
+  const uint64_t now = clock_.now();
+  while (waiting_ && wait_ring_[wait_head_]->ready_ns <= now) {
+    Io& io = *wait_ring_[wait_head_];
+    wait_head_ = static_cast<uint32_t>((wait_head_ + 1) % wait_ring_.size());
+    --waiting_;
+    if (state_ == State::kRunning && (o_.duration_ns == 0 || now < stop_ns_) &&
+        (o_.max_ios == 0 || submitted_ < o_.max_ios)) {
+      submit(io);
+      any = true;
+    }
+  }
+  if (state_ == State::kRunning && waiting_ == 0 && outstanding_ == 0) state_ = State::kDraining;
+  return any;
 }
 
 event::PollStatus PerfJob::poll(void* arg) {
@@ -138,10 +161,14 @@ event::PollStatus PerfJob::poll(void* arg) {
       return event::PollStatus::kBusy;
     case State::kRunning:
     case State::kDraining: {
-      const int n = j.qp_->process_completions();
+      int n = j.qp_->process_completions();
       if (n < 0) {
         j.state_ = State::kDone;
         return event::PollStatus::kIdle;
+      }
+      if (j.waiting_ && j.submit_due()) {
+        j.qp_->flush_doorbell();
+        ++n;
       }
       if (j.state_ == State::kDraining && j.outstanding_ == 0) j.state_ = State::kDone;
       return n > 0 ? event::PollStatus::kBusy : event::PollStatus::kIdle;

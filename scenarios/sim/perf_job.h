@@ -34,6 +34,12 @@ struct JobOptions {
   // Writes carry the verification data pattern (LBA, generation = the job's write count), as
   // pollux-perf's verify workloads write; otherwise the buffers' zeroes.
   bool write_pattern = false;
+  // The host's I/O stack per I/O beyond the polled driver (0: a polled user-space host, as
+  // pollux-perf and SPDK's perf): a kernel's system calls, block layer, interrupt and wake-up
+  // (fio on Linux). Time, not CPU: the I/O's latency includes it and its slot submits again
+  // that long after its completion (the stack's submit and completion halves added up: in a
+  // closed loop only their sum shows). No CPU is charged for it.
+  uint64_t stack_ns = 0;
 };
 
 struct JobResult {
@@ -59,6 +65,11 @@ class PerfJob {
   const nvme::Qpair* qpair() const { return qp_.get(); }
   JobResult result() const;
   bool ok() const { return qp_ != nullptr; }
+  // With JobOptions::stack_ns: when the next I/O waiting out the host stack is due
+  // (UINT64_MAX: none), for the lockstep's idle jump.
+  uint64_t next_due_ns() const {
+    return waiting_ ? wait_ring_[wait_head_]->ready_ns : UINT64_MAX;
+  }
 
  private:
   enum class State { kIdle, kRunning, kDraining, kDone };
@@ -66,10 +77,12 @@ class PerfJob {
     PerfJob* job;
     uint8_t* buf;
     uint64_t submitted_ns;
+    uint64_t ready_ns;  // stack_ns: when it may be submitted again
   };
   static event::PollStatus poll(void* arg);
   static void on_complete(void* ctx, const spec::nvme::CompletionEntry& cpl);
   bool submit(Io& io);
+  bool submit_due();  // the I/Os whose host-stack time is over
   uint64_t next_lba();
 
   nvme::Controller& ctrl_;
@@ -80,6 +93,10 @@ class PerfJob {
   std::unique_ptr<nvme::Qpair> qp_;
   std::unique_ptr<env::DmaRegion> buffers_;
   std::vector<Io> ios_;
+  // I/Os waiting out stack_ns, in completion order (all wait as long: a FIFO ring of
+  // queue_depth entries, so the hot path allocates nothing).
+  std::vector<Io*> wait_ring_;
+  uint32_t wait_head_ = 0, waiting_ = 0;
   event::Thread* thread_ = nullptr;
   event::Poller* poller_ = nullptr;
   State state_ = State::kIdle;

@@ -53,6 +53,12 @@ int main(int argc, char** argv) {
   app.add_flag("--write-pattern", write_pattern,
                "writes carry the verification data pattern (LBA, generation) instead of zeroes: "
                "the emulator keeps such blocks as their seed");
+  uint64_t host_stack_ns = 0;
+  app.add_option("--host-stack-ns", host_stack_ns,
+                 "the host's I/O stack per I/O beyond the polled driver, in latency (not CPU): "
+                 "0 a polled host (pollux-perf, SPDK); docs/FIDELITY.md's kernel host (fio on "
+                 "Linux) 1900")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1'000'000'000}));
   bool no_fast_forward = false;
   app.add_flag("--no-fast-forward", no_fast_forward,
                "every queue-engine clock edge a SystemC event of its own and every lockstep step "
@@ -144,6 +150,9 @@ int main(int argc, char** argv) {
   else
     spec.target_costs->command_ns = target_command_ns;
   spec.wire_latency_ns = wire_latency_ns;
+  if (host_stack_ns && transport == "rdma")
+    return pollux::cli::bad_input(app,
+                                  "--host-stack-ns is for local runs (the fabric's host is polled)");
   if (!nic_name.empty()) {
     if (transport != "rdma") return pollux::cli::bad_input(app, "--nic needs --transport rdma");
     auto nic = emu::rnic::load_nic_profile(nic_name);
@@ -174,6 +183,7 @@ int main(int argc, char** argv) {
   spec.job.max_ios = ios;
   spec.job.series_window_ns = static_cast<uint64_t>(interval_ms * 1e6);
   spec.job.write_pattern = write_pattern;
+  spec.job.stack_ns = host_stack_ns;
   spec.fast_forward = !no_fast_forward;
   std::unique_ptr<FILE, int (*)(FILE*)> trace_out(nullptr, &std::fclose);
   if (!trace_file.empty()) {

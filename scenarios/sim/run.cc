@@ -1,5 +1,6 @@
 #include "scenarios/sim/run.h"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 
@@ -41,6 +42,13 @@ RunReport run_perf(const RunSpec& spec) {
     }
     rig->lockstep().watch(job->qpair());
     jobs.push_back(std::move(job));
+  }
+  if (spec.job.stack_ns) {  // the host wakes when an I/O's stack time is over
+    rig->lockstep().add_event_source([&jobs] {
+      uint64_t next = UINT64_MAX;
+      for (const auto& j : jobs) next = std::min(next, j->next_due_ns());
+      return next;
+    });
   }
   metrics::QpairRegistry qpairs;
   std::unique_ptr<metrics::Exporter> sources;

@@ -52,6 +52,7 @@ Status parse_row(const YAML::Node& n, size_t index, const Ledger& l, Row* r) {
   POLLUX_TRY(f.string("where", &r->where));
   POLLUX_TRY(f.string("kind", &r->kind));
   POLLUX_TRY(f.string("note", &r->note));
+  POLLUX_TRY(f.string("host", &r->host));
   POLLUX_TRY(f.number("time_ms", 0.001, 60000, &r->time_ms));
   POLLUX_TRY(f.number("warmup_ms", 0, 60000, &r->warmup_ms));
   POLLUX_TRY(f.number("tolerance", 0, 10, &r->tolerance));
@@ -89,6 +90,9 @@ Status parse_row(const YAML::Node& n, size_t index, const Ledger& l, Row* r) {
     return bad("precondition '" + r->precondition + "' is not one of fresh, sequential, steady");
   if (!l.sources.count(r->source)) return bad("source '" + r->source + "' is not in sources");
   if (r->where.empty()) return bad("where (in the source) is required");
+  if (r->host.empty()) r->host = l.sources.at(r->source).host;
+  if (!l.hosts.count(r->host)) return bad("host '" + r->host + "' is not in hosts");
+  r->stack_ns = l.hosts.at(r->host).stack_ns;
   static const char* const kKinds[] = {"data_sheet", "vendor_brief", "review", "paper",
                                        "user_measurement"};
   if (std::find(std::begin(kKinds), std::end(kKinds), r->kind) == std::end(kKinds))
@@ -117,6 +121,22 @@ Result<Ledger> parse_ledger(const std::string& yaml_text) {
   if (!root.IsMap()) return Error{"ledger: the document must be a mapping"};
   Section top(root, "");
   POLLUX_TRY(top.number("target_mean_abs_error", 0, 1, &l.target_mean_abs_error));
+  const YAML::Node hosts = top.take("hosts");
+  if (!hosts || !hosts.IsMap()) return Error{"ledger: hosts: expected a mapping"};
+  for (const auto& kv : hosts) {
+    const std::string key = kv.first.as<std::string>();
+    Section s(kv.second, "hosts." + key);
+    POLLUX_TRY(s.check_is_map());
+    Host h;
+    double ns = 0;
+    POLLUX_TRY(s.number("stack_ns", 0, 1e9, &ns));
+    h.stack_ns = static_cast<uint64_t>(ns);
+    POLLUX_TRY(s.string("note", &h.note));
+    POLLUX_TRY(s.unknown_keys());
+    if (h.note.empty())
+      return Error{"ledger: hosts." + key + ".note is required (what it is, why that figure)"};
+    l.hosts[key] = h;
+  }
   const YAML::Node sources = top.take("sources");
   if (!sources || !sources.IsMap()) return Error{"ledger: sources: expected a mapping"};
   for (const auto& kv : sources) {
@@ -126,8 +146,11 @@ Result<Ledger> parse_ledger(const std::string& yaml_text) {
     Source src;
     POLLUX_TRY(s.string("title", &src.title));
     POLLUX_TRY(s.string("url", &src.url));
+    POLLUX_TRY(s.string("host", &src.host));
     POLLUX_TRY(s.unknown_keys());
     if (src.title.empty()) return Error{"ledger: sources." + key + ".title is required"};
+    if (!l.hosts.count(src.host))
+      return Error{"ledger: sources." + key + ".host: '" + src.host + "' is not in hosts"};
     l.sources[key] = src;
   }
   const YAML::Node rows = top.take("rows");
@@ -144,9 +167,9 @@ Result<Ledger> parse_ledger(const std::string& yaml_text) {
 }
 
 std::string run_key(const Row& r) {
-  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", r.profile, r.rw, r.mix, r.bs, r.qd,
-                     r.devices, r.precondition, r.pcie_gen, r.scale_blocks, r.scale_pages,
-                     r.time_ms, r.warmup_ms, is_series_metric(r.metric));
+  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", r.profile, r.rw, r.mix, r.bs,
+                     r.qd, r.devices, r.precondition, r.pcie_gen, r.scale_blocks, r.scale_pages,
+                     r.time_ms, r.warmup_ms, is_series_metric(r.metric), r.stack_ns);
 }
 
 Result<RunSpec> run_spec(const Row& r, uint64_t seed, double* capacity_ratio) {
@@ -178,6 +201,7 @@ Result<RunSpec> run_spec(const Row& r, uint64_t seed, double* capacity_ratio) {
   j.pattern = r.rw == "read" || r.rw == "write" ? Pattern::kSequential : Pattern::kRandom;
   j.warmup_ns = static_cast<uint64_t>(r.warmup_ms * kNsPerMs);
   j.duration_ns = static_cast<uint64_t>(r.time_ms * kNsPerMs);
+  j.stack_ns = r.stack_ns;
   if (is_series_metric(r.metric)) {
     j.warmup_ns = 0;  // the fill starts on the fresh drive
     j.series_window_ns = std::max<uint64_t>(j.duration_ns / 200, 100'000);
@@ -302,6 +326,7 @@ std::string workload(const Row& r) {
   if (r.devices > 1) w += fmt::format(" ×{}", r.devices);
   if (!r.precondition.empty()) w += ", " + r.precondition;
   if (r.pcie_gen) w += fmt::format(", PCIe gen{}", r.pcie_gen);
+  w += ", " + r.host + " host";
   return w;
 }
 

@@ -18,6 +18,13 @@ enum class Bound { kEqual, kAtMost, kAtLeast };
 
 struct Source {
   std::string title, url;
+  std::string host;  // the measuring host's I/O stack: a key of Ledger::hosts
+};
+
+// A measuring host's I/O stack beyond the polled driver (JobOptions::stack_ns).
+struct Host {
+  uint64_t stack_ns = 0;
+  std::string note;
 };
 
 struct Row {
@@ -30,6 +37,8 @@ struct Row {
   double published = 0;
   Bound bound = Bound::kEqual;
   std::string source, where, kind, note;
+  std::string host;  // "" = the source's
+  uint64_t stack_ns = 0;  // the host's, resolved by parse_ledger
   double time_ms = 10, warmup_ms = 2;
   double tolerance = 0.10;
   std::string gap;
@@ -38,6 +47,7 @@ struct Row {
 };
 
 struct Ledger {
+  std::map<std::string, Host> hosts;
   std::map<std::string, Source> sources;
   std::vector<Row> rows;
   double target_mean_abs_error = 0.03;

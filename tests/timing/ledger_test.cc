@@ -131,6 +131,40 @@ TEST(Ledger, EveryRowMatchesItsPublishedFigure) {
   }
 }
 
+// The measuring host: a source's host applies to its rows, a row may name another, and a
+// host nobody defined is an error naming where.
+TEST(LedgerHosts, ResolveFromTheSourceOrTheRow) {
+  const std::string head = R"(
+hosts:
+  polled: {stack_ns: 0, note: "polled"}
+  kernel: {stack_ns: 1900, note: "a kernel"}
+sources:
+  s: {title: "t", url: "u", host: kernel}
+rows:
+)";
+  const std::string row =
+      "  - {id: a, profile: p4800x, metric: iops, published: 1, source: s, kind: review, "
+      "where: w";
+  auto l = parse_ledger(head + row + "}\n" + row.substr(0, row.find("id: a")) +
+                        "id: b" + row.substr(row.find("id: a") + 5) + ", host: polled}\n");
+  ASSERT_TRUE(l.ok()) << l.error();
+  EXPECT_EQ(l.value().rows[0].host, "kernel");
+  EXPECT_EQ(l.value().rows[0].stack_ns, 1900u);
+  EXPECT_EQ(l.value().rows[1].host, "polled");
+  EXPECT_EQ(l.value().rows[1].stack_ns, 0u);
+  EXPECT_NE(run_key(l.value().rows[0]), run_key(l.value().rows[1]));  // not one shared run
+
+  auto bad_row = parse_ledger(head + row + ", host: fio}\n");
+  ASSERT_FALSE(bad_row.ok());
+  EXPECT_NE(bad_row.error().find("host 'fio' is not in hosts"), std::string::npos)
+      << bad_row.error();
+  std::string no_host = head;
+  no_host.replace(no_host.find(", host: kernel"), 14, "");
+  auto bad_source = parse_ledger(no_host + row + "}\n");
+  ASSERT_FALSE(bad_source.ok());
+  EXPECT_NE(bad_source.error().find("sources.s.host"), std::string::npos) << bad_source.error();
+}
+
 }  // namespace
 }  // namespace pollux::sim::ledger
 

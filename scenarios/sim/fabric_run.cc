@@ -60,6 +60,7 @@ RunReport run_rdma_perf(const RunSpec& spec) {
   fo.rdma_context = &fab->context(RdmaSide::kTarget);
   fo.registry = &rig->registry();
   fo.costs = spec.target_costs;
+  if (spec.in_capsule_data_size) fo.rdma.in_capsule_data_size = *spec.in_capsule_data_size;
   auto target = FabricTarget::create(rig->clock(), net, fo, &rep.error);
   if (!target) return rep;
   ls.add_world([&] { return target->step(); });

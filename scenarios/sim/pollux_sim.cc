@@ -11,6 +11,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "common/cli.h"
 #include "emulator/timing/profile.h"
@@ -53,6 +54,11 @@ int main(int argc, char** argv) {
   app.add_flag("--write-pattern", write_pattern,
                "writes carry the verification data pattern (LBA, generation) instead of zeroes: "
                "the emulator keeps such blocks as their seed");
+  std::optional<uint32_t> in_capsule;
+  app.add_option("--in-capsule-data-size", in_capsule,
+                 "with --transport rdma: the target's in-capsule data size (default 4096; 0: "
+                 "writes' data fetched by RDMA READ, as the SPDK paper's 2017 host did)")
+      ->check(CLI::Range(0u, 65536u));
   uint64_t host_stack_ns = 0;
   app.add_option("--host-stack-ns", host_stack_ns,
                  "the host's I/O stack per I/O beyond the polled driver, in latency (not CPU): "
@@ -150,6 +156,9 @@ int main(int argc, char** argv) {
   else
     spec.target_costs->command_ns = target_command_ns;
   spec.wire_latency_ns = wire_latency_ns;
+  if (in_capsule && transport != "rdma")
+    return pollux::cli::bad_input(app, "--in-capsule-data-size needs --transport rdma");
+  spec.in_capsule_data_size = in_capsule;
   if (host_stack_ns && transport == "rdma")
     return pollux::cli::bad_input(app,
                                   "--host-stack-ns is for local runs (the fabric's host is polled)");

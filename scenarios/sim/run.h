@@ -34,6 +34,10 @@ struct RunSpec {
   std::optional<emu::rnic::NicProfile> nic_profile;
   // With "rdma": the target core's CPU time (one core); nullopt: its work takes no time.
   std::optional<TargetCostModel> target_costs = TargetCostModel{};
+  // With "rdma": the target's in-capsule data size (SPDK's nvmf_create_transport -c); 0: every
+  // write's data is fetched by RDMA READ, as SPDK's 2017 host did (it sent no in-capsule
+  // data); nullopt: the transport's default (4 KiB).
+  std::optional<uint32_t> in_capsule_data_size;
   // false: the simulation without fast forward (emu::timing::Simulation::set_fast_forward):
   // the same results, more slowly; for checking that.
   bool fast_forward = true;

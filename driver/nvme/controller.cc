@@ -230,10 +230,16 @@ bool Controller::process_init() {
       deadline_ = clock_.now() + clock_.us_to_ticks(sn::cap::to(cap_) * 500'000 + 500'000);
       const uint32_t cc = reg32(sn::reg::kCc);
       if (cc & sn::cc::kEn) {
-        // A controller being enabled must finish becoming ready before it can be disabled;
-        // one in fatal status (CFS) never will, and clearing EN is its recovery.
+        // A controller being enabled should finish becoming ready before it is disabled (as
+        // SPDK waits); one in fatal status (CFS) never will, nor will one that dropped RDY on
+        // its own (a spontaneous disable) — clearing EN is their recovery, so a wait that
+        // runs out of CAP.TO clears it all the same. Only a device that is gone fails here.
         const uint32_t csts = reg32(sn::reg::kCsts);
-        if (!(csts & sn::csts::kCfs) && !wait_csts(sn::csts::kRdy, sn::csts::kRdy)) return fail("");
+        if (!(csts & sn::csts::kCfs) && !wait_csts(sn::csts::kRdy, sn::csts::kRdy) &&
+            reg32(sn::reg::kCsts) == ~0u) {
+          return fail("");
+        }
+        init_error_.clear();
         set_reg32(sn::reg::kCc, cc & ~sn::cc::kEn);
       }
       state_ = InitState::kWaitNotReady;
@@ -951,6 +957,7 @@ std::string Controller::enable_async_events() {
 // The transport's admin-queue set-up (PCIe: AQA/ASQ/ACQ), then CC.EN = 1; the caller waits
 // for RDY (by CAP.TO).
 void Controller::enable_controller() {
+  enabled_ = true;
   transport_->program_admin_queue(admin_->transport());
   set_reg32(sn::reg::kCc, sn::cc::make(true, 0, 0, sn::cc::kAmsRoundRobin,
                                                  sn::cc::kShnNone, 6, 4));
@@ -1120,8 +1127,23 @@ void Controller::shutdown() {
   set_reg32(sn::reg::kCc, 0);
 }
 
+// Initialisation failed after it set CC.EN: the controller is left disabled, stopped before
+// its admin queue's memory goes, and found reset by whoever attaches next. Left enabled, it
+// could drop RDY on its own meanwhile (a spontaneous disable during a hot-plug re-attach:
+// chaos seed 7100416), and the next attach would wait out CAP.TO for a RDY that never comes.
+void Controller::disable_after_failed_init() {
+  if (state_ != InitState::kFailed || !enabled_ || transport_->fabrics() || transport_->gone())
+    return;
+  const uint32_t cc = reg32(sn::reg::kCc);
+  if (cc == ~0u || !(cc & sn::cc::kEn)) return;
+  set_reg32(sn::reg::kCc, cc & ~sn::cc::kEn);
+  deadline_ = clock_.now() + clock_.us_to_ticks(sn::cap::to(cap_) * 500'000 + 500'000);
+  (void)wait_csts(sn::csts::kRdy, 0);  // stopped, gone, or out of time: it goes now anyway
+}
+
 Controller::~Controller() {
   shutdown();
+  disable_after_failed_init();
   if (admin_) admin_->fail_all(sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedByRequest));
 }
 

@@ -241,6 +241,7 @@ class Controller {
   void quiesce_for_removal();  // the admin poller, when the device is wanted back
   void wait_turn();
   void enable_controller();  // the admin queue's registers, then CC.EN = 1
+  void disable_after_failed_init();
   std::string start_io_queue(Qpair& qp);
   Result<std::unique_ptr<Qpair>> make_queue(uint16_t qid, const QpairOptions& options,
                                             bool connect = true);
@@ -274,6 +275,7 @@ class Controller {
   bool sgl_supported_ = false;  // Identify SGLS
   InitState state_ = InitState::kConnect;
   InitState failed_at_ = InitState::kReadCap;  // the step initialisation failed in
+  bool enabled_ = false;  // initialisation set CC.EN (enable_controller)
   std::string init_error_;
   uint64_t deadline_ = 0;
   uint64_t cap_ = 0;

@@ -257,6 +257,23 @@ TEST(Chaos, Seed1115RecoversAFatalStatusRightAfterReinsertion) {
   expect_recovered(r, 1115);
 }
 
+// Campaign seeds 7100416 and 7100428 (2026-11-28): a spontaneous disable or a power loss
+// while the hot-plug poller re-attaches the re-inserted drive; the failed attach left it
+// enabled, and every later attach waited out CAP.TO for a RDY that never came — the drive was
+// never attached again. (Timing decides whether a seed still hits that instant: reset_test has
+// the deterministic case.)
+TEST(Chaos, Seeds7100416And7100428ReattachAfterADisableDuringTheReattach) {
+  for (const uint64_t seed : {7100416ull, 7100428ull}) {
+    const Scenario s = make_chaos_scenario({seed, 8'000'000, 6});
+    RunOptions o;
+    o.seed = seed;
+    o.replay = "bazel run //scenarios/runner:pollux-scenario -- chaos --seed " +
+               std::to_string(seed) + " --duration 8ms --faults 6";
+    const RunResult r = run_scenario(s, o);
+    expect_recovered(r, seed);
+  }
+}
+
 TEST(Chaos, TheScenarioIsAFunctionOfTheSeed) {
   const Scenario a = make_chaos_scenario({42, kDurationNs, 6});
   const Scenario b = make_chaos_scenario({42, kDurationNs, 6});

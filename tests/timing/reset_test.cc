@@ -212,6 +212,81 @@ TEST(Reset, AdminCommandOnAStoppedControllerFailsFastAndResetRestoresIt) {
   EXPECT_TRUE(ctrl.admin_sync(get_queues).ok());
 }
 
+// A drive that drops RDY on its own while an attach initialises it (chaos seed 7100416: a
+// spontaneous disable during the hot-plug re-attach after a re-insertion) fails that attach;
+// the failed attach leaves the controller disabled, so the next one attaches at once instead
+// of waiting out CAP.TO for a RDY that never comes.
+TEST(Reset, AnAttachThatFailsAfterEnablingLeavesTheControllerDisabled) {
+  auto p = emu::timing::load_profile("p4800x");
+  ASSERT_TRUE(p.ok());
+  RigOptions o;
+  o.profile = p.value();
+  o.seed = 12;
+  o.attach_controllers = false;
+  Rig* rig_ptr = nullptr;
+  bool armed = true;
+  o.tune_controller = [&](nvme::ControllerOptions& co) {
+    auto wait = co.wait_hook;
+    co.wait_hook = [&, wait] {
+      // The first wait once the controller is ready (an admin command of the initialisation).
+      if (armed && rig_ptr &&
+          (rig_ptr->device(0).controller().read32(sn::reg::kCsts) & sn::csts::kRdy)) {
+        armed = false;
+        rig_ptr->device(0).controller().inject_spontaneous_disable();
+      }
+      wait();
+    };
+  };
+  std::string err;
+  auto rig = Rig::create(o, &err);
+  ASSERT_NE(rig, nullptr) << err;
+  rig_ptr = rig.get();
+  auto failed = rig->connect(0, &err);
+  ASSERT_EQ(failed, nullptr);
+  EXPECT_FALSE(armed) << "the disable never came";
+  EXPECT_NE(err.find("controller stopped"), std::string::npos) << err;
+  EXPECT_EQ(rig->device(0).controller().read32(sn::reg::kCc) & sn::cc::kEn, 0u)
+      << "the failed attach left the controller enabled";
+
+  const uint64_t t0 = rig->lockstep().now_ns();
+  auto ctrl = rig->connect(0, &err);
+  ASSERT_NE(ctrl, nullptr) << err;
+  EXPECT_LT(rig->lockstep().now_ns() - t0, 5'000'000u) << "waited for a RDY that never came";
+  sn::SubmissionEntry get_queues{};
+  get_queues.opcode = sn::admin::kGetFeatures;
+  get_queues.cdw10 = sn::feature::kNumberOfQueues;
+  EXPECT_TRUE(ctrl->admin_sync(get_queues).ok());
+}
+
+// A controller left enabled that dropped RDY on its own (its previous owner gone: nobody reset
+// it) never becomes ready: the attach waits CAP.TO for RDY, as it should for a controller still
+// enabling, then clears CC.EN — the reset that recovers it — rather than failing for good.
+TEST(Reset, AttachTakesOverAControllerThatDroppedReady) {
+  auto p = emu::timing::load_profile("p4800x");
+  ASSERT_TRUE(p.ok());
+  RigOptions o;
+  o.profile = p.value();
+  o.seed = 13;
+  o.attach_controllers = false;
+  std::string err;
+  auto rig = Rig::create(o, &err);
+  ASSERT_NE(rig, nullptr) << err;
+  // A previous owner's enable, by hand: admin queue registers, CC.EN = 1; then RDY drops.
+  emu::nvme::Controller& dev = rig->device(0).controller();
+  dev.write32(sn::reg::kAqa, (31u << 16) | 31u);
+  dev.write64(sn::reg::kAsq, 0x100000);
+  dev.write64(sn::reg::kAcq, 0x200000);
+  dev.write32(sn::reg::kCc, sn::cc::make(true, 0, 0, sn::cc::kAmsRoundRobin, sn::cc::kShnNone, 6, 4));
+  ASSERT_TRUE(dev.read32(sn::reg::kCsts) & sn::csts::kRdy);
+  dev.inject_spontaneous_disable();
+  ASSERT_FALSE(dev.read32(sn::reg::kCsts) & sn::csts::kRdy);
+  ASSERT_TRUE(dev.read32(sn::reg::kCc) & sn::cc::kEn);
+
+  auto ctrl = rig->connect(0, &err);
+  ASSERT_NE(ctrl, nullptr) << err;
+  EXPECT_TRUE(ctrl->healthy());
+}
+
 }  // namespace
 }  // namespace pollux::sim
 

@@ -1,8 +1,8 @@
 // Packet assembly and parsing (BTH, extension headers, pad, ICRC), host memory access
 // through memory regions, and the device's work loop.
+#include <isa-l/crc.h>
+
 #include <algorithm>
-#include <array>
-#include <bit>
 #include <cstring>
 
 #include "emulator/rnic/rnic.h"
@@ -13,51 +13,22 @@ namespace roce = spec::roce;
 namespace op = spec::roce::opcode;
 
 namespace {
-// CRC-32 (reflected polynomial 0xedb88320) eight bytes at a time: table k holds the CRC of a
-// byte followed by k zero bytes ("slicing by 8"), so eight lookups replace eight rounds.
-using CrcTables = std::array<std::array<uint32_t, 256>, 8>;
-CrcTables make_crc_tables() {
-  CrcTables t{};
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
-    t[0][i] = c;
-  }
-  for (int k = 1; k < 8; ++k)
-    for (uint32_t i = 0; i < 256; ++i) t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xff];
-  return t;
+// The ICRC is CRC-32 (reflected polynomial 0xedb88320, Ethernet's and gzip's): isa-l's
+// crc32_gzip_refl (PCLMULQDQ folding). It takes and returns the inverted register, so a running
+// register c continues as ~crc32_gzip_refl(~c, ...).
+uint32_t crc_run(uint32_t c, const uint8_t* p, std::size_t n) {
+  return ~crc32_gzip_refl(~c, const_cast<unsigned char*>(p), n);
 }
-const CrcTables kCrc = make_crc_tables();
-
-uint32_t crc_bytes(uint32_t c, const uint8_t* p, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) c = kCrc[0][(c ^ p[i]) & 0xff] ^ (c >> 8);
-  return c;
-}
-uint32_t crc_slices(uint32_t c, const uint8_t* p, std::size_t n) {
-  for (; n >= 8; n -= 8, p += 8) {
-    uint32_t lo, hi;
-    std::memcpy(&lo, p, 4);  // little-endian host: the first byte is the low byte
-    std::memcpy(&hi, p + 4, 4);
-    lo ^= c;
-    c = kCrc[7][lo & 0xff] ^ kCrc[6][(lo >> 8) & 0xff] ^ kCrc[5][(lo >> 16) & 0xff] ^
-        kCrc[4][lo >> 24] ^ kCrc[3][hi & 0xff] ^ kCrc[2][(hi >> 8) & 0xff] ^
-        kCrc[1][(hi >> 16) & 0xff] ^ kCrc[0][hi >> 24];
-  }
-  return crc_bytes(c, p, n);
-}
-static_assert(std::endian::native == std::endian::little,
-              "crc_slices assumes a little-endian host");
-
 }  // namespace
 
 // The ICRC covers the packet with the BTH's reserved/FECN/BECN byte taken as all ones: a
 // switch may set congestion bits in flight without invalidating it.
 uint32_t packet_icrc(const uint8_t* p, std::size_t len) {
-  if (len <= 4) return ~crc_bytes(~0u, p, len);
+  if (len <= 4) return ~crc_run(~0u, p, len);
   const uint8_t masked = 0xff;
-  uint32_t c = crc_bytes(~0u, p, 4);
-  c = crc_bytes(c, &masked, 1);
-  return ~crc_slices(c, p + 5, len - 5);
+  uint32_t c = crc_run(~0u, p, 4);
+  c = crc_run(c, &masked, 1);
+  return ~crc_run(c, p + 5, len - 5);
 }
 
 void Rnic::emit(const Qp& qp, uint8_t opcode, uint32_t psn, bool ack_req, bool solicited,

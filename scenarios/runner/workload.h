@@ -76,7 +76,7 @@ class Workload {
     uint32_t blocks = 0;
     uint64_t submit_ns = 0;
     uint64_t id = 0;  // oracle write id or flush token
-    bool crossed_power_loss = false;
+    bool crossed_power_loss = false;  // in flight at a power loss (a read: not verified)
   };
   static event::PollStatus poll(void* arg);
   static void on_io(bdev::BdevIo& io, bool success, void* arg);

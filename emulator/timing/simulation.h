@@ -77,8 +77,6 @@ class Simulation {
   bool pausing_ = false;
   SimTime paused_at_ = 0;
   bool fast_forward_ = true;
-  bool next_known_ = false;  // next_: the kernel's next event at its last run's end
-  SimTime next_ = 0;  // model time of the completion a pausing run stopped at
   void* context_ = nullptr;           // the sc_simcontext this simulation built
   void* previous_context_ = nullptr;  // restored when it ends
 };

@@ -241,6 +241,8 @@ bool Controller::process_init() {
         }
         init_error_.clear();
         set_reg32(sn::reg::kCc, cc & ~sn::cc::kEn);
+        // RDY may take its own CAP.TO to clear: the wait above may have used this one up.
+        deadline_ = clock_.now() + clock_.us_to_ticks(sn::cap::to(cap_) * 500'000 + 500'000);
       }
       state_ = InitState::kWaitNotReady;
       return false;
@@ -261,6 +263,7 @@ bool Controller::process_init() {
         admin_ = std::move(admin).value();
       }
       enable_controller();
+      init_enabled_ = true;
       state_ = InitState::kWaitReady;
       return false;
     }
@@ -304,6 +307,7 @@ bool Controller::process_init() {
       if (std::string e = enable_async_events(); !e.empty()) return fail(e);
       if (std::string e = csts_problem(); !e.empty()) return fail(e + " after initialisation");
       state_ = InitState::kReady;
+      init_enabled_ = false;  // initialised: a later failure is a reset's, not this
       return true;
     }
     case InitState::kReady:
@@ -957,7 +961,6 @@ std::string Controller::enable_async_events() {
 // The transport's admin-queue set-up (PCIe: AQA/ASQ/ACQ), then CC.EN = 1; the caller waits
 // for RDY (by CAP.TO).
 void Controller::enable_controller() {
-  enabled_ = true;
   transport_->program_admin_queue(admin_->transport());
   set_reg32(sn::reg::kCc, sn::cc::make(true, 0, 0, sn::cc::kAmsRoundRobin,
                                                  sn::cc::kShnNone, 6, 4));
@@ -1132,7 +1135,8 @@ void Controller::shutdown() {
 // could drop RDY on its own meanwhile (a spontaneous disable during a hot-plug re-attach:
 // chaos seed 7100416), and the next attach would wait out CAP.TO for a RDY that never comes.
 void Controller::disable_after_failed_init() {
-  if (state_ != InitState::kFailed || !enabled_ || transport_->fabrics() || transport_->gone())
+  if (state_ != InitState::kFailed || !init_enabled_ || transport_->fabrics() ||
+      transport_->gone())
     return;
   const uint32_t cc = reg32(sn::reg::kCc);
   if (cc == ~0u || !(cc & sn::cc::kEn)) return;

@@ -275,7 +275,7 @@ class Controller {
   bool sgl_supported_ = false;  // Identify SGLS
   InitState state_ = InitState::kConnect;
   InitState failed_at_ = InitState::kReadCap;  // the step initialisation failed in
-  bool enabled_ = false;  // initialisation set CC.EN (enable_controller)
+  bool init_enabled_ = false;  // initialisation (not a reset) set CC.EN
   std::string init_error_;
   uint64_t deadline_ = 0;
   uint64_t cap_ = 0;

@@ -25,6 +25,10 @@ std::string nqn_of(uint32_t device) {
 
 RunReport run_rdma_perf(const RunSpec& spec) {
   RunReport rep;
+  if (spec.job.stack_ns) {  // the fabric's host is polled; no event source wakes it
+    rep.error = "JobOptions::stack_ns is for local runs";
+    return rep;
+  }
   if (spec.job.duration_ns == 0 && spec.job.max_ios == 0) {
     rep.error = "the run has no end: give a duration or an I/O count";
     return rep;

@@ -124,6 +124,7 @@ void PerfJob::on_complete(void* ctx, const spec::nvme::CompletionEntry& cpl) {
       ++j.waiting_;
     } else {
       j.state_ = State::kDraining;
+      j.waiting_ = 0;  // nothing more is submitted: what waits out the stack never goes
     }
   }
 }

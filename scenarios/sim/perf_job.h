@@ -68,7 +68,7 @@ class PerfJob {
   // With JobOptions::stack_ns: when the next I/O waiting out the host stack is due
   // (UINT64_MAX: none), for the lockstep's idle jump.
   uint64_t next_due_ns() const {
-    return waiting_ ? wait_ring_[wait_head_]->ready_ns : UINT64_MAX;
+    return waiting_ && state_ == State::kRunning ? wait_ring_[wait_head_]->ready_ns : UINT64_MAX;
   }
 
  private:

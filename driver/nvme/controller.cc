@@ -227,7 +227,7 @@ bool Controller::process_init() {
       return false;
     }
     case InitState::kDisable: {
-      deadline_ = clock_.now() + clock_.us_to_ticks(sn::cap::to(cap_) * 500'000 + 500'000);
+      arm_cap_timeout();
       const uint32_t cc = reg32(sn::reg::kCc);
       if (cc & sn::cc::kEn) {
         // A controller being enabled should finish becoming ready before it is disabled (as
@@ -242,7 +242,7 @@ bool Controller::process_init() {
         init_error_.clear();
         set_reg32(sn::reg::kCc, cc & ~sn::cc::kEn);
         // RDY may take its own CAP.TO to clear: the wait above may have used this one up.
-        deadline_ = clock_.now() + clock_.us_to_ticks(sn::cap::to(cap_) * 500'000 + 500'000);
+        arm_cap_timeout();
       }
       state_ = InitState::kWaitNotReady;
       return false;
@@ -421,13 +421,21 @@ int Controller::admin_submit(const sn::SubmissionEntry& cmd, void* buf, uint32_t
 // back to the application while the device may still write them to the media (a HIL test saw
 // a later write's data land at an earlier write's LBA).
 void Controller::quiesce_for_removal() {
-  const uint32_t cc = reg32(sn::reg::kCc);
-  if (cc != ~0u && (cc & sn::cc::kEn)) {
-    set_reg32(sn::reg::kCc, cc & ~(sn::cc::kEn | 3u << 14));
-    deadline_ = clock_.now() + clock_.us_to_ticks(sn::cap::to(cap_) * 500'000 + 500'000);
-    (void)wait_csts(sn::csts::kRdy, 0);  // stopped, gone, or out of time: it goes now anyway
-  }
+  stop_if_enabled();
   transport_->finish_removal();
+}
+
+// CC.EN (and SHN) cleared, then CSTS.RDY = 0 awaited: stopped, gone, or out of time.
+void Controller::stop_if_enabled() {
+  const uint32_t cc = reg32(sn::reg::kCc);
+  if (cc == ~0u || !(cc & sn::cc::kEn)) return;
+  set_reg32(sn::reg::kCc, cc & ~(sn::cc::kEn | 3u << 14));
+  arm_cap_timeout();
+  (void)wait_csts(sn::csts::kRdy, 0);
+}
+
+void Controller::arm_cap_timeout() {
+  deadline_ = clock_.now() + clock_.us_to_ticks(sn::cap::to(cap_) * 500'000 + 500'000);
 }
 
 int Controller::process_admin_completions() {
@@ -964,7 +972,7 @@ void Controller::enable_controller() {
   transport_->program_admin_queue(admin_->transport());
   set_reg32(sn::reg::kCc, sn::cc::make(true, 0, 0, sn::cc::kAmsRoundRobin,
                                                  sn::cc::kShnNone, 6, 4));
-  deadline_ = clock_.now() + clock_.us_to_ticks(sn::cap::to(cap_) * 500'000 + 500'000);
+  arm_cap_timeout();
 }
 
 // A queue pair on a queue of the transport's (created, not yet known to the controller).
@@ -1049,7 +1057,7 @@ int Controller::reset() {
   // same through properties while the admin connection holds; when it broke (or its Connect
   // failed), the target has no association for it, and connecting again starts a fresh one.
   const bool fabrics = transport_->fabrics();
-  deadline_ = clock_.now() + clock_.us_to_ticks(sn::cap::to(cap_) * 500'000 + 500'000);
+  arm_cap_timeout();
   // An admin queue whose last Connect failed (paused) holds no association to disable either.
   if (!fabrics || (!admin_->transport().broken() && !admin_->resetting())) {
     const uint32_t cc = reg32(sn::reg::kCc);
@@ -1138,11 +1146,7 @@ void Controller::disable_after_failed_init() {
   if (state_ != InitState::kFailed || !init_enabled_ || transport_->fabrics() ||
       transport_->gone())
     return;
-  const uint32_t cc = reg32(sn::reg::kCc);
-  if (cc == ~0u || !(cc & sn::cc::kEn)) return;
-  set_reg32(sn::reg::kCc, cc & ~sn::cc::kEn);
-  deadline_ = clock_.now() + clock_.us_to_ticks(sn::cap::to(cap_) * 500'000 + 500'000);
-  (void)wait_csts(sn::csts::kRdy, 0);  // stopped, gone, or out of time: it goes now anyway
+  stop_if_enabled();
 }
 
 Controller::~Controller() {

@@ -242,6 +242,8 @@ class Controller {
   void wait_turn();
   void enable_controller();  // the admin queue's registers, then CC.EN = 1
   void disable_after_failed_init();
+  void stop_if_enabled();  // CC.EN = 0, then wait (CAP.TO) for CSTS.RDY = 0
+  void arm_cap_timeout();  // deadline_ = now + CAP.TO (and half a second of slack)
   std::string start_io_queue(Qpair& qp);
   Result<std::unique_ptr<Qpair>> make_queue(uint16_t qid, const QpairOptions& options,
                                             bool connect = true);

@@ -263,15 +263,7 @@ TEST(Chaos, Seed1115RecoversAFatalStatusRightAfterReinsertion) {
 // never attached again. (Timing decides whether a seed still hits that instant: reset_test has
 // the deterministic case.)
 TEST(Chaos, Seeds7100416And7100428ReattachAfterADisableDuringTheReattach) {
-  for (const uint64_t seed : {7100416ull, 7100428ull}) {
-    const Scenario s = make_chaos_scenario({seed, 8'000'000, 6});
-    RunOptions o;
-    o.seed = seed;
-    o.replay = "bazel run //scenarios/runner:pollux-scenario -- chaos --seed " +
-               std::to_string(seed) + " --duration 8ms --faults 6";
-    const RunResult r = run_scenario(s, o);
-    expect_recovered(r, seed);
-  }
+  for (const uint64_t seed : {7100416ull, 7100428ull}) expect_recovered(chaos(seed), seed);
 }
 
 // Campaign seeds 7101519 and 7101623 (2026-11-28): a read in flight at a power loss was reaped
@@ -279,15 +271,7 @@ TEST(Chaos, Seeds7100416And7100428ReattachAfterADisableDuringTheReattach) {
 // for the survivor and the sweep reported the older data as lost (a harness error: reads in
 // flight at a power loss are no longer checked).
 TEST(Chaos, Seeds7101519And7101623DoNotJudgeAReadThatCrossedThePowerLoss) {
-  for (const uint64_t seed : {7101519ull, 7101623ull}) {
-    const Scenario s = make_chaos_scenario({seed, 8'000'000, 6});
-    RunOptions o;
-    o.seed = seed;
-    o.replay = "bazel run //scenarios/runner:pollux-scenario -- chaos --seed " +
-               std::to_string(seed) + " --duration 8ms --faults 6";
-    const RunResult r = run_scenario(s, o);
-    expect_recovered(r, seed);
-  }
+  for (const uint64_t seed : {7101519ull, 7101623ull}) expect_recovered(chaos(seed), seed);
 }
 
 TEST(Chaos, TheScenarioIsAFunctionOfTheSeed) {

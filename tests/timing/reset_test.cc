@@ -216,13 +216,17 @@ TEST(Reset, AdminCommandOnAStoppedControllerFailsFastAndResetRestoresIt) {
 // spontaneous disable during the hot-plug re-attach after a re-insertion) fails that attach;
 // the failed attach leaves the controller disabled, so the next one attaches at once instead
 // of waiting out CAP.TO for a RDY that never comes.
-TEST(Reset, AnAttachThatFailsAfterEnablingLeavesTheControllerDisabled) {
-  auto p = emu::timing::load_profile("p4800x");
-  ASSERT_TRUE(p.ok());
+// One p4800x, no driver controller attached: the test attaches (Rig::connect).
+RigOptions unattached_p4800x(uint64_t seed) {
   RigOptions o;
-  o.profile = p.value();
-  o.seed = 12;
+  o.profile = emu::timing::load_profile("p4800x").value();
+  o.seed = seed;
   o.attach_controllers = false;
+  return o;
+}
+
+TEST(Reset, AnAttachThatFailsAfterEnablingLeavesTheControllerDisabled) {
+  RigOptions o = unattached_p4800x(12);
   Rig* rig_ptr = nullptr;
   bool armed = true;
   o.tune_controller = [&](nvme::ControllerOptions& co) {
@@ -262,14 +266,8 @@ TEST(Reset, AnAttachThatFailsAfterEnablingLeavesTheControllerDisabled) {
 // it) never becomes ready: the attach waits CAP.TO for RDY, as it should for a controller still
 // enabling, then clears CC.EN — the reset that recovers it — rather than failing for good.
 TEST(Reset, AttachTakesOverAControllerThatDroppedReady) {
-  auto p = emu::timing::load_profile("p4800x");
-  ASSERT_TRUE(p.ok());
-  RigOptions o;
-  o.profile = p.value();
-  o.seed = 13;
-  o.attach_controllers = false;
   std::string err;
-  auto rig = Rig::create(o, &err);
+  auto rig = Rig::create(unattached_p4800x(13), &err);
   ASSERT_NE(rig, nullptr) << err;
   // A previous owner's enable, by hand: admin queue registers, CC.EN = 1; then RDY drops.
   emu::nvme::Controller& dev = rig->device(0).controller();

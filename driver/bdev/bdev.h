@@ -65,6 +65,14 @@ class Backend {
   virtual void destruct() {}
   // Bytes of per-I/O scratch the module wants in every BdevIo (≤ kMaxModuleCtx).
   virtual std::size_t io_ctx_size() const { return 0; }
+  // Its submitter gave io up (Manager::abort; io.abort_requested() is true now). The module
+  // must never issue it to the device again — a retry, the next piece of a multi-command I/O,
+  // a resubmission after a reset end it with kAborted instead — and should end at once what
+  // it holds waiting. What the device already holds completes as the device decides.
+  virtual void abort(BdevIo& io, void* module_channel_ctx) {
+    (void)io;
+    (void)module_channel_ctx;
+  }
 };
 
 struct BdevProperties {
@@ -147,6 +155,10 @@ class BdevIo {
   IoStatus status() const { return status_; }
   uint16_t nvme_status() const { return nvme_status_; }  // 0 unless complete_nvme()
   uint32_t nvme_cdw0() const { return nvme_cdw0_; }
+  // Manager::abort asked for this I/O (or, for a split child, its parent) to end.
+  bool abort_requested() const {
+    return abort_requested_ || (parent_ != nullptr && parent_->abort_requested_);
+  }
 
  private:
   friend class Manager;
@@ -169,12 +181,18 @@ class BdevIo {
   BdevIo* parent_ = nullptr;       // a split child points at its parent
   uint64_t split_next_ = 0;        // a split parent: first block not yet given to a child
   bool resplit_ = false;           // a split parent waiting for bdev_ios to continue
+  bool split_ = false;             // a split parent: its children go to the module, not it
   uint32_t children_left_ = 0;
   IoStatus children_status_ = IoStatus::kSuccess;
   void* bounce_ = nullptr;         // DMA bounce buffer when the caller's buffers are misaligned
   iovec* user_iovs_ = nullptr;     // the caller's iovecs while bouncing
   int user_iovcnt_ = 0;
   BdevIo* next_ = nullptr;         // free list / waiting queue
+  bool queued_ = false;            // in the channel's waiting queue
+  bool abort_requested_ = false;
+  BdevIo* sub_prev_ = nullptr;     // the channel's list of I/Os given to it (Manager::abort)
+  BdevIo* sub_next_ = nullptr;
+  bool linked_ = false;
   const void* nvme_cmd_ = nullptr;
   iovec iov_storage_[kMaxIovs];
   iovec bounce_iov_;
@@ -320,6 +338,13 @@ class Manager {
                         IoCompletionFn cb, void* arg);
   int nvme_passthru(Desc* d, event::IoChannel* ch, const void* cmd64, void* buf,
                     std::size_t len, IoCompletionFn cb, void* arg);
+  // Gives up the I/Os submitted on ch with this cb_arg (SPDK's spdk_bdev_abort), so that
+  // nothing issues them to the device again: one still waiting in the layer (a frozen channel,
+  // QoS, a module out of resources) completes now with kAborted; one in the module is marked
+  // (BdevIo::abort_requested) and the module ends it at its next decision instead of retrying
+  // it. One the device holds completes as the device decides (it may still succeed). Their
+  // callbacks run later, never inside this call. Returns how many I/Os were found.
+  int abort(Desc* d, event::IoChannel* ch, void* cb_arg);
   // Quiesces every channel of the bdev (new I/O waits, not fails), resets through the
   // module, then resumes the waiting I/O.
   int reset(Desc* d, event::IoChannel* ch, IoCompletionFn cb, void* arg);

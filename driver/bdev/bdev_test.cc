@@ -59,6 +59,7 @@ class ScriptBackend final : public Backend {
     }
     io.complete(IoStatus::kSuccess);
   }
+  void abort(BdevIo& io, void*) override { aborted.push_back(&io); }
   void release_all() {
     auto h = std::move(held);
     held.clear();
@@ -76,6 +77,7 @@ class ScriptBackend final : public Backend {
   bool* destructed_flag = nullptr;
   std::vector<Seen> seen;
   std::vector<BdevIo*> held;
+  std::vector<BdevIo*> aborted;  // what Manager::abort told the module about
 
  private:
   event::Framework& fw_;
@@ -358,6 +360,73 @@ TEST_F(BdevTest, NoMemoryFromTheModuleIsRetriedNotFailed) {
   EXPECT_EQ(w.ok, 1);
   EXPECT_EQ(be->seen.size(), 4u);
   mgr->close(*d);
+}
+
+// Manager::abort: an I/O waiting in the layer (here: refused by a module out of resources,
+// waiting to be resubmitted) ends with kAborted and never reaches the module again; one the
+// module holds is marked and reported to it, and ends as the module decides. Callbacks never
+// run inside abort(); other I/O and other cb_args are untouched.
+TEST_F(BdevTest, AbortEndsWaitingIoAndTellsTheModuleWhatItHolds) {
+  ScriptBackend* be = add_script("S0");
+  auto d = mgr->open("S0", true);
+  auto* ch = channel(*d, t0);
+  event::CurrentThreadScope on(t0);
+  Done held, other, waiting;
+  be->mode = ScriptBackend::Mode::kHold;
+  ASSERT_EQ(mgr->write(*d, ch, mem(), 0, 1, Done::cb, &held), 0);
+  ASSERT_EQ(mgr->write(*d, ch, mem(), 8, 1, Done::cb, &other), 0);
+  be->mode = ScriptBackend::Mode::kNoMemoryThenOk;
+  be->nomem_left = 1000;
+  ASSERT_EQ(mgr->write(*d, ch, mem(), 16, 1, Done::cb, &waiting), 0);
+  ASSERT_EQ(be->seen.size(), 3u);
+  EXPECT_EQ(mgr->abort(*d, ch, &waiting), 1);
+  EXPECT_EQ(waiting.calls, 0);  // not inside abort()
+  EXPECT_EQ(mgr->abort(*d, ch, &held), 1);
+  EXPECT_EQ(mgr->abort(*d, ch, &held), 0);  // already given up
+  EXPECT_EQ(mgr->abort(*d, ch, this), 0);   // nothing submitted with that cb_arg
+  ASSERT_EQ(be->aborted.size(), 1u);
+  EXPECT_EQ(be->aborted[0], be->held[0]);
+  EXPECT_TRUE(be->held[0]->abort_requested());
+  EXPECT_FALSE(be->held[1]->abort_requested());
+  s.settle();
+  EXPECT_EQ(waiting.calls, 1);
+  EXPECT_EQ(waiting.last, IoStatus::kAborted);
+  EXPECT_EQ(be->seen.size(), 3u);  // the aborted one was not submitted again
+  EXPECT_EQ(held.calls, 0);        // the module still holds it
+  be->held[0]->complete(IoStatus::kAborted);
+  be->held[1]->complete(IoStatus::kSuccess);
+  s.settle();
+  EXPECT_EQ(held.last, IoStatus::kAborted);
+  EXPECT_EQ(other.ok, 1);
+  mgr->close(*d);
+}
+
+// Aborting a split I/O: the module hears of every child in flight (each reports
+// abort_requested through its parent), and the parent makes no more children.
+TEST_F(BdevTest, AbortOfASplitIoReachesItsChildrenAndStopsTheSplit) {
+  auto small = small_manager(3, 4);  // 3 bdev_ios: a parent and two children at a time
+  auto d = small.mgr->open("tiny", true);
+  event::IoChannel* ch;
+  {
+    event::CurrentThreadScope on(t0);
+    ch = small.mgr->get_io_channel(*d);
+  }
+  event::CurrentThreadScope on(t0);
+  Done w;
+  ASSERT_EQ(small.mgr->write(*d, ch, mem(), 0, 16, Done::cb, &w), 0);
+  ASSERT_EQ(small.be->held.size(), 2u);
+  EXPECT_EQ(small.mgr->abort(*d, ch, &w), 1);
+  ASSERT_EQ(small.be->aborted.size(), 2u);
+  for (BdevIo* c : small.be->held) EXPECT_TRUE(c->abort_requested());
+  small.be->held[0]->complete(IoStatus::kSuccess);
+  small.be->held[1]->complete(IoStatus::kSuccess);
+  s.settle();
+  EXPECT_EQ(small.be->seen.size(), 2u);  // no third child
+  EXPECT_EQ(w.calls, 1);
+  EXPECT_EQ(w.last, IoStatus::kAborted);
+  small.mgr->put_io_channel(ch);
+  small.mgr->close(*d);
+  s.settle();
 }
 
 TEST_F(BdevTest, ResetQuiescesChannelsAndLosesNothing) {

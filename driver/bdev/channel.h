@@ -16,6 +16,7 @@ struct Channel {
   std::size_t free_count = 0;
   BdevIo* wait_head = nullptr;  // waiting: channel frozen by a reset, QoS, or module ENOMEM
   BdevIo* wait_tail = nullptr;
+  BdevIo* submitted = nullptr;  // every I/O given to the channel and not yet released
   bool frozen = false;
   uint32_t outstanding = 0;
   // Completions that happened inside a submission wait here for the channel poller, so a
@@ -27,6 +28,7 @@ struct Channel {
 
   void enqueue(BdevIo* io) {
     io->next_ = nullptr;
+    io->queued_ = true;
     if (wait_tail) wait_tail->next_ = io; else wait_head = io;
     wait_tail = io;
   }
@@ -35,8 +37,34 @@ struct Channel {
     if (io) {
       wait_head = io->next_;
       if (!wait_head) wait_tail = nullptr;
+      io->queued_ = false;
     }
     return io;
+  }
+  // Takes io out of the waiting queue, wherever it is (an abort; not the hot path).
+  void unqueue(BdevIo* io) {
+    BdevIo* prev = nullptr;
+    for (BdevIo* it = wait_head; it != nullptr; prev = it, it = it->next_) {
+      if (it != io) continue;
+      (prev ? prev->next_ : wait_head) = io->next_;
+      if (wait_tail == io) wait_tail = prev;
+      io->queued_ = false;
+      return;
+    }
+  }
+  void link(BdevIo* io) {
+    io->abort_requested_ = false;
+    io->sub_prev_ = nullptr;
+    io->sub_next_ = submitted;
+    if (submitted) submitted->sub_prev_ = io;
+    submitted = io;
+    io->linked_ = true;
+  }
+  void unlink(BdevIo* io) {
+    if (!io->linked_) return;
+    (io->sub_prev_ ? io->sub_prev_->sub_next_ : submitted) = io->sub_next_;
+    if (io->sub_next_) io->sub_next_->sub_prev_ = io->sub_prev_;
+    io->linked_ = false;
   }
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "driver/bdev/bounce.h"
 #include "driver/bdev/channel.h"
@@ -114,6 +115,7 @@ BdevIo* Manager::get_io(Channel& ch) {
 }
 
 void Manager::put_io(Channel& ch, BdevIo* io) {
+  ch.unlink(io);
   if (ch.free_count >= opts_.io_cache_size) {
     io_pool_.try_push(io);
     return;
@@ -173,8 +175,10 @@ BdevIo* Manager::prepare(Desc* d, event::IoChannel* ich, IoType type, uint64_t o
   io->children_left_ = 0;
   io->split_next_ = 0;
   io->resplit_ = false;
+  io->split_ = false;
   io->bounce_ = nullptr;
   io->nvme_cmd_ = nullptr;
+  ch.link(io);
   *rc = 0;
   return io;
 }
@@ -339,6 +343,7 @@ void Manager::dispatch(BdevIo* io) {
 // goes through a pool of any size and is never failed for lack of bdev_ios.
 void Manager::split(BdevIo* parent) {
   ++parent->ch_->stats.splits;
+  parent->split_ = true;
   parent->split_next_ = parent->offset_;
   parent->children_left_ = 0;
   parent->children_status_ = IoStatus::kSuccess;
@@ -379,6 +384,7 @@ void Manager::split_continue(BdevIo* parent) {
     child->write_iovcnt_ = 0;
     child->children_left_ = 0;
     child->resplit_ = false;
+    child->split_ = false;
     child->nvme_cmd_ = nullptr;
     child->bdev_ = parent->bdev_;
     child->type_ = parent->type_;
@@ -389,6 +395,7 @@ void Manager::split_continue(BdevIo* parent) {
     child->iovcnt_ = cnt;
     child->parent_ = parent;
     child->submit_tick_ = parent->submit_tick_;
+    ch.link(child);
     ++parent->children_left_;
     parent->split_next_ = off + n;
     dispatch(child);
@@ -610,6 +617,48 @@ event::PollStatus Manager::channel_poll(void* ctx) {
     }
   }
   return n ? event::PollStatus::kBusy : event::PollStatus::kIdle;
+}
+
+// ---------------------------------------------------------------------------- abort ----
+
+int Manager::abort(Desc* d, event::IoChannel* ich, void* cb_arg) {
+  if (d == nullptr || ich == nullptr) return 0;
+  Channel& ch = *static_cast<Channel*>(ich->ctx());
+  int found = 0;
+  for (BdevIo* io = ch.submitted; io != nullptr; io = io->sub_next_) {
+    if (io->parent_ != nullptr || io->cb_arg_ != cb_arg || io->type_ == IoType::kReset ||
+        io->abort_requested_ || io->status_ != IoStatus::kPending)
+      continue;
+    io->abort_requested_ = true;
+    ++found;
+    // A split parent makes no more children; the ones in flight end as the module decides.
+    if (io->split_ && io->split_next_ < io->offset_ + io->num_ &&
+        io->children_status_ == IoStatus::kSuccess)
+      io->children_status_ = IoStatus::kAborted;
+  }
+  if (found == 0) return 0;
+  ++ch.in_submit;  // what ends here reaches its callback from the channel poller
+  // Waiting in the layer: it never reached the module (or waits to be given to it again).
+  for (BdevIo* io = ch.wait_head; io != nullptr;) {
+    BdevIo* next = io->next_;
+    if (io->abort_requested()) {
+      ch.unqueue(io);
+      io->resplit_ = false;
+      io->status_ = IoStatus::kAborted;
+      io_done(*io);
+    }
+    io = next;
+  }
+  // In the module: it must not issue them again, and ends what it holds waiting.
+  std::vector<BdevIo*> held;
+  for (BdevIo* io = ch.submitted; io != nullptr; io = io->sub_next_)
+    if (io->abort_requested() && !io->split_ && io->status_ == IoStatus::kPending) held.push_back(io);
+  for (BdevIo* io : held) {
+    // An earlier abort in this loop may have ended (and released) it.
+    if (io->linked_ && io->status_ == IoStatus::kPending) io->bdev_->backend_->abort(*io, ch.module_ctx);
+  }
+  --ch.in_submit;
+  return found;
 }
 
 // ---------------------------------------------------------------------------- reset ----

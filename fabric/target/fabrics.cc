@@ -310,6 +310,7 @@ void execute_fabrics(Request& r) {
 
 void qpair_closing(Qpair& q) {
   if (q.is_admin() && q.ctrlr != nullptr) q.ctrlr->release_held(q);
+  abort_io(q);
 }
 
 void qpair_closed(Qpair& q) {

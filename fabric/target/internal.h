@@ -11,6 +11,8 @@ namespace pollux::fabric::target {
 // of bdev_ios.
 void execute_io(Request& r);
 void resubmit_io(Request& r);
+// q is closing: its I/O commands in the bdev layer are aborted there (qpair_closing).
+void abort_io(Qpair& q);
 // fabrics.cc: a fabrics command (Connect on any queue; Disconnect on I/O queues).
 void execute_fabrics(Request& r);
 // auth.cc: Authentication Send/Receive on a queue; the queue's DH-HMAC-CHAP state starts at

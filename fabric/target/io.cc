@@ -31,9 +31,24 @@ uint16_t status_of(const bdev::BdevIo& io) {
   }
 }
 
+void link(Request& r) {
+  Qpair& q = *r.qpair;
+  r.io_prev = nullptr;
+  r.io_next = q.io_head;
+  if (q.io_head) q.io_head->io_prev = &r;
+  q.io_head = &r;
+}
+
+void unlink(Request& r) {
+  (r.io_prev ? r.io_prev->io_next : r.qpair->io_head) = r.io_next;
+  if (r.io_next) r.io_next->io_prev = r.io_prev;
+  r.io_prev = r.io_next = nullptr;
+}
+
 void io_finish(Request& r, uint16_t st) {
   PgNamespace* ns = r.ns;
   r.ns = nullptr;
+  unlink(r);
   PollGroupStats& s = r.qpair->group().stats();
   --s.pending_bdev_io;
   ++s.completed_nvme_io;
@@ -144,6 +159,8 @@ uint16_t submit(Request& r) {
 }
 
 void start(Request& r) {
+  // A retry (the bdev layer was out of bdev_ios) of a queue that has closed since.
+  if (r.qpair->state == Qpair::State::kClosing) return io_finish(r, generic(sn::sc::kAbortedSqDeletion));
   const uint16_t st = submit(r);
   if (st == kSuccess) return;
   if (st == kRetry) {
@@ -209,6 +226,7 @@ void execute_io(Request& r) {
   }
   if (st != kSuccess) return finish(r, st);
   r.ns = ns;
+  link(r);
   ++ns->outstanding;
   ++r.qpair->group().stats().pending_bdev_io;
   start(r);
@@ -216,6 +234,12 @@ void execute_io(Request& r) {
 
 void resubmit_io(Request& r) {
   start(r);
+}
+
+void abort_io(Qpair& q) {
+  bdev::Manager& mgr = q.group().bdevs();
+  // Completions never run inside Manager::abort, so the list holds still while walked.
+  for (Request* r = q.io_head; r != nullptr; r = r->io_next) mgr.abort(r->ns->desc, r->ns->ch, r);
 }
 
 }  // namespace pollux::fabric::target

@@ -144,6 +144,62 @@ TEST(Io, NamespaceRemovalWaitsForItsIo) {
             sn::sc::kInvalidNamespaceOrFormat);
 }
 
+// A bdev whose module holds every I/O until the test ends it, and records aborts.
+class HoldingBackend final : public bdev::Backend {
+ public:
+  explicit HoldingBackend(event::Framework& fw) : fw_(fw) {
+    fw_.register_io_device(this, [](void*, void*) { return 0; }, [](void*, void*) {}, 0, "hold");
+  }
+  bool supports(bdev::IoType t) const override {
+    return t == bdev::IoType::kRead || t == bdev::IoType::kWrite;
+  }
+  void* io_device() override { return this; }
+  void submit(bdev::BdevIo& io, void*) override { held.push_back(&io); }
+  void abort(bdev::BdevIo& io, void*) override { aborted.push_back(&io); }
+  void destruct() override { fw_.unregister_io_device(this, nullptr, nullptr); }
+  std::vector<bdev::BdevIo*> held, aborted;
+
+ private:
+  event::Framework& fw_;
+};
+
+// The host's connection goes while the device behind the namespace holds its write: the
+// target aborts the write in the bdev layer (nothing may issue it again: the host will send it
+// anew, and write newer data after it), and the queue closes once the module ends it.
+TEST(Io, AClosingQueueAbortsItsIoInTheBdevLayer) {
+  IoRig rig;
+  HoldingBackend* be = nullptr;
+  rig.on_app([&] {
+    auto owned = std::make_unique<HoldingBackend>(*rig.fw);
+    be = owned.get();
+    bdev::BdevProperties p;
+    p.name = "Hold0";
+    p.num_blocks = 1024;
+    ASSERT_TRUE(rig.mgr->register_bdev(p, std::move(owned), "hold").ok());
+    NamespaceOptions no;
+    no.bdev_name = "Hold0";
+    no.nsid = 2;
+    ASSERT_TRUE(rig.tgt->add_namespace(kNqn, no).ok());
+  });
+  rig.settle();
+  const auto data = pattern(512 * 8, 3);
+  const int w = rig.on_group(
+      [&] { return rig.io->submit(rw(nvm::kWrite, 2, 0, 8), data.data(), data.size()); }, 1);
+  rig.settle();
+  ASSERT_EQ(be->held.size(), 1u);
+  EXPECT_TRUE(be->aborted.empty());
+  rig.on_group([&] { rig.io->disconnect(); }, 1);
+  rig.settle();
+  ASSERT_EQ(be->aborted.size(), 1u);
+  EXPECT_EQ(be->aborted[0], be->held[0]);
+  EXPECT_TRUE(be->held[0]->abort_requested());
+  EXPECT_FALSE(rig.io->closed);  // the module still holds it
+  rig.on_group([&] { be->held[0]->complete(bdev::IoStatus::kAborted); }, 1);
+  rig.settle();
+  EXPECT_EQ(sc_of(rig.io->slot(w).cqe), sn::sc::kAbortedByRequest);
+  EXPECT_TRUE(rig.io->closed);
+}
+
 TEST(Io, DisconnectEndsOnlyThatQueue) {
   IoRig rig;
   sn::SubmissionEntry disc{};

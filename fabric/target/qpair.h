@@ -41,6 +41,8 @@ struct Request {
   uint16_t first_error = 0;   // of those, the first failure
   uint32_t cursor = 0;        // Dataset Management: the next range to submit
   Request* next = nullptr;    // core lists: AERs held, I/O waiting for a bdev_io
+  Request* io_prev = nullptr;  // the queue's list of I/O commands in the bdev layer
+  Request* io_next = nullptr;
 };
 
 class Qpair {
@@ -93,6 +95,7 @@ class Qpair {
   uint64_t ctrlr_id = 0;             // ... and its id there
   PgSubsystem* subsystem = nullptr;  // this poll group's view of the subsystem
   QpairAuth* auth = nullptr;         // DH-HMAC-CHAP state (auth.cc): a host with a key only
+  Request* io_head = nullptr;        // I/O commands in the bdev layer (aborted when it closes)
 
  private:
   PollGroup& group_;
@@ -104,7 +107,9 @@ class Qpair {
 // A command whose data is in place: runs it, and eventually calls q.complete(r).
 void execute(Request& r);
 // The transport starts closing q: the core gives back requests it holds with no end in sight
-// (Asynchronous Event Requests), completing them; the transport drops their responses.
+// (Asynchronous Event Requests), completing them; the transport drops their responses. Its
+// I/O commands are aborted in the bdev layer: none is issued to a device again (a retry after
+// the device's reset would land after whatever the host, reconnected, has written since).
 void qpair_closing(Qpair& q);
 // q has no request outstanding and is about to be deleted: the core detaches it from its
 // controller (an admin queue ends its association).

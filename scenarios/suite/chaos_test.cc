@@ -274,6 +274,15 @@ TEST(Chaos, Seeds7101519And7101623DoNotJudgeAReadThatCrossedThePowerLoss) {
   for (const uint64_t seed : {7101519ull, 7101623ull}) expect_recovered(chaos(seed), seed);
 }
 
+// Fabric campaign seed 7810725 (2026-11-28): a write the drive behind the target held when
+// every host connection reset; the host sent it again on its new connection and moved on (a
+// newer write to the same blocks, acknowledged); the target's orphaned copy, retried by its
+// bdev layer once its drive's reset ended it, then overwrote the newer data. A closing queue
+// pair now aborts its I/O in the bdev layer, which never issues an aborted I/O again.
+TEST(Chaos, FabricSeed7810725NeverReissuesAClosedConnectionsWrite) {
+  expect_recovered(fabric_chaos(7810725), 7810725);
+}
+
 TEST(Chaos, TheScenarioIsAFunctionOfTheSeed) {
   const Scenario a = make_chaos_scenario({42, kDurationNs, 6});
   const Scenario b = make_chaos_scenario({42, kDurationNs, 6});

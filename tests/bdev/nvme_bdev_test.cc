@@ -735,6 +735,48 @@ TEST_F(NvmeBdevTest, TimeoutActionResetRecoversHeldIo) {
   detach();
 }
 
+// A write the device holds is given up by its submitter (Manager::abort: a fabric target
+// whose host connection went). The submitter writes newer data to the same blocks; the
+// controller reset that ends the held write must not issue it again (it would land over the
+// newer data): it completes aborted, and the newer data stays.
+TEST_F(NvmeBdevTest, AnAbortedWriteIsNotRetriedAfterTheResetThatEndsIt) {
+  bdev::NvmeBdevOptions o;
+  o.retry_count = 4;
+  attach_in_process(o);
+  Open a = open(t0_, "Nvme0n1");
+  for (int j = 0; j < 4096; ++j) {
+    buf()[j] = static_cast<uint8_t>(j * 3 + 1);      // the stale write
+    buf(8192)[j] = static_cast<uint8_t>(j * 5 + 2);  // the newer one
+  }
+  hold_commands(sn::nvm::kWrite, 1);
+  Done stale;
+  {
+    CurrentThreadScope on(t0_);
+    ASSERT_EQ(mgr_->write(a.desc, a.ch, buf(), 40, 8, Done::cb, &stale), 0);
+  }
+  run_until([&] { return fault_hits() == 1; });
+  {
+    CurrentThreadScope on(t0_);
+    EXPECT_EQ(mgr_->abort(a.desc, a.ch, &stale), 1);
+  }
+  Done newer;
+  io(t0_, newer, [&] { return mgr_->write(a.desc, a.ch, buf(8192), 40, 8, Done::cb, &newer); });
+  ASSERT_EQ(newer.ok, 1);
+  EXPECT_EQ(stale.n, 0);  // the device still holds it
+  Done reset;
+  io(t0_, reset, [&] { return mgr_->reset(a.desc, a.ch, Done::cb, &reset); });
+  run_until([&] { return stale.n == 1; });
+  for (int i = 0; i < 100; ++i) fw_->step();
+  EXPECT_EQ(stale.n, 1);
+  EXPECT_EQ(stale.status, bdev::IoStatus::kAborted);
+  Done r;
+  io(t0_, r, [&] { return mgr_->read(a.desc, a.ch, buf(1 << 20), 40, 8, Done::cb, &r); });
+  ASSERT_EQ(r.ok, 1);
+  EXPECT_EQ(std::memcmp(buf(1 << 20), buf(8192), 4096), 0);
+  close(t0_, a);
+  detach();
+}
+
 // Real time, 50 times faster: the driver's 10.5 s wait for a controller that never becomes
 // ready again (CAP.TO) takes 210 ms.
 class FastClock final : public env::Clock {

@@ -87,6 +87,23 @@ struct NvmeChannel {
     ++retry_count;
   }
   bool idle() const { return (qp == nullptr || qp->outstanding() == 0) && retry_head == nullptr; }
+  // Takes c out of the retry list or the parked list (an abort). false: in neither.
+  bool take_waiting(IoCtx* c) {
+    IoCtx* prev = nullptr;
+    for (IoCtx* it = retry_head; it != nullptr; prev = it, it = it->next) {
+      if (it != c) continue;
+      (prev ? prev->next : retry_head) = c->next;
+      if (retry_tail == c) retry_tail = prev;
+      --retry_count;
+      return true;
+    }
+    for (IoCtx** at = &parked; *at != nullptr; at = &(*at)->next) {
+      if (*at != c) continue;
+      *at = c->next;
+      return true;
+    }
+    return false;
+  }
 };
 
 // The module's registry of controllers.
@@ -255,6 +272,12 @@ class NvmeBackend final : public Backend {
   std::size_t io_ctx_size() const override { return sizeof(IoCtx); }
   void destruct() override { c_->bdev_destructed(); }
   void submit(BdevIo& io, void* chctx) override;
+  // What waits to be issued (a retry, a command parked by a reset) ends now; a command the
+  // device holds is not retried when it fails (handle()).
+  void abort(BdevIo& io, void* chctx) override {
+    auto* c = static_cast<IoCtx*>(io.module_ctx());
+    if (static_cast<NvmeChannel*>(chctx)->take_waiting(c)) finish(c, IoStatus::kAborted);
+  }
 
   const nvme::Namespace& ns() const { return *ns_; }
   NvmeCtrlr* ctrlr() const { return c_; }
@@ -405,6 +428,9 @@ void NvmeBackend::handle(IoCtx* c, uint16_t status) {
     }
     if (st.sct == sn::sct::kMediaError && st.sc == sn::sc_media::kCompareFailure)
       return finish(c, IoStatus::kMiscompare);
+    // Its submitter gave it up: issuing it again could land after newer writes (a fabric
+    // target whose host connection went, and whose host has re-sent the command elsewhere).
+    if (c->io->abort_requested()) return finish(c, IoStatus::kAborted);
     if (nvme_should_retry(status, c->attempts, ch->ctrlr->opts().retry_count)) {
       ++c->attempts;
       ch->ctrlr->count_retry();
@@ -431,6 +457,7 @@ void NvmeBackend::handle(IoCtx* c, uint16_t status) {
   c->lba += did;
   c->left -= did;
   if (c->left == 0) return finish(c, IoStatus::kSuccess);
+  if (io.abort_requested()) return finish(c, IoStatus::kAborted);
   c->attempts = 0;
   const int rc = c->be->issue(c);
   if (rc == -ENOMEM) {
@@ -709,6 +736,11 @@ event::PollStatus NvmeCtrlr::channel_poll(void* arg) {
     while (count-- > 0) {
       IoCtx* c = ch->pop_retry();
       if (c == nullptr) break;
+      if (c->io->abort_requested()) {
+        NvmeBackend::finish(c, IoStatus::kAborted);
+        ++n;
+        continue;
+      }
       const int rc = c->be->issue(c);
       if (rc == -ENOMEM) {
         ch->push_retry_front(c);

@@ -15,6 +15,7 @@ class VbdevBackend final : public Backend {
   void submit(BdevIo& io, void* ctx) override {
     v_->submit(io, *static_cast<VbdevChannel*>(ctx));
   }
+  void abort(BdevIo& io, void* ctx) override { v_->abort(io, *static_cast<VbdevChannel*>(ctx)); }
   void destruct() override { v_.release()->on_destruct(); }
   std::size_t io_ctx_size() const override { return v_->io_ctx_size(); }
 
@@ -119,8 +120,16 @@ void VirtualBdev::complete_from_base(BdevIo& base_io, bool, void* cb_arg) {
   complete_like(*static_cast<BdevIo*>(cb_arg), base_io);
 }
 
+void VirtualBdev::abort(BdevIo& io, VbdevChannel& ch) {
+  mgr_.abort(base_desc(), ch.base_ch, &io);
+}
+
 void VirtualBdev::forward(BdevIo& io, VbdevChannel& ch, uint64_t shift, IoCompletionFn cb,
                           void* arg) {
+  if (io.abort_requested()) {  // given up while the module held it (delay, error's pending)
+    io.complete(IoStatus::kAborted);
+    return;
+  }
   Desc* d = base_desc();
   event::IoChannel* bch = ch.base_ch;
   const uint64_t off = io.offset_blocks() + shift;

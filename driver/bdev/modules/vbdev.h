@@ -79,6 +79,10 @@ class VirtualBdev {
   virtual void submit(BdevIo& io, VbdevChannel& ch) = 0;
   virtual bool supports(IoType t) const;  // default: what the base supports
   virtual std::size_t io_ctx_size() const { return 0; }
+  // io's submitter gave it up (Backend::abort): by default the abort goes on to the base I/O
+  // forward() made (its cb_arg is &io, as every module here passes); one the module still
+  // holds ends when it would be forwarded.
+  virtual void abort(BdevIo& io, VbdevChannel& ch);
   virtual int channel_create(VbdevChannel&) { return 0; }
   virtual void channel_destroy(VbdevChannel&) {}
   // On the channel's thread, before teardown: complete everything the module holds.

@@ -1057,6 +1057,14 @@ int Controller::reset() {
   // same through properties while the admin connection holds; when it broke (or its Connect
   // failed), the target has no association for it, and connecting again starts a fresh one.
   const bool fabrics = transport_->fabrics();
+  // Fabrics: the I/O queues' connections go first (as Linux's teardown does). The target
+  // disables only once its I/O queues are gone, and one whose connection is still open waits
+  // for the host to read what it sends — which the host, waiting here, never does (chaos seed
+  // 7810408: the reset waited out CAP.TO with every I/O of the controller stalled).
+  if (fabrics) {
+    std::lock_guard lock(admin_mu_);
+    for (Qpair* qp : io_qpairs_) qp->transport().disconnect();
+  }
   arm_cap_timeout();
   // An admin queue whose last Connect failed (paused) holds no association to disable either.
   if (!fabrics || (!admin_->transport().broken() && !admin_->resetting())) {

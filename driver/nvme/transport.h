@@ -55,6 +55,11 @@ class QueueTransport {
   // Recovery (set-up path, the Qpair stopped): back to the initial state, nothing in flight
   // (a fabrics queue connects again; the controller then sends its Connect).
   virtual void reset() = 0;
+  // Recovery, fabrics (set-up path, the Qpair stopped): drop the connection now, before the
+  // controller is disabled — the target quiesces a queue whose connection is gone at once,
+  // while one still open waits for responses the stopped host would never read. reset()
+  // connects it again.
+  virtual void disconnect() {}
   // false: completions carry no SQ head (a fabrics queue with SQ flow control disabled), so
   // each completion frees one SQ slot.
   virtual bool reports_sq_head() const { return true; }

@@ -36,6 +36,10 @@ class RdmaQueue final : public nvme::QueueTransport {
   void flush(uint32_t tail) override;
   int poll(sn::CompletionEntry* out, uint32_t max) override;
   void reset() override;
+  void disconnect() override {
+    close_qp();
+    broken_.store(true, std::memory_order_release);
+  }
   bool reports_sq_head() const override { return false; }
   bool broken() const override { return broken_.load(std::memory_order_acquire); }
 

@@ -283,6 +283,14 @@ TEST(Chaos, FabricSeed7810725NeverReissuesAClosedConnectionsWrite) {
   expect_recovered(fabric_chaos(7810725), 7810725);
 }
 
+// Fabric campaign seed 7810408 (2026-11-28): a host reset of a fabric controller cleared
+// CC.EN with its I/O connections still open; the target disables only once its I/O queues are
+// gone, and one of them waited to send responses the host — blocked in the reset — never read:
+// the reset waited out CAP.TO and every I/O stalled (a hang). The I/O connections go first now.
+TEST(Chaos, FabricSeed7810408ResetsWithoutWaitingOnItsOwnIoConnections) {
+  expect_recovered(fabric_chaos(7810408), 7810408);
+}
+
 TEST(Chaos, TheScenarioIsAFunctionOfTheSeed) {
   const Scenario a = make_chaos_scenario({42, kDurationNs, 6});
   const Scenario b = make_chaos_scenario({42, kDurationNs, 6});

@@ -174,12 +174,26 @@ bool range_ok(const PgNamespace& ns, uint64_t slba, uint64_t nlb) {
   return slba < ns.num_blocks && nlb <= ns.num_blocks - slba;
 }
 
+// The group has no bdev channel for ns (none could be had when the namespace was added: its
+// device was being reset, say): try again, at most once a millisecond. Off the hot path.
+bool has_channel(PgNamespace& ns, PollGroup& g) {
+  if (ns.ch != nullptr) return true;
+  const env::Clock& clock = g.bdevs().framework().clock();
+  const uint64_t now = clock.now();
+  if (now < ns.next_channel_try) return false;
+  ns.ch = g.bdevs().get_io_channel(ns.desc);
+  if (ns.ch == nullptr) ns.next_channel_try = now + clock.us_to_ticks(1000);
+  return ns.ch != nullptr;
+}
+
 }  // namespace
 
 void execute_io(Request& r) {
   const sn::SubmissionEntry& c = r.cmd;
   PgNamespace* ns = r.qpair->subsystem->active(c.nsid);
   if (ns == nullptr) return finish(r, generic(sn::sc::kInvalidNamespaceOrFormat));
+  if (!has_channel(*ns, r.qpair->group())) [[unlikely]]
+    return finish(r, status(sn::sct::kGeneric, sn::sc::kNamespaceNotReady, /*dnr=*/false));
   uint16_t st = kSuccess;
   switch (c.opcode) {
     case nvm::kRead:

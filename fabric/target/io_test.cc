@@ -148,16 +148,24 @@ TEST(Io, NamespaceRemovalWaitsForItsIo) {
 class HoldingBackend final : public bdev::Backend {
  public:
   explicit HoldingBackend(event::Framework& fw) : fw_(fw) {
-    fw_.register_io_device(this, [](void*, void*) { return 0; }, [](void*, void*) {}, 0, "hold");
+    fw_.register_io_device(
+        this,
+        [](void* dev, void*) { return static_cast<HoldingBackend*>(dev)->refuse_channels ? -EIO : 0; },
+        [](void*, void*) {}, 0, "hold");
   }
   bool supports(bdev::IoType t) const override {
     return t == bdev::IoType::kRead || t == bdev::IoType::kWrite;
   }
   void* io_device() override { return this; }
-  void submit(bdev::BdevIo& io, void*) override { held.push_back(&io); }
+  void submit(bdev::BdevIo& io, void*) override {
+    if (!hold) return io.complete(bdev::IoStatus::kSuccess);
+    held.push_back(&io);
+  }
   void abort(bdev::BdevIo& io, void*) override { aborted.push_back(&io); }
   void destruct() override { fw_.unregister_io_device(this, nullptr, nullptr); }
   std::vector<bdev::BdevIo*> held, aborted;
+  bool refuse_channels = false;  // a device that cannot give a queue now (being reset)
+  bool hold = true;              // false: I/O succeeds at once
 
  private:
   event::Framework& fw_;
@@ -198,6 +206,44 @@ TEST(Io, AClosingQueueAbortsItsIoInTheBdevLayer) {
   rig.settle();
   EXPECT_EQ(sc_of(rig.io->slot(w).cqe), sn::sc::kAbortedByRequest);
   EXPECT_TRUE(rig.io->closed);
+}
+
+// A namespace added while its bdev can give no channel (its device is being reset: chaos seed
+// 7400130, a target restarted during a fatal status) is there all the same: its I/O answers
+// Namespace Not Ready (DNR clear: the host retries) and gets a channel once one can be had.
+TEST(Io, ANamespaceWithoutAChannelIsNotReadyUntilItGetsOne) {
+  IoRig rig;
+  HoldingBackend* be = nullptr;
+  rig.on_app([&] {
+    auto owned = std::make_unique<HoldingBackend>(*rig.fw);
+    be = owned.get();
+    be->refuse_channels = true;
+    be->hold = false;
+    bdev::BdevProperties p;
+    p.name = "Hold0";
+    p.num_blocks = 1024;
+    ASSERT_TRUE(rig.mgr->register_bdev(p, std::move(owned), "hold").ok());
+    NamespaceOptions no;
+    no.bdev_name = "Hold0";
+    no.nsid = 2;
+    ASSERT_TRUE(rig.tgt->add_namespace(kNqn, no).ok());
+  });
+  rig.settle();
+  const auto data = pattern(512, 9);
+  const sn::CompletionEntry refused = rig.cmd(rw(nvm::kWrite, 2, 0, 1), data.data(), 512).cqe;
+  EXPECT_EQ(sct_of(refused), sn::sct::kGeneric);
+  EXPECT_EQ(sc_of(refused), sn::sc::kNamespaceNotReady);
+  EXPECT_FALSE(sn::status::dnr(refused.status));
+  // Listed all the same.
+  std::vector<uint32_t> list(1024);
+  auto& ids = rig.run(*rig.admin_q, admin(sn::admin::kIdentify, 0, sn::cns::kActiveNamespaceList),
+                      nullptr, 4096);
+  ASSERT_EQ(ids.cqe.status, 0);
+  std::memcpy(list.data(), ids.c2h.data(), 4096);
+  EXPECT_EQ(list[1], 2u);
+  be->refuse_channels = false;
+  rig.advance_us(1000, 1000);  // past the next try
+  EXPECT_EQ(rig.cmd(rw(nvm::kWrite, 2, 0, 1), data.data(), 512).cqe.status, 0);
 }
 
 TEST(Io, DisconnectEndsOnlyThatQueue) {

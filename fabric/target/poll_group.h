@@ -28,7 +28,8 @@ struct PgNamespace {
   uint32_t nsid = 0;
   bdev::Desc* desc = nullptr;  // opened by the target thread, shared by every group
   bdev::Bdev* bdev = nullptr;
-  event::IoChannel* ch = nullptr;  // this thread's channel
+  event::IoChannel* ch = nullptr;  // this thread's channel (none yet: see next_channel_try)
+  uint64_t next_channel_try = 0;   // clock ticks: when I/O may try to get one again
   uint32_t block_size = 512;
   uint32_t block_shift = 9;
   uint64_t num_blocks = 0;

@@ -385,11 +385,12 @@ Result<uint32_t> Target::add_namespace(const std::string& nqn, const NamespaceOp
           n.can_write_zeroes = n.bdev->supports(bdev::IoType::kWriteZeroes);
           n.can_compare = n.bdev->supports(bdev::IoType::kCompare);
           n.ids = ids;
+          n.state = PgNamespace::State::kActive;
+          // Without a channel (the device behind is being reset, say) the namespace is
+          // still there: its I/O answers Namespace Not Ready until a channel is had (io.cc).
           n.ch = mgr->get_io_channel(desc);
-          if (n.ch != nullptr) {
-            n.state = PgNamespace::State::kActive;
-          } else {
-            fmt::print(stderr, "nvmf: namespace {}: no bdev channel on {}\n", nsid,
+          if (n.ch == nullptr) {
+            fmt::print(stderr, "nvmf: namespace {}: no bdev channel on {} yet\n", nsid,
                        g.thread()->name());
           }
         }
@@ -425,7 +426,7 @@ void Target::remove_namespace_entry(Subsystem& s, uint32_t nsid, std::function<v
         PgNamespace& n = sub->ns[nsid - 1];
         n.state = PgNamespace::State::kRemoving;
         auto release = [&n, mgr, next] {
-          mgr->put_io_channel(n.ch);
+          if (n.ch != nullptr) mgr->put_io_channel(n.ch);
           n = PgNamespace{};
           next();
         };

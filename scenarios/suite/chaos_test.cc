@@ -291,6 +291,14 @@ TEST(Chaos, FabricSeed7810408ResetsWithoutWaitingOnItsOwnIoConnections) {
   expect_recovered(fabric_chaos(7810408), 7810408);
 }
 
+// Fabric campaign seed 7400130: the target restarted while the drive behind it was in fatal
+// status; its poll group got no bdev channel for the namespace and never tried again, so
+// every I/O failed for good (0 successful I/Os). The namespace now answers Namespace Not
+// Ready until a channel is had.
+TEST(Chaos, FabricSeed7400130GetsItsNamespaceChannelBackAfterARestart) {
+  expect_recovered(fabric_chaos(7400130), 7400130);
+}
+
 TEST(Chaos, TheScenarioIsAFunctionOfTheSeed) {
   const Scenario a = make_chaos_scenario({42, kDurationNs, 6});
   const Scenario b = make_chaos_scenario({42, kDurationNs, 6});

@@ -1,4 +1,9 @@
+// nvme::Controller: attach and initialisation, identify and namespaces, the admin queue
+// (synchronous and asynchronous commands, Aborts, async events), I/O timeouts, queue-pair
+// allocation. Fabrics: controller_fabrics.cc; recovery: controller_reset.cc.
 #include "driver/nvme/controller.h"
+
+#include "driver/nvme/controller_internal.h"
 
 #include <sched.h>
 
@@ -30,20 +35,6 @@ bool from_device(uint8_t opcode) { return opcode & 2; }
 
 namespace nf = spec::nvmf;
 
-// This process's host identifier (a random UUID, version 4), the same on every fabrics
-// Connect: a target tells its hosts apart by it.
-const std::array<uint8_t, 16>& host_id() {
-  static const std::array<uint8_t, 16> id = [] {
-    std::array<uint8_t, 16> u{};
-    std::random_device rd;
-    for (auto& b : u) b = static_cast<uint8_t>(rd());
-    u[6] = static_cast<uint8_t>((u[6] & 0x0f) | 0x40);
-    u[8] = static_cast<uint8_t>((u[8] & 0x3f) | 0x80);
-    return u;
-  }();
-  return id;
-}
-
 std::string uuid_text(const std::array<uint8_t, 16>& u) {
   char b[37];
   std::snprintf(b, sizeof b,
@@ -54,6 +45,20 @@ std::string uuid_text(const std::array<uint8_t, 16>& u) {
 }
 
 }  // namespace
+
+// This process's host identifier (a random UUID, version 4), the same on every fabrics
+// Connect: a target tells its hosts apart by it.
+const std::array<uint8_t, 16>& detail::host_id() {
+  static const std::array<uint8_t, 16> id = [] {
+    std::array<uint8_t, 16> u{};
+    std::random_device rd;
+    for (auto& b : u) b = static_cast<uint8_t>(rd());
+    u[6] = static_cast<uint8_t>((u[6] & 0x0f) | 0x40);
+    u[8] = static_cast<uint8_t>((u[8] & 0x3f) | 0x80);
+    return u;
+  }();
+  return id;
+}
 
 const char* to_string(TimeoutAction a) {
   switch (a) {
@@ -90,8 +95,9 @@ Controller::Controller(std::unique_ptr<Transport> transport, ControllerOptions o
       timeout_action_(options.timeout_action) {
   qctx_.gone = &transport_->gone_flag();
   qctx_.clock = &clock_;
-  hostnqn_ = options_.hostnqn.empty() ? std::string(nf::kNqnUuidPrefix) + uuid_text(host_id())
-                                      : options_.hostnqn;
+  hostnqn_ = options_.hostnqn.empty()
+                 ? std::string(nf::kNqnUuidPrefix) + uuid_text(detail::host_id())
+                 : options_.hostnqn;
 }
 
 Result<std::unique_ptr<Controller>> Controller::attach(std::unique_ptr<env::PciDevice> device,
@@ -717,450 +723,6 @@ int Controller::free_io_qpair(std::unique_ptr<Qpair> qp) {
   timeout_hooks_.erase(qid);
   std::erase(io_qpairs_, qp.get());
   return rc;
-}
-
-// --------------------------------------------------------------- registers, fabrics ---
-
-uint32_t Controller::reg32(uint32_t offset) {
-  if (!transport_->fabrics()) return transport_->read32(offset);
-  auto v = property_get(offset, nf::property::kSize4);
-  return v ? static_cast<uint32_t>(*v) : ~0u;
-}
-
-uint64_t Controller::reg64(uint32_t offset) {
-  if (!transport_->fabrics()) return transport_->read64(offset);
-  auto v = property_get(offset, nf::property::kSize8);
-  return v ? *v : ~0ull;
-}
-
-void Controller::set_reg32(uint32_t offset, uint32_t value) {
-  if (!transport_->fabrics()) {
-    transport_->write32(offset, value);
-  } else {
-    (void)property_set(offset, nf::property::kSize4, value);  // a failure shows in CSTS next
-  }
-}
-
-void Controller::set_reg64(uint32_t offset, uint64_t value) {
-  if (!transport_->fabrics()) {
-    transport_->write64(offset, value);
-  } else {
-    (void)property_set(offset, nf::property::kSize8, value);
-  }
-}
-
-Result<uint64_t> Controller::property_get(uint32_t offset, uint8_t attrib) {
-  nf::PropertyGetCommand c{};
-  c.opcode = nf::kOpcodeFabrics;
-  c.fctype = nf::fctype::kPropertyGet;
-  c.attrib = attrib;
-  c.ofst = offset;
-  sn::SubmissionEntry cmd;
-  std::memcpy(&cmd, &c, sizeof cmd);
-  auto cpl = admin_sync(cmd);
-  if (!cpl) return cpl.error();
-  return nf::property_value(*cpl);
-}
-
-Result<sn::CompletionEntry> Controller::property_set(uint32_t offset, uint8_t attrib,
-                                                     uint64_t value) {
-  nf::PropertySetCommand c{};
-  c.opcode = nf::kOpcodeFabrics;
-  c.fctype = nf::fctype::kPropertySet;
-  c.attrib = attrib;
-  c.ofst = offset;
-  c.value = value;
-  sn::SubmissionEntry cmd;
-  std::memcpy(&cmd, &c, sizeof cmd);
-  return admin_sync(cmd);
-}
-
-Result<sn::CompletionEntry> Controller::run_on(Qpair& qp, const sn::SubmissionEntry& cmd,
-                                               void* data, uint32_t len) {
-  struct Wait {
-    bool done = false;
-    sn::CompletionEntry cpl{};
-  } wait;
-  const int rc = qp.submit_first(
-      cmd, data, len,
-      [](void* ctx, const sn::CompletionEntry& cpl) {
-        auto* w = static_cast<Wait*>(ctx);
-        w->cpl = cpl;
-        w->done = true;
-      },
-      &wait);
-  if (rc != 0) return make_error(-rc, "submit failed");
-  const uint64_t deadline = clock_.now() + clock_.us_to_ticks(options_.admin_timeout_us);
-  while (!wait.done) {
-    if (qp.process_completions() < 0) return make_error(ENODEV, "gone");
-    if (wait.done) break;
-    if (qp.transport().broken() || clock_.now() > deadline) {
-      qp.fail_all(sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedByRequest));
-      return make_error(qp.transport().broken() ? ECONNRESET : ETIMEDOUT,
-                        qp.transport().broken() ? "the connection broke" : "no answer in time");
-    }
-    wait_turn();
-  }
-  if (cpl_is_error(wait.cpl)) return make_error(EIO, describe(Status::from_cqe(wait.cpl.status)));
-  return wait.cpl;
-}
-
-// Fabrics Connect on `qp`: the admin queue creates the association (and learns the CNTLID),
-// an I/O queue joins it. SQ flow control is turned off: completions then carry no SQ head
-// (the queue pair counts completions instead) and C2H success needs no response capsule.
-std::string Controller::connect_queue(Qpair& qp) {
-  const bool admin = qp.id() == nf::connect::kAdminQid;
-  nf::ConnectCommand c{};
-  c.opcode = nf::kOpcodeFabrics;
-  c.fctype = nf::fctype::kConnect;
-  c.recfmt = nf::connect::kRecfmt;
-  c.qid = qp.id();
-  c.sqsize = static_cast<uint16_t>(qp.queue_size() - 1);
-  c.cattr = nf::connect::kCattrDisableSqFlowControl;
-  c.kato = admin ? options_.keep_alive_timeout_ms : 0;
-  nf::ConnectData data{};
-  std::memcpy(data.hostid, host_id().data(), sizeof data.hostid);
-  data.cntlid = admin ? nf::connect::kCntlidDynamic : cntlid_;
-  const std::string subnqn = transport_->subsystem_nqn();
-  if (subnqn.empty() || subnqn.size() > nf::kNqnMaxLength) return "connect: bad subsystem NQN";
-  if (hostnqn_.size() > nf::kNqnMaxLength) return "connect: host NQN longer than 223 bytes";
-  std::memcpy(data.subnqn, subnqn.data(), subnqn.size());
-  std::memcpy(data.hostnqn, hostnqn_.data(), hostnqn_.size());
-  sn::SubmissionEntry cmd;
-  std::memcpy(&cmd, &c, sizeof cmd);
-  qp.begin_connect();  // the Connect goes first; the rest waits until it is done
-  auto cpl = run_on(qp, cmd, &data, sizeof data);
-  const std::string what = "connect queue " + std::to_string(qp.id()) + " to " + subnqn;
-  std::string e;
-  if (!cpl) {
-    e = what + ": " + cpl.error().message;
-  } else if (nf::connect::authreq(cpl->dw0) & nf::connect::kAuthreqAscr) {
-    e = what + ": the subsystem requires secure channel concatenation (TLS; not supported)";
-  } else if (nf::connect::authreq(cpl->dw0) & nf::connect::kAuthreqAtr) {
-    e = !auth_ ? what + ": the subsystem requires in-band authentication (DH-HMAC-CHAP): "
-                        "give this host's key (dhchap_key)"
-               : authenticate_queue(qp);
-  } else if (auth_ && auth_->ctrlr_key) {
-    e = authenticate_queue(qp);  // the controller is to prove itself even if it asks nothing
-  }
-  if (!e.empty()) {
-    qp.pause();  // not connected: nothing may go out on it until a reset connects it again
-    return e;
-  }
-  if (admin) cntlid_ = nf::connect::cntlid(cpl->dw0);
-  qp.resume();
-  return "";
-}
-
-// DH-HMAC-CHAP on a connected queue (dhchap_host.h): Authentication Send/Receive commands run
-// ahead of anything waiting there, the messages in the controller's DMA buffer.
-std::string Controller::authenticate_queue(Qpair& qp) {
-  std::lock_guard lock(auth_mu_);
-  auto* buf = static_cast<uint8_t*>(auth_buf_->data());
-  auto command = [](uint8_t fctype, uint32_t len) {
-    nf::AuthenticationCommand a{};
-    a.opcode = nf::kOpcodeFabrics;
-    a.fctype = fctype;
-    a.secp = nf::kSecpNvme;
-    a.spsp0 = spec::nvme_auth::kSpsp0;
-    a.spsp1 = spec::nvme_auth::kSpsp1;
-    a.length = len;
-    sn::SubmissionEntry cmd;
-    std::memcpy(&cmd, &a, sizeof cmd);
-    return cmd;
-  };
-  dhchap::HostExchange ex;
-  ex.send = [&](const uint8_t* msg, uint32_t len) -> Result<std::monostate> {
-    auto cpl = run_on(qp, command(nf::fctype::kAuthenticationSend, len), const_cast<uint8_t*>(msg),
-                      len);
-    if (!cpl) return cpl.error();
-    return std::monostate{};
-  };
-  ex.receive = [&](uint8_t* into, uint32_t cap) -> Result<std::monostate> {
-    auto cpl = run_on(qp, command(nf::fctype::kAuthenticationReceive, cap), into, cap);
-    if (!cpl) return cpl.error();
-    return std::monostate{};
-  };
-  auto r = dhchap::authenticate_host(*auth_, auth_tid_++, buf, ex);
-  if (!r) {
-    ++stats_.authentication_failures;
-    return "authenticate queue " + std::to_string(qp.id()) + " with " + auth_->subnqn +
-           " (DH-HMAC-CHAP): " + r.error().message;
-  }
-  ++stats_.authentications;
-  return "";
-}
-
-// Fabrics: the association lives while the controller hears from the host within KATO.
-void Controller::keep_alive() {
-  if (!transport_->fabrics() || options_.keep_alive_timeout_ms == 0) return;
-  const uint64_t now = clock_.now();
-  // The host's side of KATO (as Linux's host does): a Keep Alive unanswered for KATO means the
-  // controller no longer answers — recover now rather than after the admin timeout.
-  if (keep_alive_pending_) {
-    if (now - keep_alive_sent_ >=
-        clock_.us_to_ticks(uint64_t{options_.keep_alive_timeout_ms} * 1000)) {
-      keep_alive_pending_ = false;
-      ++stats_.keep_alive_expired;
-      request_reset();
-    }
-    return;  // one Keep Alive at a time
-  }
-  if (now < next_keep_alive_) return;
-  next_keep_alive_ = now + clock_.us_to_ticks(uint64_t{options_.keep_alive_timeout_ms} * 500);
-  sn::SubmissionEntry cmd{};
-  cmd.opcode = sn::admin::kKeepAlive;
-  const int rc = admin_->submit_raw(
-      cmd, nullptr, 0,
-      [](void* ctx, const sn::CompletionEntry& cpl) {
-        auto* c = static_cast<Controller*>(ctx);
-        c->keep_alive_pending_ = false;
-        // A refused Keep Alive (not a reset ending it): the association is in doubt.
-        if (cpl_is_error(cpl) && sn::status::sc(cpl.status) != sn::sc::kAbortedByRequest) {
-          c->request_reset();
-        }
-      },
-      this);
-  if (rc == 0) {
-    keep_alive_pending_ = true;
-    keep_alive_sent_ = now;
-  }
-}
-
-// Fabrics: every queue's connection holds (the caller holds admin_mu_).
-bool Controller::connections_ok() {
-  if (admin_ && admin_->transport().broken()) return false;
-  for (Qpair* qp : io_qpairs_) {
-    if (qp->transport().broken()) return false;
-  }
-  return true;
-}
-
-// ---------------------------------------------------------------------------- reset ---
-
-Result<sn::CompletionEntry> Controller::set_number_of_queues(uint32_t pairs) {
-  sn::SubmissionEntry cmd{};
-  cmd.opcode = sn::admin::kSetFeatures;
-  cmd.cdw10 = sn::feature::kNumberOfQueues;
-  cmd.cdw11 = (pairs - 1) | (pairs - 1) << 16;
-  return admin_sync(cmd);
-}
-
-// Notices are sent only when enabled (Asynchronous Event Configuration): ask for SMART
-// critical warnings plus whichever notices the controller advertises in OAES; a controller
-// that refuses the SMART bits (Linux's nvmet takes only the notices) gets the notices alone,
-// one that refuses both works without them. Then keep AERs outstanding. "" or what failed.
-std::string Controller::enable_async_events() {
-  sn::SubmissionEntry aec{};
-  aec.opcode = sn::admin::kSetFeatures;
-  aec.cdw10 = sn::feature::kAsyncEventConfig;
-  aec.cdw11 = 0xff | (cdata_.oaes & 0x300u);
-  if (!admin_sync(aec) && (cdata_.oaes & 0x300u) != 0) {
-    aec.cdw11 = cdata_.oaes & 0x300u;
-    (void)admin_sync(aec);
-  }
-  if (admin_stuck_.load(std::memory_order_acquire)) return "async event configuration: no answer";
-  std::lock_guard lock(admin_mu_);
-  const uint32_t n = std::min<uint32_t>(options_.async_events, uint32_t{cdata_.aerl} + 1);
-  for (uint32_t i = 0; i < n; ++i) arm_async_event();
-  return "";
-}
-
-// The transport's admin-queue set-up (PCIe: AQA/ASQ/ACQ), then CC.EN = 1; the caller waits
-// for RDY (by CAP.TO).
-void Controller::enable_controller() {
-  transport_->program_admin_queue(admin_->transport());
-  set_reg32(sn::reg::kCc, sn::cc::make(true, 0, 0, sn::cc::kAmsRoundRobin,
-                                                 sn::cc::kShnNone, 6, 4));
-  arm_cap_timeout();
-}
-
-// A queue pair on a queue of the transport's (created, not yet known to the controller).
-Result<std::unique_ptr<Qpair>> Controller::make_queue(uint16_t qid, const QpairOptions& o,
-                                                      bool connect) {
-  QueueParams p;
-  p.qid = qid;
-  p.entries = o.queue_size;
-  p.page_size = 4096;  // CC.MPS = 0
-  p.prefer_sgl = o.prefer_sgl;
-  p.sgl_supported = sgl_supported_;
-  p.connect = connect;
-  auto queue = transport_->create_queue(p);
-  if (!queue) return queue.error();
-  return Qpair::create(qctx_, std::move(queue).value(), qid, o);
-}
-
-// The queue comes into being on the controller (PCIe: Create I/O CQ, then SQ). "" or what
-// failed.
-std::string Controller::start_io_queue(Qpair& qp) {
-  if (transport_->fabrics()) return connect_queue(qp);
-  const AdminCommand admin = [this](const sn::SubmissionEntry& c) { return admin_sync(c); };
-  return transport_->start_io_queue(qp.transport(), admin);
-}
-
-int Controller::recreate_io_queues() {
-  const uint16_t retriable = sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedSqDeletion);
-  std::vector<Qpair*> qps;
-  {
-    std::lock_guard lock(admin_mu_);
-    qps = io_qpairs_;
-  }
-  for (Qpair* qp : qps) stats_.reset_aborted_ios += qp->reset_rings(retriable);
-  for (Qpair* qp : qps) {
-    if (std::string e = start_io_queue(*qp); !e.empty()) {
-      init_error_ = "reset: " + e;
-      return -EIO;
-    }
-  }
-  for (Qpair* qp : qps) qp->resume();
-  return 0;
-}
-
-int Controller::fail_reset(int rc) {
-  ++stats_.reset_failures;
-  // A removed device does not come back: fail at once, with the removal status.
-  const bool gone = transport_->gone();
-  if (!gone) transport_->reset_failed();  // multipath: the next attempt takes the next path
-  if (++reset_failures_in_a_row_ >= options_.max_reset_failures || gone) {
-    state_ = InitState::kFailed;
-    const uint16_t final_status =
-        gone ? kRemovedStatus
-             : sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedSqDeletion, /*dnr=*/true);
-    std::lock_guard lock(admin_mu_);
-    for (Qpair* qp : io_qpairs_) {
-      qp->fail_all(final_status);
-      qp->resume();  // reaping reports the failure (-ENODEV once removed; nothing otherwise)
-    }
-  }
-  return rc;
-}
-
-bool Controller::healthy() {
-  if (transport_->fabrics()) {
-    // A register read is a round trip here: the connections and the Keep Alives tell.
-    std::lock_guard lock(admin_mu_);
-    return connections_ok() && !admin_stuck_.load(std::memory_order_acquire);
-  }
-  const uint32_t csts = reg32(sn::reg::kCsts);
-  return csts != ~0u && !(csts & sn::csts::kCfs) && (csts & sn::csts::kRdy) &&
-         !admin_stuck_.load(std::memory_order_acquire);
-}
-
-int Controller::reset() {
-  // Whatever requested this reset (a timeout, or a caller that found the controller
-  // unhealthy) is answered by it.
-  recovery_.store(kRecoveryIdle, std::memory_order_release);
-  if (state_ == InitState::kFailed) return -ENODEV;
-  ++stats_.resets;
-  if (transport_->probe_gone()) return fail_reset(-ENODEV);
-  // 1. Disable. A controller in fatal status may not answer until EN is cleared. Fabrics: the
-  // same through properties while the admin connection holds; when it broke (or its Connect
-  // failed), the target has no association for it, and connecting again starts a fresh one.
-  const bool fabrics = transport_->fabrics();
-  // Fabrics: the I/O queues' connections go first (as Linux's teardown does). The target
-  // disables only once its I/O queues are gone, and one whose connection is still open waits
-  // for the host to read what it sends — which the host, waiting here, never does (chaos seed
-  // 7810408: the reset waited out CAP.TO with every I/O of the controller stalled).
-  if (fabrics) {
-    std::lock_guard lock(admin_mu_);
-    for (Qpair* qp : io_qpairs_) qp->transport().disconnect();
-  }
-  arm_cap_timeout();
-  // An admin queue whose last Connect failed (paused) holds no association to disable either.
-  if (!fabrics || (!admin_->transport().broken() && !admin_->resetting())) {
-    const uint32_t cc = reg32(sn::reg::kCc);
-    if (cc == ~0u && !fabrics) return fail_reset(-ENODEV);
-    if (cc != ~0u) {
-      set_reg32(sn::reg::kCc, cc & ~(sn::cc::kEn | 3u << 14));
-      if (!wait_csts(sn::csts::kRdy, 0) && !fabrics) return fail_reset(-ETIMEDOUT);
-    }
-  }
-  // 2. The admin queue's outstanding commands (the AERs) are gone with the controller.
-  std::string connect_error;
-  {
-    std::lock_guard lock(admin_mu_);
-    ++abort_epoch_;  // Aborts in flight end here, and are not failures
-    // Aborts still queued name commands the reset ends: sent later they could hit a new
-    // command that reuses the CID.
-    for (uint32_t stale; abort_requests_.try_pop(stale);) {
-    }
-    admin_->reset_rings(sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedByRequest));
-    keep_alive_pending_ = false;  // the reset ended it
-    admin_stuck_.store(false, std::memory_order_release);  // disabled: nothing is the device's
-    // Fabrics: the admin queue connected again (reset_rings); Connect makes the association.
-    // Under the same lock as the rings' reset: a Keep Alive (or any admin command) from
-    // another thread must not find the new connection open before its Connect.
-    if (!fabrics) {
-      admin_->resume();
-    } else {
-      connect_error = connect_queue(*admin_);
-    }
-  }
-  if (!connect_error.empty()) {
-    init_error_ = "reset: " + connect_error;
-    return fail_reset(-ECONNRESET);
-  }
-  // 3. Enable with the same admin queue, then what a fresh controller needs from us.
-  const InitState before = state_;
-  state_ = InitState::kEnable;  // admin_sync refuses a failed controller, not this
-  enable_controller();
-  if (!wait_csts(sn::csts::kRdy, sn::csts::kRdy)) {
-    state_ = before;
-    return fail_reset(-ETIMEDOUT);
-  }
-  if (!set_number_of_queues(std::max(io_queues_granted_, 1u))) {
-    state_ = before;
-    return fail_reset(-EIO);
-  }
-  // 4. Every I/O queue pair again, same id and memory; waiting requests go out after.
-  if (const int rc = recreate_io_queues(); rc != 0) {
-    state_ = before;
-    return fail_reset(rc);
-  }
-  if (std::string e = enable_async_events(); !e.empty()) {
-    init_error_ = "reset: " + e;
-    state_ = before;
-    return fail_reset(-EIO);
-  }
-  if (std::string e = csts_problem(); !e.empty()) {
-    init_error_ = "reset: " + e;
-    state_ = before;
-    return fail_reset(-EIO);
-  }
-  state_ = InitState::kReady;
-  reset_failures_in_a_row_ = 0;
-  return 0;
-}
-
-void Controller::shutdown() {
-  if (transport_->gone() || state_ != InitState::kReady) return;
-  const uint32_t cc = reg32(sn::reg::kCc);
-  set_reg32(sn::reg::kCc, (cc & ~(3u << 14)) | sn::cc::kShnNormal << 14);
-  const uint64_t deadline = clock_.now() + clock_.us_to_ticks(
-      std::max<uint64_t>(cdata_.rtd3e, 5'000'000));
-  while (clock_.now() < deadline) {
-    const uint32_t csts = reg32(sn::reg::kCsts);
-    if (csts == ~0u || sn::csts::shst(csts) == sn::csts::kShstComplete) break;
-    wait_turn();
-  }
-  set_reg32(sn::reg::kCc, 0);
-}
-
-// Initialisation failed after it set CC.EN: the controller is left disabled, stopped before
-// its admin queue's memory goes, and found reset by whoever attaches next. Left enabled, it
-// could drop RDY on its own meanwhile (a spontaneous disable during a hot-plug re-attach:
-// chaos seed 7100416), and the next attach would wait out CAP.TO for a RDY that never comes.
-void Controller::disable_after_failed_init() {
-  if (state_ != InitState::kFailed || !init_enabled_ || transport_->fabrics() ||
-      transport_->gone())
-    return;
-  stop_if_enabled();
-}
-
-Controller::~Controller() {
-  shutdown();
-  disable_after_failed_init();
-  if (admin_) admin_->fail_all(sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedByRequest));
 }
 
 }  // namespace pollux::nvme

@@ -190,6 +190,7 @@ class BdevIo {
   BdevIo* next_ = nullptr;         // free list / waiting queue
   bool queued_ = false;            // in the channel's waiting queue
   bool abort_requested_ = false;
+  bool abort_told_ = false;        // the module has been told (Backend::abort), once
   BdevIo* sub_prev_ = nullptr;     // the channel's list of I/Os given to it (Manager::abort)
   BdevIo* sub_next_ = nullptr;
   bool linked_ = false;

@@ -54,6 +54,7 @@ struct Channel {
   }
   void link(BdevIo* io) {
     io->abort_requested_ = false;
+    io->abort_told_ = false;
     io->sub_prev_ = nullptr;
     io->sub_next_ = submitted;
     if (submitted) submitted->sub_prev_ = io;

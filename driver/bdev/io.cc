@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <vector>
 
 #include "driver/bdev/bounce.h"
 #include "driver/bdev/channel.h"
@@ -649,13 +648,17 @@ int Manager::abort(Desc* d, event::IoChannel* ich, void* cb_arg) {
     }
     io = next;
   }
-  // In the module: it must not issue them again, and ends what it holds waiting.
-  std::vector<BdevIo*> held;
-  for (BdevIo* io = ch.submitted; io != nullptr; io = io->sub_next_)
-    if (io->abort_requested() && !io->split_ && io->status_ == IoStatus::kPending) held.push_back(io);
-  for (BdevIo* io : held) {
-    // An earlier abort in this loop may have ended (and released) it.
-    if (io->linked_ && io->status_ == IoStatus::kPending) io->bdev_->backend_->abort(*io, ch.module_ctx);
+  // In the module: it must not issue them again, and ends what it holds waiting. Each I/O is
+  // told once; the list is walked afresh after each call, as a call may end (and release)
+  // others — a released split child may already be another thread's.
+  for (;;) {
+    BdevIo* next = nullptr;
+    for (BdevIo* io = ch.submitted; io != nullptr && next == nullptr; io = io->sub_next_)
+      if (io->abort_requested() && !io->abort_told_ && !io->split_ && io->status_ == IoStatus::kPending)
+        next = io;
+    if (next == nullptr) break;
+    next->abort_told_ = true;
+    next->bdev_->backend_->abort(*next, ch.module_ctx);
   }
   --ch.in_submit;
   return found;

@@ -523,6 +523,33 @@ void Qpair::end_request(Request* r, uint16_t status) {
   if (cb) cb(cb_ctx, cpl);  // may submit again
 }
 
+uint32_t Qpair::cancel_waiting(CompletionFn cb, bool (*match)(void* cb_ctx), uint16_t status) {
+  // Detached first: a callback that submits again finds the list whole.
+  Request* gone = nullptr;
+  Request** tail = &gone;
+  Request* prev = nullptr;
+  for (Request* r = wait_head_; r != nullptr;) {
+    Request* next = r->next;
+    if (r->cb == cb && match(r->cb_ctx)) {
+      (prev ? prev->next : wait_head_) = next;
+      if (wait_tail_ == r) wait_tail_ = prev;
+      r->next = nullptr;
+      *tail = r;
+      tail = &r->next;
+    } else {
+      prev = r;
+    }
+    r = next;
+  }
+  uint32_t n = 0;
+  while (Request* r = gone) {
+    gone = r->next;
+    end_request(r, status);
+    ++n;
+  }
+  return n;
+}
+
 // The lists are detached first: a callback that submits again adds to fresh lists, and is
 // not ended here (no loop with a callback that always retries).
 uint32_t Qpair::end_outstanding(uint16_t status) {

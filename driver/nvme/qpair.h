@@ -161,6 +161,11 @@ class Qpair {
   // Fails every outstanding and waiting request with `status` (no device involved), e.g.
   // after surprise removal. Returns how many.
   uint32_t fail_all(uint16_t status);
+  // Ends, with `status`, the requests still waiting for an SQ slot (never placed) whose
+  // callback is `cb` and for whose context `match` says yes: a caller that gave them up (an
+  // abort) keeps them from going out later. Split pieces are not looked at. Owner thread, the
+  // queue not being reset. Returns how many ended.
+  uint32_t cancel_waiting(CompletionFn cb, bool (*match)(void* cb_ctx), uint16_t status);
   // After a controller reset (set-up path; the owner must not use the pair meanwhile): ends
   // what had reached the device with `status` (a retriable one: the device may or may not
   // have executed it), keeps what was still waiting for an SQ slot (it is submitted once the

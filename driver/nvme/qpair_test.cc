@@ -217,6 +217,43 @@ TEST_F(Harness, FullSubmissionQueueQueuesInOrderInsteadOfFailing) {
   for (auto& x : d) EXPECT_EQ(x.calls, 1);
 }
 
+// cancel_waiting ends the requests that wait for an SQ slot, chosen by callback and context,
+// and only those: what is in the SQ, and what waits for another owner, still goes out.
+TEST_F(Harness, CancelWaitingEndsOnlyTheChosenRequestsThatNeverReachedTheSq) {
+  QpairOptions o;
+  o.queue_size = 2;  // 1 slot: the others wait in software
+  o.num_requests = 8;
+  auto qp = make(o);
+  Done placed, keep, give_up;
+  ASSERT_EQ(qp->read(ns, buf(), 0, 1, Done::cb, &placed), 0);
+  ASSERT_EQ(qp->read(ns, buf(), 1, 1, Done::cb, &give_up), 0);
+  ASSERT_EQ(qp->read(ns, buf(), 2, 1, Done::cb, &keep), 0);
+  ASSERT_EQ(qp->read(ns, buf(), 3, 1, Done::cb, &give_up), 0);
+  qp->flush_doorbell();
+  static Done* chosen;
+  chosen = &give_up;
+  const uint16_t st =
+      spec::nvme::status::make(spec::nvme::sct::kGeneric, spec::nvme::sc::kAbortedByRequest);
+  EXPECT_EQ(qp->cancel_waiting(Done::cb, [](void* ctx) { return ctx == chosen; }, st), 2u);
+  EXPECT_EQ(give_up.calls, 2);
+  EXPECT_EQ(Status::from_cqe(give_up.last.status).sc, spec::nvme::sc::kAbortedByRequest);
+  EXPECT_EQ(qp->cancel_waiting(Done::cb, [](void* ctx) { return ctx == chosen; }, st), 0u);
+  std::vector<uint64_t> lbas;
+  for (int round = 0; lbas.size() < 2 && round < 10; ++round) {
+    while (dev_sq_head != sq_doorbell()) {
+      const auto e = fetch();
+      lbas.push_back(e.cdw10);
+      post(e.cid);
+    }
+    qp->process_completions();
+  }
+  EXPECT_EQ(lbas, (std::vector<uint64_t>{0, 2}));  // the given-up reads never went out
+  EXPECT_EQ(placed.calls, 1);
+  EXPECT_EQ(keep.calls, 1);
+  EXPECT_EQ(give_up.calls, 2);
+  EXPECT_EQ(qp->outstanding(), 0u);
+}
+
 TEST_F(Harness, PhaseTagWrapsAcrossManyPasses) {
   QpairOptions o;
   o.queue_size = 8;

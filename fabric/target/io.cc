@@ -40,6 +40,7 @@ void link(Request& r) {
 }
 
 void unlink(Request& r) {
+  if (r.io_prev == nullptr && r.qpair->io_head != &r) return;  // not in the list
   (r.io_prev ? r.io_prev->io_next : r.qpair->io_head) = r.io_next;
   if (r.io_next) r.io_next->io_prev = r.io_prev;
   r.io_prev = r.io_next = nullptr;
@@ -70,7 +71,7 @@ void on_flush_after_write(bdev::BdevIo& io, bool, void* arg) {
 void on_done(bdev::BdevIo& io, bool ok, void* arg) {
   Request& r = *static_cast<Request*>(arg);
   if (ok && r.cmd.opcode == nvm::kWrite && (r.cmd.cdw12 & nvm::kCdw12Fua) && r.ns->write_cache &&
-      r.ns->can_flush) {
+      r.ns->can_flush && r.qpair->state != Qpair::State::kClosing) {
     // Force Unit Access on a bdev that caches writes: the write is durable once flushed.
     const int rc = r.qpair->group().bdevs().flush(r.ns->desc, r.ns->ch, r.cmd.slba(), r.cmd.nlb(),
                                                   on_flush_after_write, &r);
@@ -159,8 +160,15 @@ uint16_t submit(Request& r) {
 }
 
 void start(Request& r) {
-  // A retry (the bdev layer was out of bdev_ios) of a queue that has closed since.
-  if (r.qpair->state == Qpair::State::kClosing) return io_finish(r, generic(sn::sc::kAbortedSqDeletion));
+  // A retry (the bdev layer was out of bdev_ios) of a queue that has closed since. Dataset
+  // Management may have unmaps out already: only the submitter's own count drops (submit()).
+  if (r.qpair->state == Qpair::State::kClosing) [[unlikely]] {
+    const uint16_t st = generic(sn::sc::kAbortedSqDeletion);
+    if (r.cmd.opcode != nvm::kDatasetManagement) return io_finish(r, st);
+    if (r.first_error == 0) r.first_error = st;
+    if (--r.pending == 0) io_finish(r, r.first_error);
+    return;
+  }
   const uint16_t st = submit(r);
   if (st == kSuccess) return;
   if (st == kRetry) {

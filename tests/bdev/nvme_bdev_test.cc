@@ -777,6 +777,46 @@ TEST_F(NvmeBdevTest, AnAbortedWriteIsNotRetriedAfterTheResetThatEndsIt) {
   detach();
 }
 
+// The same hazard one step earlier: an aborted write still waiting in the queue pair for an
+// SQ slot (the queue is full) ends there and never reaches the device.
+TEST_F(NvmeBdevTest, AnAbortedWriteWaitingForAnSqSlotNeverReachesTheDevice) {
+  bdev::NvmeBdevOptions o;
+  o.qpair.queue_size = 2;  // one slot
+  attach_in_process(o);
+  Open a = open(t0_, "Nvme0n1");
+  for (int j = 0; j < 4096; ++j) {
+    buf()[j] = static_cast<uint8_t>(j * 3 + 1);      // held by the device
+    buf(8192)[j] = static_cast<uint8_t>(j * 5 + 2);  // waits, then is given up
+  }
+  hold_commands(sn::nvm::kWrite, 1);
+  Done held, given_up;
+  {
+    CurrentThreadScope on(t0_);
+    ASSERT_EQ(mgr_->write(a.desc, a.ch, buf(), 40, 8, Done::cb, &held), 0);
+    ASSERT_EQ(mgr_->write(a.desc, a.ch, buf(8192), 80, 8, Done::cb, &given_up), 0);
+  }
+  run_until([&] { return fault_hits() == 1; });
+  {
+    CurrentThreadScope on(t0_);
+    EXPECT_EQ(mgr_->abort(a.desc, a.ch, &given_up), 1);
+  }
+  run_until([&] { return given_up.n == 1; });
+  EXPECT_EQ(given_up.status, bdev::IoStatus::kAborted);
+  Done reset;  // ends the held write (retried: it was not given up)
+  io(t0_, reset, [&] { return mgr_->reset(a.desc, a.ch, Done::cb, &reset); });
+  run_until([&] { return held.n == 1; });
+  for (int i = 0; i < 100; ++i) fw_->step();
+  EXPECT_EQ(held.ok, 1);
+  EXPECT_EQ(given_up.n, 1);
+  Done r;
+  std::memset(buf(1 << 20), 0xee, 4096);
+  io(t0_, r, [&] { return mgr_->read(a.desc, a.ch, buf(1 << 20), 80, 8, Done::cb, &r); });
+  ASSERT_EQ(r.ok, 1);
+  EXPECT_NE(std::memcmp(buf(1 << 20), buf(8192), 4096), 0);  // never written
+  close(t0_, a);
+  detach();
+}
+
 // Real time, 50 times faster: the driver's 10.5 s wait for a controller that never becomes
 // ready again (CAP.TO) takes 210 ms.
 class FastClock final : public env::Clock {

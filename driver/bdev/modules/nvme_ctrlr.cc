@@ -75,9 +75,12 @@ void NvmeCtrlr::resume_step(event::ChannelIter& it) {
     deferred = c->next;
     NvmeBackend::handle(c, c->deferred_status);
   }
+  NvmeBackend::cancel_aborted(*ch);  // given up during the reset: never sent now
   while (IoCtx* c = parked) {
     parked = c->next;
-    if (ch->ctrlr->gone()) {
+    if (c->io->abort_requested()) {
+      NvmeBackend::finish(c, IoStatus::kAborted);
+    } else if (ch->ctrlr->gone()) {
       NvmeBackend::finish(c, IoStatus::kRemoved);
     } else if (ch->ctrlr->failed() || ch->ctrlr->fast_failing()) {
       NvmeBackend::finish(c, IoStatus::kFailed);

@@ -279,7 +279,17 @@ class NvmeBackend final : public Backend {
   // device holds is not retried when it fails (handle()).
   void abort(BdevIo& io, void* chctx) override {
     auto* c = static_cast<IoCtx*>(io.module_ctx());
-    if (static_cast<NvmeChannel*>(chctx)->take_waiting(c)) finish(c, IoStatus::kAborted);
+    auto* ch = static_cast<NvmeChannel*>(chctx);
+    if (ch->take_waiting(c)) return finish(c, IoStatus::kAborted);
+    // Waiting in the queue pair for an SQ slot: ended there (handle() then finishes it).
+    // While a reset owns the queue pair, the resume does it (resume_step).
+    if (!ch->paused) cancel_aborted(*ch);
+  }
+  // Ends the given-up I/O waiting in ch's queue pair for an SQ slot (never sent).
+  static void cancel_aborted(NvmeChannel& ch) {
+    ch.qp->cancel_waiting(
+        on_done, [](void* ctx) { return static_cast<IoCtx*>(ctx)->io->abort_requested(); },
+        sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedByRequest));
   }
 
   const nvme::Namespace& ns() const { return *ns_; }

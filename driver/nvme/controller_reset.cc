@@ -91,7 +91,7 @@ int Controller::fail_reset(int rc) {
   ++stats_.reset_failures;
   // A removed device does not come back: fail at once, with the removal status.
   const bool gone = transport_->gone();
-  if (!gone) transport_->reset_failed();  // multipath: the next attempt takes the next path
+  if (!gone) transport_->path_failed();  // multipath: the next attempt takes the next path
   if (++reset_failures_in_a_row_ >= options_.max_reset_failures || gone) {
     state_ = InitState::kFailed;
     const uint16_t final_status =

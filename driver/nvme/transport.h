@@ -117,11 +117,13 @@ class Transport {
   virtual void identified(const sn::IdentifyController&) {}
 
   // Multipath, failover (SPDK's bdev_nvme multipath "failover"): more addresses of the same
-  // subsystem. The queues connect on the active path; a reset that failed makes the next
-  // path active for the next attempt. add_path: "" or why not (a transport without paths, a
-  // different subsystem, too many). Admin thread; readers of the paths may be any thread.
+  // subsystem. The queues connect on the active path; when it fails (a reset that failed, an
+  // I/O queue whose connection could not be made) path_failed() makes the next path active
+  // for the next attempt. add_path: "" or why not (a transport without paths, a different
+  // subsystem, too many). add_path on the admin thread; path_failed and readers of the paths
+  // from any thread.
   virtual std::string add_path(const TransportId&) { return "this transport has one path"; }
-  virtual void reset_failed() {}
+  virtual void path_failed() {}
   struct PathInfo {
     std::vector<std::string> addresses;  // in the order added; the first is the attach's
     std::size_t active = 0;

@@ -56,7 +56,7 @@ class TcpTransport final : public nvme::Transport {
   void program_admin_queue(nvme::QueueTransport&) override {}
   // Multipath, failover: other addresses of subnqn (trtype tcp); the queues follow paths_.
   std::string add_path(const nvme::TransportId& trid) override;
-  void reset_failed() override { paths_->fail_over(); }
+  void path_failed() override { paths_->fail_over(); }
   PathInfo paths() const override;
   // Fabrics queues are connected by the controller's Connect; stopping one is closing it.
   std::string start_io_queue(nvme::QueueTransport&, const nvme::AdminCommand&) override {

@@ -588,8 +588,13 @@ RunResult Engine::run() {
     return r;
   }
   // A run may overrun its plan while I/O drains after recovery; a stall beyond this is a hang.
+  // The stall is counted from the last I/O that ended (or the plan's end). One step can jump
+  // past it — a synchronous recovery wait on the host's reactor (a reset waiting out CAP.TO,
+  // 10.5 s, as Linux's does: chaos seed 7881664) — and the run then gets one more grace
+  // period from that step for I/O to end before it is called a hang.
   const uint64_t grace = std::max<uint64_t>(100'000'000, 50 * sc_.host.io_timeout_us * 1000);
   bool hung = false;
+  uint64_t ended = 0, last_end_ns = 0, overrun_at = 0, t_prev = now();
   for (;;) {
     target_->step();
     host_actions();
@@ -598,12 +603,26 @@ RunResult Engine::run() {
     progress(t, false);
     publish_metrics(false);
     bool all = true;
-    for (auto& w : workloads_) all &= w->done();
-    if (all) break;
-    if (t > sc_.end_ns() + grace) {
-      hung = true;
-      break;
+    uint64_t ended_now = 0;
+    for (auto& w : workloads_) {
+      all &= w->done();
+      const WorkloadStats& st = w->stats();
+      ended_now += st.reads + st.writes + st.flushes + st.errors;
     }
+    if (all) break;
+    if (ended_now != ended) {
+      ended = ended_now;
+      last_end_ns = t;
+      overrun_at = 0;
+    }
+    if (t > std::max(sc_.end_ns(), last_end_ns) + grace) {
+      if (overrun_at == 0 && t - t_prev > grace) overrun_at = t;  // this step jumped past
+      if (overrun_at == 0 || t > overrun_at + grace) {
+        hung = true;
+        break;
+      }
+    }
+    t_prev = t;
   }
   progress(now(), true);
   if (hung) {

@@ -299,6 +299,39 @@ TEST(Chaos, FabricSeed7400130GetsItsNamespaceChannelBackAfterARestart) {
   expect_recovered(fabric_chaos(7400130), 7400130);
 }
 
+// Fabric campaign seeds 7400099 and 7861628: the target hung, then the active path was
+// partitioned; an I/O queue's connect timed out on that path and the reset went back to it,
+// spending another connect timeout there, and no I/O ran before the end. An I/O queue that
+// cannot connect now makes the next path active for the reset. (The connects still block the
+// host's reactor: an asynchronous connect is not built.)
+TEST(Chaos, FabricSeeds7400099And7861628FailOverWhenAnIoQueueCannotConnect) {
+  for (const uint64_t seed : {7400099ull, 7861628ull}) expect_recovered(fabric_chaos(seed), seed);
+}
+
+// Campaign seed 7881664 (device faults): a spontaneous disable right as the host's reset
+// enabled the drive; the reset waited out CAP.TO (10.5 s) for a RDY that never came, as
+// Linux's would, then recovered — but in one step of the run, which then called it a hang
+// before the I/O could end. A step that jumps past the grace now gets one more.
+TEST(Chaos, Seed7881664RecoversAfterAResetWaitsOutCapTo) {
+  expect_recovered(chaos(7881664), 7881664);
+}
+
+// A real hang is still one: commands the device never completes, with no timeout action to
+// end them, are reported at the grace period's end (the extension above is for a step that
+// jumps past it, not for a run that makes no progress).
+TEST(Chaos, ARunThatMakesNoProgressIsStillAHang) {
+  auto s = load_scenario("scenarios/suite/abort-escalation.yaml");
+  ASSERT_TRUE(s.ok()) << s.error();
+  Scenario sc = s.value();
+  sc.host.timeout_action = "none";
+  const RunResult r = run_scenario(sc, RunOptions{});
+  EXPECT_FALSE(r.passed);
+  bool hang = false;
+  for (const std::string& f : r.failures) hang |= f.find("(a hang)") != std::string::npos;
+  EXPECT_TRUE(hang);
+  EXPECT_LT(r.simulated_ns, 20'000'000u + 2 * 100'000'000u);  // the grace once, not twice
+}
+
 TEST(Chaos, TheScenarioIsAFunctionOfTheSeed) {
   const Scenario a = make_chaos_scenario({42, kDurationNs, 6});
   const Scenario b = make_chaos_scenario({42, kDurationNs, 6});

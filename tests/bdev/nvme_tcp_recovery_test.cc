@@ -491,6 +491,40 @@ TEST_F(NvmeTcpMultipathTest, FailoverMovesIoToTheOtherPathAndBack) {
   EXPECT_EQ(events_.removes, 0);
 }
 
+// A new I/O queue whose connection cannot be made on the active path (here: the first port is
+// gone, so the connect is refused) makes the other path active at once — before the reset
+// that will connect the queue, which then goes there instead of spending its connect timeout
+// on the dead path first (chaos seeds 7861628 and 7400099).
+TEST_F(NvmeTcpMultipathTest, AnIoQueueThatCannotConnectMovesTheNextAttemptToTheOtherPath) {
+  attach([](bdev::NvmeBdevOptions& o) {
+    o.reconnect_delay_us = 50'000;
+    o.ctrlr_loss_timeout_us = bdev::NvmeBdevOptions::kRetryForever;
+  });
+  ASSERT_TRUE(add_path(trid_b()).ok());
+  write_pattern();
+  copy(*target_, *b_);
+  {
+    CurrentThreadScope on(t0_);
+    mgr_->put_io_channel(o_.ch);
+    o_.ch = nullptr;
+  }
+  run_for(20);  // the channel and its queue pair go
+  target_.reset();  // the first port: nothing listens there any more
+  {
+    CurrentThreadScope on(t0_);
+    o_.ch = mgr_->get_io_channel(o_.desc);  // created, its queue pair not connected
+  }
+  ASSERT_NE(o_.ch, nullptr);
+  EXPECT_EQ(stats().active_path, 1u);  // no reset has run yet
+  std::vector<Each> r(8);
+  submit_reads(r);
+  run_until([&] { return completed(r) == 8; }, 10);
+  for (const Each& e : r) EXPECT_EQ(e.status, IoStatus::kSuccess) << bdev::to_string(e.status);
+  expect_read_data(r);
+  EXPECT_EQ(stats().active_path, 1u);
+  EXPECT_GT(b_connects(), 0);
+}
+
 // What is not a second path of this controller is refused, naming why; a config's second
 // attach with multipath "failover" adds the path.
 TEST_F(NvmeTcpMultipathTest, PathsThatAreNotTheSameSubsystemAreRefused) {

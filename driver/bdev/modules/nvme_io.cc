@@ -206,7 +206,7 @@ int NvmeCtrlr::channel_create(void* io_device, void* ctx) {
                                   !c.healthy());
     if (!lost) qp = c.alloc_io_qpair(self->opts_.qpair);
     if (fabrics && !self->failed() && !c.failed() &&
-        (lost || (!qp && (qp.error().code == EIO || qp.error().code == ECONNREFUSED)))) {
+        (lost || (!qp && (qp.error().code == -EIO || qp.error().code == -ECONNREFUSED)))) {
       qp = c.alloc_disconnected_io_qpair(self->opts_.qpair);
     }
   }

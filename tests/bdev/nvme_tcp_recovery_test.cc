@@ -512,10 +512,17 @@ TEST_F(NvmeTcpMultipathTest, AnIoQueueThatCannotConnectMovesTheNextAttemptToTheO
   target_.reset();  // the first port: nothing listens there any more
   {
     CurrentThreadScope on(t0_);
-    o_.ch = mgr_->get_io_channel(o_.desc);  // created, its queue pair not connected
+    o_.ch = mgr_->get_io_channel(o_.desc);  // its queue's connect is refused
   }
-  ASSERT_NE(o_.ch, nullptr);
-  EXPECT_EQ(stats().active_path, 1u);  // no reset has run yet
+  EXPECT_EQ(o_.ch, nullptr);
+  EXPECT_EQ(stats().active_path, 1u);  // already: no reset has run yet
+  // The reset (the admin connection is gone too) connects on the other path at once.
+  run_until([&] {
+    CurrentThreadScope on(t0_);
+    o_.ch = mgr_->get_io_channel(o_.desc);
+    return o_.ch != nullptr;
+  }, 10);
+  EXPECT_EQ(stats().failovers, 1u);  // one path change: the reset did not try the dead path
   std::vector<Each> r(8);
   submit_reads(r);
   run_until([&] { return completed(r) == 8; }, 10);

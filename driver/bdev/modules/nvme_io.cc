@@ -204,11 +204,13 @@ int NvmeCtrlr::channel_create(void* io_device, void* ctx) {
     const bool lost = fabrics && (self->lost_since_.load(std::memory_order_relaxed) != 0 ||
                                   self->reset_again_.load(std::memory_order_acquire) ||
                                   !c.healthy());
+    // A queue whose own connect fails while the controller looks healthy fails the channel.
+    // (With an unconnected queue pair instead, RDMA chaos seed 7700282 left a read waiting for
+    // good: a fallback whose condition had never held — its errno's sign was wrong — and that
+    // is not what recovers a path; Transport::path_failed() and the reset are.)
     if (!lost) qp = c.alloc_io_qpair(self->opts_.qpair);
-    if (fabrics && !self->failed() && !c.failed() &&
-        (lost || (!qp && (qp.error().code == -EIO || qp.error().code == -ECONNREFUSED)))) {
+    if (fabrics && lost && !self->failed() && !c.failed())
       qp = c.alloc_disconnected_io_qpair(self->opts_.qpair);
-    }
   }
   if (!qp) return qp.error().code;
   auto* ch = new (ctx) NvmeChannel;

@@ -692,10 +692,6 @@ Result<std::unique_ptr<Qpair>> Controller::new_io_qpair(const QpairOptions& opti
   auto qp = make_queue(qid, o, connect);
   if (!qp) {
     release_qid();
-    // Fabrics: the connection itself could not be made (refused, no ICResp in time): the
-    // reset that will connect this queue tries the next path first (chaos seed 7861628: the
-    // reset went back to a partitioned path and spent its connect timeout there).
-    if (connect && transport_->fabrics()) transport_->path_failed();
     return qp.error();
   }
   if (!connect) {

@@ -117,11 +117,11 @@ class Transport {
   virtual void identified(const sn::IdentifyController&) {}
 
   // Multipath, failover (SPDK's bdev_nvme multipath "failover"): more addresses of the same
-  // subsystem. The queues connect on the active path; when it fails (a reset that failed, an
-  // I/O queue whose connection could not be made) path_failed() makes the next path active
-  // for the next attempt. add_path: "" or why not (a transport without paths, a different
-  // subsystem, too many). add_path on the admin thread; path_failed and readers of the paths
-  // from any thread.
+  // subsystem. The queues connect on the active path; when it fails (a reset that failed:
+  // path_failed(); an I/O queue whose connection could not be made: the transport itself)
+  // the next path becomes active for the next attempt. add_path: "" or why not (a transport
+  // without paths, a different subsystem, too many). Admin thread; readers of the paths may
+  // be any thread.
   virtual std::string add_path(const TransportId&) { return "this transport has one path"; }
   virtual void path_failed() {}
   struct PathInfo {

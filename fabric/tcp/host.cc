@@ -77,7 +77,14 @@ Result<std::unique_ptr<nvme::QueueTransport>> TcpTransport::create_queue(
   auto q = std::make_unique<TcpQueue>(paths_, p, options_, in_capsule);
   if (!p.connect) {
     q->mark_broken();  // no connection yet: the controller's reset() opens it
-  } else if (std::string e = q->open(); !e.empty()) {
+    return std::unique_ptr<nvme::QueueTransport>(std::move(q));
+  }
+  const Endpoint tried = paths_->active();
+  if (std::string e = q->open(); !e.empty()) {
+    // An I/O queue that cannot connect: the reset that will connect it tries the next path
+    // first (chaos seeds 7861628, 7400099: it went back to a partitioned path and spent its
+    // connect timeout there). The admin queue's open already tries every path.
+    if (p.qid != 0) paths_->fail_over_from(tried);
     return make_error(ECONNREFUSED, e);
   }
   return std::unique_ptr<nvme::QueueTransport>(std::move(q));

@@ -46,6 +46,14 @@ class Paths {
     active_ = (active_ + 1) % eps_.size();
     ++failovers_;
   }
+  // `failed` (a queue could not connect there) is no longer active: the next path becomes
+  // active unless another failure already moved it (queues failing together move it once).
+  void fail_over_from(const Endpoint& failed) {
+    std::lock_guard lock(mu_);
+    if (eps_.size() < 2 || !(eps_[active_] == failed)) return;
+    active_ = (active_ + 1) % eps_.size();
+    ++failovers_;
+  }
   struct Snapshot {
     std::vector<Endpoint> all;
     std::size_t active;

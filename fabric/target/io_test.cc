@@ -171,25 +171,37 @@ class HoldingBackend final : public bdev::Backend {
   event::Framework& fw_;
 };
 
+// Namespace 2 of the rig's subsystem, on a HoldingBackend bdev set up as `mode` says.
+struct HoldMode {
+  bool refuse_channels;
+  bool hold;
+};
+HoldingBackend* add_holding_namespace(IoRig& rig, HoldMode mode) {
+  HoldingBackend* be = nullptr;
+  rig.on_app([&] {
+    auto owned = std::make_unique<HoldingBackend>(*rig.fw);
+    be = owned.get();
+    be->refuse_channels = mode.refuse_channels;
+    be->hold = mode.hold;
+    bdev::BdevProperties p;
+    p.name = "Hold0";
+    p.num_blocks = 1024;
+    EXPECT_TRUE(rig.mgr->register_bdev(p, std::move(owned), "hold").ok());
+    NamespaceOptions no;
+    no.bdev_name = "Hold0";
+    no.nsid = 2;
+    EXPECT_TRUE(rig.tgt->add_namespace(kNqn, no).ok());
+  });
+  rig.settle();
+  return be;
+}
+
 // The host's connection goes while the device behind the namespace holds its write: the
 // target aborts the write in the bdev layer (nothing may issue it again: the host will send it
 // anew, and write newer data after it), and the queue closes once the module ends it.
 TEST(Io, AClosingQueueAbortsItsIoInTheBdevLayer) {
   IoRig rig;
-  HoldingBackend* be = nullptr;
-  rig.on_app([&] {
-    auto owned = std::make_unique<HoldingBackend>(*rig.fw);
-    be = owned.get();
-    bdev::BdevProperties p;
-    p.name = "Hold0";
-    p.num_blocks = 1024;
-    ASSERT_TRUE(rig.mgr->register_bdev(p, std::move(owned), "hold").ok());
-    NamespaceOptions no;
-    no.bdev_name = "Hold0";
-    no.nsid = 2;
-    ASSERT_TRUE(rig.tgt->add_namespace(kNqn, no).ok());
-  });
-  rig.settle();
+  HoldingBackend* be = add_holding_namespace(rig, {.refuse_channels = false, .hold = true});
   const auto data = pattern(512 * 8, 3);
   const int w = rig.on_group(
       [&] { return rig.io->submit(rw(nvm::kWrite, 2, 0, 8), data.data(), data.size()); }, 1);
@@ -213,22 +225,7 @@ TEST(Io, AClosingQueueAbortsItsIoInTheBdevLayer) {
 // Namespace Not Ready (DNR clear: the host retries) and gets a channel once one can be had.
 TEST(Io, ANamespaceWithoutAChannelIsNotReadyUntilItGetsOne) {
   IoRig rig;
-  HoldingBackend* be = nullptr;
-  rig.on_app([&] {
-    auto owned = std::make_unique<HoldingBackend>(*rig.fw);
-    be = owned.get();
-    be->refuse_channels = true;
-    be->hold = false;
-    bdev::BdevProperties p;
-    p.name = "Hold0";
-    p.num_blocks = 1024;
-    ASSERT_TRUE(rig.mgr->register_bdev(p, std::move(owned), "hold").ok());
-    NamespaceOptions no;
-    no.bdev_name = "Hold0";
-    no.nsid = 2;
-    ASSERT_TRUE(rig.tgt->add_namespace(kNqn, no).ok());
-  });
-  rig.settle();
+  HoldingBackend* be = add_holding_namespace(rig, {.refuse_channels = true, .hold = false});
   const auto data = pattern(512, 9);
   const sn::CompletionEntry refused = rig.cmd(rw(nvm::kWrite, 2, 0, 1), data.data(), 512).cqe;
   EXPECT_EQ(sct_of(refused), sn::sct::kGeneric);

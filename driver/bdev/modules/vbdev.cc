@@ -126,10 +126,6 @@ void VirtualBdev::abort(BdevIo& io, VbdevChannel& ch) {
 
 void VirtualBdev::forward(BdevIo& io, VbdevChannel& ch, uint64_t shift, IoCompletionFn cb,
                           void* arg) {
-  if (io.abort_requested()) {  // given up while the module held it (delay, error's pending)
-    io.complete(IoStatus::kAborted);
-    return;
-  }
   Desc* d = base_desc();
   event::IoChannel* bch = ch.base_ch;
   const uint64_t off = io.offset_blocks() + shift;

@@ -80,8 +80,8 @@ class VirtualBdev {
   virtual bool supports(IoType t) const;  // default: what the base supports
   virtual std::size_t io_ctx_size() const { return 0; }
   // io's submitter gave it up (Backend::abort): by default the abort goes on to the base I/O
-  // forward() made (its cb_arg is &io, as every module here passes); one the module still
-  // holds ends when it would be forwarded.
+  // forward() made (its cb_arg is &io, as every module here passes). I/O a module holds itself
+  // (error's "pending" mode) ends when the module releases it, as before.
   virtual void abort(BdevIo& io, VbdevChannel& ch);
   virtual int channel_create(VbdevChannel&) { return 0; }
   virtual void channel_destroy(VbdevChannel&) {}

@@ -171,8 +171,9 @@ bool Controller::wait_csts(uint32_t mask, uint32_t value) {
 }
 
 // "" while the enabled controller is sound, else what is wrong with it.
-std::string Controller::csts_problem() {
-  const uint32_t csts = reg32(sn::reg::kCsts);
+std::string Controller::csts_problem() { return csts_problem_of(reg32(sn::reg::kCsts)); }
+
+std::string Controller::csts_problem_of(uint32_t csts) {
   if (csts == ~0u) return "device reads all ones (removed?)";
   if (csts & sn::csts::kCfs) {
     return "controller fatal status (CSTS.CFS, CSTS 0x" + hex32(csts) + ")";
@@ -457,10 +458,13 @@ int Controller::process_admin_completions() {
     }
     return -ENODEV;
   }
+  // An asynchronous reset owns the admin queue until it ends (reset_poll()).
+  if (reset_active_.load(std::memory_order_acquire)) return 0;
   if (recovery_.load(std::memory_order_acquire) == kRecoveryRequested) [[unlikely]] {
     if (const int rc = poll_recovery(); rc < 0) return rc;
   }
   std::lock_guard lock(admin_mu_);
+  if (reset_run_) return 0;
   send_aborts();
   keep_alive();
   const int rc = admin_->process_completions();
@@ -515,6 +519,7 @@ Result<sn::CompletionEntry> Controller::admin_sync(const sn::SubmissionEntry& cm
   } wait;
   std::lock_guard lock(admin_mu_);  // one synchronous command at a time: the scratch is shared
   if (state_ == InitState::kFailed) return make_error(EIO, "controller failed");
+  if (reset_run_) return make_error(EBUSY, "the controller is being reset");
   if (admin_stuck_.load(std::memory_order_acquire))
     return make_error(EIO, "admin queue stopped: the controller needs a reset");
   // Fabrics: an admin queue whose Connect failed is paused until a reset connects it again;
@@ -663,7 +668,10 @@ Result<std::unique_ptr<Qpair>> Controller::alloc_disconnected_io_qpair(
 }
 
 Result<std::unique_ptr<Qpair>> Controller::new_io_qpair(const QpairOptions& options, bool connect) {
-  if (state_ != InitState::kReady) return make_error(ENODEV, "controller not ready");
+  // During an asynchronous reset a queue pair may be created unconnected: the reset (or its
+  // owner, afterwards) connects it.
+  if (state_ != InitState::kReady && (connect || !reset_in_progress()))
+    return make_error(ENODEV, "controller not ready");
   QpairOptions o = options;
   o.queue_size = std::min(o.queue_size, max_queue_entries());
   uint16_t qid = 0;
@@ -710,6 +718,13 @@ int Controller::free_io_qpair(std::unique_ptr<Qpair> qp) {
   if (!qp) return -EINVAL;
   const uint16_t qid = qp->id();
   int rc = 0;
+  {
+    // Not connected by anyone any more (an asynchronous reset, its owner).
+    std::lock_guard lock(admin_mu_);
+    io_connects_.erase(qp.get());
+    std::erase(io_qpairs_, qp.get());
+    if (reset_run_) drop_from_reset(qp.get());
+  }
   // Nothing is reaped or placed any more: waiting requests must not go into a queue that is
   // being deleted. What the queue held, and what waited for room in it, ends after it is gone.
   qp->pause();
@@ -721,7 +736,6 @@ int Controller::free_io_qpair(std::unique_ptr<Qpair> qp) {
   std::lock_guard lock(admin_mu_);
   qid_used_[qid] = false;
   timeout_hooks_.erase(qid);
-  std::erase(io_qpairs_, qp.get());
   return rc;
 }
 

@@ -28,6 +28,7 @@
 #include "driver/nvme/qpair.h"
 #include "driver/nvme/transport.h"
 #include "spec/nvme.h"
+#include "spec/nvme_fabrics.h"
 
 namespace pollux::nvme {
 
@@ -151,6 +152,17 @@ class Controller {
   // false until the next reset() connects it with the others, or a failed controller fails
   // what it holds. ENOTSUP on PCIe.
   Result<std::unique_ptr<Qpair>> alloc_disconnected_io_qpair(const QpairOptions& options = {});
+  // Fabrics, a transport that connects without blocking: the queue pair at once, its
+  // connection and Connect command under way (SPDK's asynchronous qpair connect); the owner
+  // advances them with poll_io_qpair_connect() from its poller. Submissions wait in it until
+  // it is connected. Other transports: alloc_io_qpair(). Allowed during an asynchronous
+  // reset (the reset connects it with the others, or its owner does once it resumes).
+  Result<std::unique_ptr<Qpair>> alloc_io_qpair_async(const QpairOptions& options = {});
+  // The owner thread: -EAGAIN while the connection is being made, 0 once connected (or when
+  // nothing is under way: a reset took the queue over), else a negative errno — the queue
+  // stays unconnected (connections_ok() false: the health check resets the controller) and
+  // its path is left for the next attempt (multipath).
+  int poll_io_qpair_connect(Qpair& qp);
   // Deletes the SQ then the CQ. Outstanding I/O is aborted by the device (SQ deletion).
   int free_io_qpair(std::unique_ptr<Qpair> qpair);
 
@@ -174,6 +186,17 @@ class Controller {
   // them). 0, or a negative errno; after `max_reset_failures` failures in a row the
   // controller is failed (every queue pair's requests end with DNR set).
   int reset();
+  // The same reset without blocking, for a transport that connects without blocking
+  // (Transport::connects_async(): NVMe/TCP), as SPDK's bdev_nvme resets (disconnect, then
+  // spdk_nvme_ctrlr_reconnect_poll_async): reset_start() begins, reset_poll() advances it —
+  // each property access, connection and Connect command a step — and returns -EAGAIN while
+  // it is under way, then what reset() returns. A thread that runs other controllers' I/O
+  // keeps running it meanwhile. The owners of the I/O queue pairs keep them paused until it
+  // ends, as for reset(). Other transports: reset_start() runs reset() whole. reset() itself
+  // is reset_start() and reset_poll() until done.
+  int reset_start();
+  int reset_poll();
+  bool reset_in_progress() const { return reset_active_.load(std::memory_order_acquire); }
   // Acts on a reset requested by a timeout (TimeoutAction::kReset): calls on_reset_request,
   // or reset() when there is no such hook (see ControllerOptions::on_reset_request for the
   // threading contract). 0 when nothing was pending or a reset succeeded (or was handed to
@@ -214,11 +237,25 @@ class Controller {
     TimeoutFn user_cb;
     void* user_ctx;
   };
+  // One queue's connection and Connect command, step by step (controller_connect.cc).
+  struct QueueConnect {
+    enum class Stage : uint8_t { kTransport, kCommand, kDone, kFailed };
+    Qpair* qp = nullptr;
+    Stage stage = Stage::kTransport;
+    bool answered = false;
+    sn::CompletionEntry cpl{};
+    uint64_t deadline = 0;
+    spec::nvmf::ConnectData data{};
+    std::string error;
+  };
+  // The asynchronous reset's state (controller_connect.cc).
+  struct ResetRun;
   Controller(std::unique_ptr<Transport> transport, ControllerOptions options);
   // One step of initialisation; returns false when it must be called again.
   bool process_init();
   bool wait_csts(uint32_t mask, uint32_t value);
   std::string csts_problem();
+  static std::string csts_problem_of(uint32_t csts);
   // Registers: the transport's (PCIe MMIO) or, on fabrics, properties through the admin queue.
   // A controller that cannot be reached reads all ones.
   uint32_t reg32(uint32_t offset);
@@ -230,6 +267,17 @@ class Controller {
   // Fabrics: the Connect command on `qp` (qid 0: the admin queue, which learns the CNTLID),
   // then in-band authentication when the controller asks for it or a controller key is given.
   std::string connect_queue(Qpair& qp);
+  // One step of c (-EAGAIN: call again; 0: connected; else a negative errno, c.error why).
+  int step_connect(QueueConnect& c);
+  int send_connect(QueueConnect& c);
+  std::string finish_connect(QueueConnect& c);
+  // The asynchronous reset: one step under the admin lock; -EAGAIN, 0, or the errno to fail
+  // with (init_error_ says why).
+  int reset_step(ResetRun& r);
+  int reset_command(ResetRun& r, const sn::SubmissionEntry& cmd);
+  int finish_reset_run(int rc);
+  void drop_from_reset(const Qpair* qp);  // admin lock held
+  int reset_blocking();  // reset() for a transport without asynchronous connects
   // One DH-HMAC-CHAP transaction on `qp` (auth_mu_ taken here). "" or what failed.
   std::string authenticate_queue(Qpair& qp);
   // One command on `qp`, ahead of anything waiting there (Qpair::submit_first), polled to its
@@ -325,6 +373,12 @@ class Controller {
   AsyncEventFn aer_fn_ = nullptr;
   void* aer_ctx_ = nullptr;
   std::atomic<uint8_t> recovery_{kRecoveryIdle};
+  // The asynchronous reset under way (under admin_mu_), and I/O queue pairs whose owners
+  // connect them (alloc_io_qpair_async; under admin_mu_, stepped by the owner).
+  std::unique_ptr<ResetRun> reset_run_;
+  std::atomic<bool> reset_active_{false};
+  int reset_result_ = 0;  // reset_start() of a transport without asynchronous connects
+  std::map<const Qpair*, std::unique_ptr<QueueConnect>> io_connects_;
   std::atomic<TimeoutAction> timeout_action_;
   bool admin_removal_handled_ = false;  // under admin_mu_
   ControllerStats stats_;

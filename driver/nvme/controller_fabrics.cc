@@ -98,53 +98,6 @@ Result<sn::CompletionEntry> Controller::run_on(Qpair& qp, const sn::SubmissionEn
   return wait.cpl;
 }
 
-// Fabrics Connect on `qp`: the admin queue creates the association (and learns the CNTLID),
-// an I/O queue joins it. SQ flow control is turned off: completions then carry no SQ head
-// (the queue pair counts completions instead) and C2H success needs no response capsule.
-std::string Controller::connect_queue(Qpair& qp) {
-  const bool admin = qp.id() == nf::connect::kAdminQid;
-  nf::ConnectCommand c{};
-  c.opcode = nf::kOpcodeFabrics;
-  c.fctype = nf::fctype::kConnect;
-  c.recfmt = nf::connect::kRecfmt;
-  c.qid = qp.id();
-  c.sqsize = static_cast<uint16_t>(qp.queue_size() - 1);
-  c.cattr = nf::connect::kCattrDisableSqFlowControl;
-  c.kato = admin ? options_.keep_alive_timeout_ms : 0;
-  nf::ConnectData data{};
-  std::memcpy(data.hostid, host_id().data(), sizeof data.hostid);
-  data.cntlid = admin ? nf::connect::kCntlidDynamic : cntlid_;
-  const std::string subnqn = transport_->subsystem_nqn();
-  if (subnqn.empty() || subnqn.size() > nf::kNqnMaxLength) return "connect: bad subsystem NQN";
-  if (hostnqn_.size() > nf::kNqnMaxLength) return "connect: host NQN longer than 223 bytes";
-  std::memcpy(data.subnqn, subnqn.data(), subnqn.size());
-  std::memcpy(data.hostnqn, hostnqn_.data(), hostnqn_.size());
-  sn::SubmissionEntry cmd;
-  std::memcpy(&cmd, &c, sizeof cmd);
-  qp.begin_connect();  // the Connect goes first; the rest waits until it is done
-  auto cpl = run_on(qp, cmd, &data, sizeof data);
-  const std::string what = "connect queue " + std::to_string(qp.id()) + " to " + subnqn;
-  std::string e;
-  if (!cpl) {
-    e = what + ": " + cpl.error().message;
-  } else if (nf::connect::authreq(cpl->dw0) & nf::connect::kAuthreqAscr) {
-    e = what + ": the subsystem requires secure channel concatenation (TLS; not supported)";
-  } else if (nf::connect::authreq(cpl->dw0) & nf::connect::kAuthreqAtr) {
-    e = !auth_ ? what + ": the subsystem requires in-band authentication (DH-HMAC-CHAP): "
-                        "give this host's key (dhchap_key)"
-               : authenticate_queue(qp);
-  } else if (auth_ && auth_->ctrlr_key) {
-    e = authenticate_queue(qp);  // the controller is to prove itself even if it asks nothing
-  }
-  if (!e.empty()) {
-    qp.pause();  // not connected: nothing may go out on it until a reset connects it again
-    return e;
-  }
-  if (admin) cntlid_ = nf::connect::cntlid(cpl->dw0);
-  qp.resume();
-  return "";
-}
-
 // DH-HMAC-CHAP on a connected queue (dhchap_host.h): Authentication Send/Receive commands run
 // ahead of anything waiting there, the messages in the controller's DMA buffer.
 std::string Controller::authenticate_queue(Qpair& qp) {
@@ -224,7 +177,8 @@ void Controller::keep_alive() {
 bool Controller::connections_ok() {
   if (admin_ && admin_->transport().broken()) return false;
   for (Qpair* qp : io_qpairs_) {
-    if (qp->transport().broken()) return false;
+    // A queue its owner is still connecting (alloc_io_qpair_async) is not a lost one.
+    if (qp->transport().broken() && !io_connects_.contains(qp)) return false;
   }
   return true;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "driver/nvme/controller.h"
+#include "driver/nvme/controller_internal.h"
 #include "driver/nvme/status.h"
 
 namespace pollux::nvme {
@@ -117,7 +118,9 @@ bool Controller::healthy() {
          !admin_stuck_.load(std::memory_order_acquire);
 }
 
-int Controller::reset() {
+// The whole reset in one call (PCIe, RDMA). NVMe/TCP resets step by step, the same steps
+// (controller_connect.cc).
+int Controller::reset_blocking() {
   // Whatever requested this reset (a timeout, or a caller that found the controller
   // unhealthy) is answered by it.
   recovery_.store(kRecoveryIdle, std::memory_order_release);

@@ -570,10 +570,14 @@ uint32_t Qpair::end_outstanding(uint16_t status) {
   return n;
 }
 
-uint32_t Qpair::reset_rings(uint16_t status) {
+uint32_t Qpair::reset_rings(uint16_t status, bool connect_now) {
   resetting_ = true;  // what the callbacks submit waits (the rings are reset below)
   const uint32_t n = end_outstanding(status);
-  transport_->reset();
+  if (connect_now) {
+    transport_->reset();
+  } else {
+    (void)transport_->start_connect();
+  }
   sq_tail_ = sq_head_ = 0;
   doorbell_pending_ = false;  // (end_outstanding cleared unstamped_)
   return n;

@@ -171,7 +171,9 @@ class Qpair {
   // have executed it), keeps what was still waiting for an SQ slot (it is submitted once the
   // queues exist again), and returns both rings to their initial state (empty, phase 1).
   // Returns how many were ended. Until resume(), submissions wait and nothing is reaped.
-  uint32_t reset_rings(uint16_t status);
+  // connect_now false (fabrics, the controller's asynchronous reset): the transport only
+  // starts its new connection (QueueTransport::start_connect); the controller polls it.
+  uint32_t reset_rings(uint16_t status, bool connect_now = true);
   void resume() { resetting_ = connecting_ = false; }
   // Fabrics: the queue's connection is (again) open and must carry its Connect command first.
   // Until resume(), completions are reaped but only submit_first() commands are placed: what

@@ -60,6 +60,19 @@ class QueueTransport {
   // while one still open waits for responses the stopped host would never read. reset()
   // connects it again.
   virtual void disconnect() {}
+  // Recovery and set-up, fabrics, without blocking (SPDK's asynchronous qpair connect): the
+  // same as reset() in two halves. start_connect() ends what was in flight and begins a new
+  // connection; poll_connect() advances it: -EAGAIN while under way, 0 once connected, else a
+  // negative errno (connect_error() says why). By default reset() does it all at once.
+  virtual int start_connect() {
+    reset();
+    return 0;
+  }
+  virtual int poll_connect() { return broken() ? -ECONNREFUSED : 0; }
+  virtual std::string connect_error() const { return "the connection could not be made"; }
+  // Multipath: this I/O queue could not connect on its path; the next attempt goes to the
+  // next path, unless another queue's failure moved it already.
+  virtual void leave_path() {}
   // false: completions carry no SQ head (a fabrics queue with SQ flow control disabled), so
   // each completion frees one SQ slot.
   virtual bool reports_sq_head() const { return true; }
@@ -106,6 +119,10 @@ class Transport {
   // Set-up before the first register access (PCIe: memory space, bus mastering, interrupts
   // off). 0 or a negative errno.
   virtual int prepare() { return 0; }
+
+  // Queues connect without blocking (QueueTransport::start_connect/poll_connect do real work):
+  // the controller then resets, and connects new I/O queues, step by step from its pollers.
+  virtual bool connects_async() const { return false; }
 
   // NVMe over Fabrics: the controller reaches registers as properties (Property Get/Set on
   // the admin queue, not through read32...), connects every queue with a Connect command of

@@ -34,43 +34,6 @@ bool writes(const sn::SubmissionEntry& cmd) {
 constexpr uint32_t kRxBytes = 256 * 1024;
 constexpr uint32_t kItemsPerSlot = 8;  // typical PDU: header, a few data segments, digest
 
-// Exactly n bytes in or out during the handshake: the socket's wait advances the world in a
-// simulation, blocks in poll() on the kernel's TCP. false: broken, or the deadline passed.
-bool send_exact(net::Socket& s, const net::Network& net, const void* p, std::size_t n,
-                uint64_t deadline) {
-  auto* b = static_cast<const uint8_t*>(p);
-  while (n > 0) {
-    const iovec v{const_cast<uint8_t*>(b), n};
-    const ssize_t r = s.send(&v, 1);
-    if (r < 0) return false;
-    if (r > 0) {
-      b += r;
-      n -= static_cast<std::size_t>(r);
-      continue;
-    }
-    if (net.now_ns() >= deadline) return false;
-    s.wait(true, deadline);
-  }
-  return true;
-}
-
-bool recv_exact(net::Socket& s, const net::Network& net, void* p, std::size_t n,
-                uint64_t deadline) {
-  auto* b = static_cast<uint8_t*>(p);
-  while (n > 0) {
-    const ssize_t r = s.recv(b, n);
-    if (r < 0) return false;
-    if (r > 0) {
-      b += r;
-      n -= static_cast<std::size_t>(r);
-      continue;
-    }
-    if (net.now_ns() >= deadline) return false;
-    s.wait(false, deadline);
-  }
-  return true;
-}
-
 }  // namespace
 
 TcpQueue::TcpQueue(std::shared_ptr<Paths> paths, const nvme::QueueParams& params,
@@ -87,71 +50,18 @@ void TcpQueue::close_socket() {
 
 // ----------------------------------------------------------------------- connection ---
 
+// The handshake runs without blocking (start_connect, then poll_connect until it is done);
+// open() is the same, waiting on the socket between polls.
 std::string TcpQueue::open() {
-  std::string err = open_at(paths_->active());
-  if (params_.qid == 0) {
-    for (std::size_t others = paths_->size() - 1; !err.empty() && others > 0; --others) {
-      paths_->fail_over();
-      err = open_at(paths_->active());
-    }
+  (void)start_connect();
+  for (;;) {
+    const int rc = poll_connect();
+    if (rc != -EAGAIN) return rc == 0 ? "" : connect_error_;
+    sock_->wait(hs_ != Handshake::kRecvIcResp, hs_deadline_);
   }
-  return err;
 }
 
-std::string TcpQueue::open_at(const Endpoint& endpoint_) {
-  close_socket();
-  broken_.store(true, std::memory_order_release);  // until the handshake is done
-  net::Network& net = options_.network != nullptr ? *options_.network : net::posix_network();
-  const uint64_t dl = net.now_ns() + uint64_t{options_.connect_timeout_ms} * 1'000'000;
-  const std::string where = endpoint_.traddr + ":" + endpoint_.trsvcid;
-  auto s = net.connect(endpoint_.traddr, endpoint_.trsvcid);
-  if (!s) return "NVMe/TCP " + where + ": cannot connect: " + s.error().message;
-  sock_ = std::move(s).value();
-  int err = 0;
-  while (!sock_->connected(&err)) {
-    if (err != 0 || net.now_ns() >= dl) {
-      close_socket();
-      return "NVMe/TCP " + where + ": cannot connect: " + std::strerror(err != 0 ? err : ETIMEDOUT);
-    }
-    sock_->wait(true, dl);
-  }
-
-  nt::IcReq req{};
-  req.ch.type = nt::pdu::kIcReq;
-  req.ch.hlen = nt::kIcReqHlen;
-  req.ch.plen = nt::kIcReqHlen;
-  req.pfv = nt::kPfv10;
-  req.hpda = 0;
-  req.dgst = static_cast<uint8_t>((options_.header_digest ? nt::dgst::kHdgstEnable : 0) |
-                                  (options_.data_digest ? nt::dgst::kDdgstEnable : 0));
-  req.maxr2t = 0;  // one R2T per command at a time
-  nt::IcResp resp{};
-  if (!send_exact(*sock_, net, &req, sizeof req, dl) ||
-      !recv_exact(*sock_, net, &resp, sizeof resp, dl)) {
-    close_socket();
-    return "NVMe/TCP " + where + ": no ICResp within " +
-           std::to_string(options_.connect_timeout_ms) + " ms";
-  }
-  if (resp.ch.type != nt::pdu::kIcResp || resp.ch.hlen != nt::kIcRespHlen ||
-      resp.ch.plen != nt::kIcRespHlen || resp.pfv != nt::kPfv10 || resp.cpda > nt::kMaxPda ||
-      resp.maxh2cdata < nt::kMinMaxH2cData || resp.maxh2cdata % 4 != 0 ||
-      (resp.dgst & ~req.dgst) != 0) {
-    close_socket();
-    return "NVMe/TCP " + where + ": bad ICResp (type " + std::to_string(resp.ch.type) + ", PFV " +
-           std::to_string(resp.pfv) + ", MAXH2CDATA " + std::to_string(resp.maxh2cdata) + ")";
-  }
-  digests_ = resp.dgst;
-  cpda_ = resp.cpda;
-  max_h2c_ = resp.maxh2cdata;
-  stage_ = Rx::kHeader;
-  hdr_have_ = 0;
-  hdr_need_ = nt::kCommonHeaderLength;
-  rx_pos_ = rx_end_ = 0;
-  broken_.store(false, std::memory_order_release);
-  return "";
-}
-
-void TcpQueue::reset() {
+int TcpQueue::start_connect() {
   // Nothing in flight survives: the controller connects the queue again (Connect). Requests
   // not sent yet keep what map_data described: the queue pair submits them after the Connect.
   for (Request& r : reqs_) {
@@ -162,7 +72,141 @@ void TcpQueue::reset() {
   item_head_ = item_count_ = 0;
   r2t_head_ = r2t_count_ = 0;
   data_req_ = nullptr;
+  // The admin queue leads a failover: when the active path does not answer, the others are
+  // tried in turn.
+  hs_paths_left_ = params_.qid == 0 ? paths_->size() - 1 : 0;
+  begin_attempt();
+  return 0;
+}
+
+void TcpQueue::begin_attempt() {
+  close_socket();
+  broken_.store(true, std::memory_order_release);  // until the handshake is done
+  net::Network& net = options_.network != nullptr ? *options_.network : net::posix_network();
+  hs_endpoint_ = paths_->active();
+  hs_deadline_ = net.now_ns() + uint64_t{options_.connect_timeout_ms} * 1'000'000;
+  hs_pos_ = 0;
+  hs_ = Handshake::kConnecting;
+  auto s = net.connect(hs_endpoint_.traddr, hs_endpoint_.trsvcid);
+  if (!s) {
+    hs_error_ = "cannot connect: " + s.error().message;
+    return;  // poll_connect() sees no socket: this attempt failed
+  }
+  sock_ = std::move(s).value();
+  hs_req_ = nt::IcReq{};
+  hs_req_.ch.type = nt::pdu::kIcReq;
+  hs_req_.ch.hlen = nt::kIcReqHlen;
+  hs_req_.ch.plen = nt::kIcReqHlen;
+  hs_req_.pfv = nt::kPfv10;
+  hs_req_.hpda = 0;
+  hs_req_.dgst = static_cast<uint8_t>((options_.header_digest ? nt::dgst::kHdgstEnable : 0) |
+                                      (options_.data_digest ? nt::dgst::kDdgstEnable : 0));
+  hs_req_.maxr2t = 0;  // one R2T per command at a time
+}
+
+// This attempt failed: the next path (admin queue, paths left) or the end.
+int TcpQueue::attempt_failed(const std::string& why) {
+  close_socket();
+  connect_error_ = "NVMe/TCP " + hs_endpoint_.traddr + ":" + hs_endpoint_.trsvcid + ": " + why;
+  if (hs_paths_left_ > 0) {
+    --hs_paths_left_;
+    paths_->fail_over();
+    begin_attempt();
+    return -EAGAIN;
+  }
+  hs_ = Handshake::kFailed;
+  return -ECONNREFUSED;
+}
+
+int TcpQueue::poll_connect() {
+  net::Network& net = options_.network != nullptr ? *options_.network : net::posix_network();
+  for (;;) {
+    switch (hs_) {
+      case Handshake::kIdle:
+        return broken() ? -ENOTCONN : 0;
+      case Handshake::kDone:
+        return 0;
+      case Handshake::kFailed:
+        return -ECONNREFUSED;
+      case Handshake::kConnecting: {
+        if (!sock_) {
+          if (attempt_failed(hs_error_) == -EAGAIN) continue;
+          return -ECONNREFUSED;
+        }
+        int err = 0;
+        if (sock_->connected(&err)) {
+          hs_ = Handshake::kSendIcReq;
+          hs_pos_ = 0;
+          continue;
+        }
+        if (err != 0 || net.now_ns() >= hs_deadline_) {
+          if (attempt_failed(std::string("cannot connect: ") +
+                             std::strerror(err != 0 ? err : ETIMEDOUT)) == -EAGAIN)
+            continue;
+          return -ECONNREFUSED;
+        }
+        return -EAGAIN;
+      }
+      case Handshake::kSendIcReq:
+      case Handshake::kRecvIcResp: {
+        const bool sending = hs_ == Handshake::kSendIcReq;
+        auto* base = sending ? reinterpret_cast<uint8_t*>(&hs_req_)
+                             : reinterpret_cast<uint8_t*>(&hs_resp_);
+        const uint32_t size = sending ? sizeof hs_req_ : sizeof hs_resp_;
+        const iovec v{base + hs_pos_, size - hs_pos_};
+        const ssize_t r = sending ? sock_->send(&v, 1) : sock_->recv(&v, 1);
+        if (r > 0) {
+          hs_pos_ += static_cast<uint32_t>(r);
+          if (hs_pos_ < size) continue;
+          hs_pos_ = 0;
+          if (sending) {
+            hs_ = Handshake::kRecvIcResp;
+            continue;
+          }
+          return finish_handshake();
+        }
+        if (r < 0 || net.now_ns() >= hs_deadline_) {
+          if (attempt_failed("no ICResp within " + std::to_string(options_.connect_timeout_ms) +
+                             " ms") == -EAGAIN)
+            continue;
+          return -ECONNREFUSED;
+        }
+        return -EAGAIN;
+      }
+    }
+  }
+}
+
+int TcpQueue::finish_handshake() {
+  const nt::IcResp& resp = hs_resp_;
+  if (resp.ch.type != nt::pdu::kIcResp || resp.ch.hlen != nt::kIcRespHlen ||
+      resp.ch.plen != nt::kIcRespHlen || resp.pfv != nt::kPfv10 || resp.cpda > nt::kMaxPda ||
+      resp.maxh2cdata < nt::kMinMaxH2cData || resp.maxh2cdata % 4 != 0 ||
+      (resp.dgst & ~hs_req_.dgst) != 0) {
+    const std::string why = "bad ICResp (type " + std::to_string(resp.ch.type) + ", PFV " +
+                            std::to_string(resp.pfv) + ", MAXH2CDATA " +
+                            std::to_string(resp.maxh2cdata) + ")";
+    return attempt_failed(why) == -EAGAIN ? poll_connect() : -ECONNREFUSED;
+  }
+  digests_ = resp.dgst;
+  cpda_ = resp.cpda;
+  max_h2c_ = resp.maxh2cdata;
+  stage_ = Rx::kHeader;
+  hdr_have_ = 0;
+  hdr_need_ = nt::kCommonHeaderLength;
+  rx_pos_ = rx_end_ = 0;
+  hs_ = Handshake::kDone;
+  connect_error_.clear();
+  broken_.store(false, std::memory_order_release);
+  return 0;
+}
+
+void TcpQueue::reset() {
   (void)open();  // a failure leaves the queue broken(): the reset fails and is tried again
+}
+
+void TcpQueue::leave_path() {
+  if (params_.qid != 0) paths_->fail_over_from(hs_endpoint_);
 }
 
 int TcpQueue::init_requests(uint32_t n) {

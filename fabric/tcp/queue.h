@@ -25,9 +25,14 @@ class TcpQueue final : public nvme::QueueTransport {
   TcpQueue& operator=(const TcpQueue&) = delete;
 
   // Connects on the active path and exchanges ICReq/ICResp (set-up path, bounded by
-  // connect_timeout_ms per path). The admin queue leads a failover: when the active path does
-  // not answer, the others are tried in turn. "" or what failed.
+  // connect_timeout_ms per path), waiting on the socket. The admin queue leads a failover:
+  // when the active path does not answer, the others are tried in turn. "" or what failed.
   std::string open();
+  // The same without blocking (the controller's asynchronous reset and queue connects).
+  int start_connect() override;
+  int poll_connect() override;
+  std::string connect_error() const override { return connect_error_; }
+  void leave_path() override;
   // Not connected (yet): what a queue created without its connection starts as.
   void mark_broken() { broken_.store(true, std::memory_order_release); }
 
@@ -40,6 +45,7 @@ class TcpQueue final : public nvme::QueueTransport {
   void reset() override;
   void disconnect() override {
     close_socket();
+    hs_ = Handshake::kIdle;
     broken_.store(true, std::memory_order_release);
   }
   bool reports_sq_head() const override { return false; }
@@ -100,7 +106,9 @@ class TcpQueue final : public nvme::QueueTransport {
   void copy_in(const uint8_t* p, uint32_t len);
   void fail(uint16_t fes, uint32_t fei);  // protocol error: H2CTermReq, broken
   void close_socket();
-  std::string open_at(const Endpoint& endpoint);
+  void begin_attempt();
+  int attempt_failed(const std::string& why);
+  int finish_handshake();
 
   std::shared_ptr<Paths> paths_;
   nvme::QueueParams params_;
@@ -111,6 +119,16 @@ class TcpQueue final : public nvme::QueueTransport {
   uint8_t digests_ = 0;  // dgst::k* in force
   uint8_t cpda_ = 0;     // the controller's data alignment
   uint32_t max_h2c_ = 0;
+  // The connection's handshake (connect, ICReq out, ICResp in), step by step.
+  enum class Handshake : uint8_t { kIdle, kConnecting, kSendIcReq, kRecvIcResp, kDone, kFailed };
+  Handshake hs_ = Handshake::kIdle;
+  Endpoint hs_endpoint_;
+  uint64_t hs_deadline_ = 0;
+  std::size_t hs_paths_left_ = 0;
+  uint32_t hs_pos_ = 0;
+  spec::nvme_tcp::IcReq hs_req_{};
+  spec::nvme_tcp::IcResp hs_resp_{};
+  std::string hs_error_, connect_error_;
 
   uint32_t cid_mask_ = 0;
   std::vector<Request> reqs_;

@@ -35,10 +35,35 @@ void NvmeCtrlr::pause_step(event::ChannelIter& it) {
 }
 
 void NvmeCtrlr::run_reset() {
+  if (ctrlr_->transport().connects_async() && !ctrlr_->transport().gone()) {
+    // Step by step: the admin thread (and the I/O of every other controller it serves) runs
+    // on meanwhile.
+    const int rc = ctrlr_->reset_start();
+    if (rc != -EAGAIN) return reset_done(rc);
+    reset_poller_ = event::Thread::current()->register_poller(reset_poll, this, 0,
+                                                              "bdev_nvme_reset_" + name());
+    return;
+  }
   int rc;
   {
     std::lock_guard reset_lock(reset_mu_);
     rc = ctrlr_->transport().gone() ? -ENODEV : ctrlr_->reset();
+  }
+  reset_done(rc);
+}
+
+event::PollStatus NvmeCtrlr::reset_poll(void* arg) {
+  auto* self = static_cast<NvmeCtrlr*>(arg);
+  const int rc = self->ctrlr_->reset_poll();
+  if (rc == -EAGAIN) return event::PollStatus::kIdle;
+  event::Thread::current()->unregister_poller(self->reset_poller_);
+  self->reset_poller_ = nullptr;
+  self->reset_done(rc);
+  return event::PollStatus::kBusy;
+}
+
+void NvmeCtrlr::reset_done(int rc) {
+  {
     std::lock_guard lock(mu_);
     pausing_ = false;
   }

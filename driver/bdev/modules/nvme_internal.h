@@ -62,6 +62,9 @@ struct NvmeChannel {
   // Controller reset: while paused the channel's thread leaves the queue pair alone; new I/O
   // is parked here, completions the reset delivers (on the admin thread) are deferred here.
   bool paused = false;
+  // NVMe/TCP: the queue pair's connection is being made (alloc_io_qpair_async): the poller
+  // advances it; I/O waits in the queue pair meanwhile.
+  bool connecting = false;
   IoCtx* parked = nullptr;
   IoCtx* deferred = nullptr;
 
@@ -211,6 +214,9 @@ class NvmeCtrlr {
   static void pause_step(event::ChannelIter& it);
   static void resume_step(event::ChannelIter& it);
   void run_reset();  // on the admin thread, every channel paused
+  // An asynchronous reset (NVMe/TCP) advances from this poller of the admin thread.
+  static event::PollStatus reset_poll(void* arg);
+  void reset_done(int rc);  // the controller's reset ended: resume the channels
   void finish_reset();
 
   Manager& mgr_;
@@ -219,6 +225,7 @@ class NvmeCtrlr {
   NvmeBdevOptions opts_;
   event::Thread* admin_thread_ = nullptr;
   event::Poller* admin_poller_ = nullptr;
+  event::Poller* reset_poller_ = nullptr;  // admin thread
   std::atomic<bool> removed_{false};
   std::atomic<uint64_t> retries_{0}, removed_failures_{0}, channels_{0};
   std::atomic<uint64_t> resets_{0}, reset_failures_{0};
@@ -242,7 +249,9 @@ class NvmeCtrlr {
   // meanwhile starts paused (the pause walk may already have passed its thread).
   bool pausing_ = false;  // under mu_
   // Serialises queue-pair allocation and freeing (channel threads) with the synchronous
-  // nvme::Controller::reset() (admin thread), which walks every allocated queue pair.
+  // nvme::Controller::reset() (admin thread), which walks every allocated queue pair. The
+  // asynchronous reset is not held under it: the controller's admin lock keeps its list of
+  // queue pairs, and a queue pair freed meanwhile leaves it.
   std::mutex reset_mu_;
 
   mutable std::mutex mu_;

@@ -185,6 +185,7 @@ int NvmeCtrlr::channel_create(void* io_device, void* ctx) {
   auto dsm = env::DmaRegion::create(*self->opts_.registry, dsm_bytes);
   if (!dsm) return dsm.error().code;
   bool paused;
+  bool connecting = false;
   Result<std::unique_ptr<nvme::Qpair>> qp = make_error(ENODEV, "");
   {
     // Not while nvme::Controller::reset() runs; during the reset's pause phase the new
@@ -208,14 +209,24 @@ int NvmeCtrlr::channel_create(void* io_device, void* ctx) {
     // (With an unconnected queue pair instead, RDMA chaos seed 7700282 left a read waiting for
     // good: a fallback whose condition had never held — its errno's sign was wrong — and that
     // is not what recovers a path; Transport::path_failed() and the reset are.)
-    if (!lost) qp = c.alloc_io_qpair(self->opts_.qpair);
-    if (fabrics && lost && !self->failed() && !c.failed())
-      qp = c.alloc_disconnected_io_qpair(self->opts_.qpair);
+    if (c.transport().connects_async()) {
+      // NVMe/TCP connects without blocking: the queue pair now, its connection from the
+      // channel's poller (or from the reset under way, which takes it over).
+      if (!self->failed() && !c.failed()) {
+        qp = c.alloc_io_qpair_async(self->opts_.qpair);
+        connecting = static_cast<bool>(qp);
+      }
+    } else {
+      if (!lost) qp = c.alloc_io_qpair(self->opts_.qpair);
+      if (fabrics && lost && !self->failed() && !c.failed())
+        qp = c.alloc_disconnected_io_qpair(self->opts_.qpair);
+    }
   }
   if (!qp) return qp.error().code;
   auto* ch = new (ctx) NvmeChannel;
   ch->ctrlr = self;
   ch->paused = paused;
+  ch->connecting = connecting;
   ch->qp = std::move(qp).value();
   ch->dsm = std::move(dsm).value();
   ch->dsm_free.reserve(self->opts_.dsm_slots);
@@ -255,6 +266,13 @@ void NvmeCtrlr::channel_destroy(void* io_device, void* ctx) {
 event::PollStatus NvmeCtrlr::channel_poll(void* arg) {
   auto* ch = static_cast<NvmeChannel*>(arg);
   if (ch->paused) return event::PollStatus::kIdle;  // a controller reset owns the queue pair
+  if (ch->connecting) [[unlikely]] {
+    // A failure leaves the queue pair unconnected: the admin poller's health check resets the
+    // controller, which connects it.
+    if (ch->ctrlr->ctrlr_->poll_io_qpair_connect(*ch->qp) == -EAGAIN)
+      return event::PollStatus::kIdle;
+    ch->connecting = false;
+  }
   int n = ch->qp->process_completions();
   if (n < 0) {  // the device is gone: fail what it held, and what waits to be retried
     n = static_cast<int>(ch->qp->fail_all(kRemovedStatus));

@@ -199,10 +199,7 @@ int Controller::poll_io_qpair_connect(Qpair& qp) {
     io_connects_[&qp] = std::move(c);
     return rc;
   }
-  if (rc != 0) {
-    init_error_ = c->error;
-    qp.transport().leave_path();
-  }
+  if (rc != 0) qp.transport().leave_path();
   return rc;
 }
 

@@ -302,10 +302,22 @@ TEST(Chaos, FabricSeed7400130GetsItsNamespaceChannelBackAfterARestart) {
 // Fabric campaign seeds 7400099 and 7861628: the target hung, then the active path was
 // partitioned; an I/O queue's connect timed out on that path and the reset went back to it,
 // spending another connect timeout there, and no I/O ran before the end. An I/O queue that
-// cannot connect now makes the next path active for the reset. (The connects still block the
-// host's reactor: an asynchronous connect is not built.)
+// cannot connect now makes the next path active for the reset.
 TEST(Chaos, FabricSeeds7400099And7861628FailOverWhenAnIoQueueCannotConnect) {
   for (const uint64_t seed : {7400099ull, 7861628ull}) expect_recovered(fabric_chaos(seed), seed);
+}
+
+// Fabric campaign seeds 7890151 and 7890540: no I/O completed in the whole run. The host's
+// reactor was 99.8% busy inside blocking connects — each I/O queue's (the channels the
+// workloads open) and each reset's, one controller's holding up the other's I/O, every one
+// waiting up to the target's 1 ms accept period or a partition's connect timeout. NVMe/TCP
+// now connects and resets in steps from pollers (nvme::Controller::reset_poll,
+// poll_io_qpair_connect): the reactor serves the other controller meanwhile.
+TEST(Chaos, FabricSeeds7890151And7890540RunIoWhileConnectsAndResetsAreUnderWay) {
+  for (const uint64_t seed : {7890151ull, 7890540ull}) {
+    const RunResult r = fabric_chaos(seed);
+    expect_recovered(r, seed);
+  }
 }
 
 // Campaign seed 7881664 (device faults): a spontaneous disable right as the host's reset

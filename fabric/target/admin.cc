@@ -115,7 +115,7 @@ void Controller::execute(Request& r) {
         st = AdminCommands::async_event_request(*this, r, &async);
         break;
       case adm::kAbort:
-        r.rsp.dw0 = 1;  // not aborted: commands here complete on their own
+        async = start_abort(r);
         break;
       default:
         st = generic(sn::sc::kInvalidOpcode);

@@ -222,11 +222,41 @@ void Controller::disconnect_all(const char*) {
   if (admin_ != nullptr) admin_->disconnect();  // its end calls admin_gone()
 }
 
+bool Controller::start_abort(Request& r) {
+  const uint16_t sqid = r.cmd.cdw10 & 0xffff;
+  const uint16_t cid = static_cast<uint16_t>(r.cmd.cdw10 >> 16);
+  r.rsp.dw0 = 1;  // not aborted, unless the command ends aborted
+  auto it = io_qpairs_.find(sqid);
+  if (sqid == 0 || it == io_qpairs_.end()) return false;
+  const uint64_t token = ++abort_serial_;
+  pending_aborts_[token] = &r;
+  const AbortReply reply{&group_, cfg_.id, token};
+  group_.target().run_on(it->second.group->thread(),
+                         [g = it->second.group, id = it->second.qpair_id, cid, reply] {
+                           abort_command(*g, id, cid, reply);
+                         });
+  return true;
+}
+
+void Controller::abort_answered(uint64_t token, bool aborted) {
+  auto it = pending_aborts_.find(token);
+  if (it == pending_aborts_.end()) return;  // the admin queue went meanwhile
+  Request& r = *it->second;
+  pending_aborts_.erase(it);
+  r.rsp.dw0 = aborted ? 0 : 1;
+  finish(r, kSuccess);
+}
+
 void Controller::release_held(Qpair&) {
   // The last completion may end the admin queue, and with it this controller: nothing of it
-  // is touched after the loop.
+  // is touched after the loop. Pending Aborts end too (not aborted, as far as they know).
   std::vector<Request*> held = std::move(aers_);
   aers_.clear();
+  for (auto& [token, r] : pending_aborts_) {
+    r->rsp.dw0 = 1;
+    held.push_back(r);
+  }
+  pending_aborts_.clear();
   for (Request* a : held) finish(*a, generic(sn::sc::kAbortedSqDeletion));
 }
 

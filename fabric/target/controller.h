@@ -73,6 +73,8 @@ class Controller {
   void execute(Request& r);
   // The admin queue is closing: held AERs end. Then admin_gone(): the association ends.
   void release_held(Qpair& admin);
+  // An I/O queue's thread says how the command an Abort named ended (AbortReply).
+  void abort_answered(uint64_t token, bool aborted);
   void admin_gone();
 
   // An I/O queue's Connect reached this controller. Returns a status (0: joined).
@@ -105,6 +107,10 @@ class Controller {
   void quiesce_io(std::function<void()> then);
   void check_quiesced();
   void complete_aer(uint32_t dw0);
+  // Abort (SQID, CID in CDW10): the I/O command is given up in the bdev layer on its queue's
+  // thread, and the Abort completes once it ends — CDW0 bit 0 clear if it ended aborted. An
+  // admin command, or one not (or no longer) in flight: not aborted, at once. true: pending.
+  bool start_abort(Request& r);
   void maybe_destroy();
 
   PollGroup& group_;
@@ -142,6 +148,9 @@ class Controller {
     uint64_t qpair_id;
   };
   std::map<uint16_t, IoQueueRef> io_qpairs_;
+  // Aborts waiting for their command's end, by token (a late answer finds none).
+  std::map<uint64_t, Request*> pending_aborts_;
+  uint64_t abort_serial_ = 0;
   // CC.EN 1 -> 0 or CC.SHN: I/O queues are being disconnected; then() when they are gone.
   std::vector<std::function<void()>> quiesce_waiters_;
   bool quiescing_ = false;

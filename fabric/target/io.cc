@@ -3,9 +3,12 @@
 // (deallocate: one unmap per range). Hot path: the namespace comes from this poll group's
 // table, the bdev channel is this thread's; no lock, no allocation.
 #include <cstring>
+#include <memory>
 
+#include "fabric/target/controller.h"
 #include "fabric/target/internal.h"
 #include "fabric/target/poll_group.h"
+#include "fabric/target/target.h"
 
 namespace pollux::fabric::target {
 
@@ -50,6 +53,11 @@ void io_finish(Request& r, uint16_t st) {
   PgNamespace* ns = r.ns;
   r.ns = nullptr;
   unlink(r);
+  if (r.abort_reply != nullptr) [[unlikely]] {
+    std::unique_ptr<AbortReply> reply(r.abort_reply);
+    r.abort_reply = nullptr;
+    reply->send(st == generic(sn::sc::kAbortedByRequest));
+  }
   PollGroupStats& s = r.qpair->group().stats();
   --s.pending_bdev_io;
   ++s.completed_nvme_io;
@@ -162,8 +170,10 @@ uint16_t submit(Request& r) {
 void start(Request& r) {
   // A retry (the bdev layer was out of bdev_ios) of a queue that has closed since. Dataset
   // Management may have unmaps out already: only the submitter's own count drops (submit()).
-  if (r.qpair->state == Qpair::State::kClosing) [[unlikely]] {
-    const uint16_t st = generic(sn::sc::kAbortedSqDeletion);
+  // ... or one an Abort command named while it waited: it ends aborted, never submitted.
+  if (r.qpair->state == Qpair::State::kClosing || r.abort_reply != nullptr) [[unlikely]] {
+    const uint16_t st = r.abort_reply != nullptr ? generic(sn::sc::kAbortedByRequest)
+                                                 : generic(sn::sc::kAbortedSqDeletion);
     if (r.cmd.opcode != nvm::kDatasetManagement) return io_finish(r, st);
     if (r.first_error == 0) r.first_error = st;
     if (--r.pending == 0) io_finish(r, r.first_error);
@@ -262,6 +272,25 @@ void abort_io(Qpair& q) {
   bdev::Manager& mgr = q.group().bdevs();
   // Completions never run inside Manager::abort, so the list holds still while walked.
   for (Request* r = q.io_head; r != nullptr; r = r->io_next) mgr.abort(r->ns->desc, r->ns->ch, r);
+}
+
+void abort_command(PollGroup& g, uint64_t qpair_id, uint16_t cid, const AbortReply& reply) {
+  Qpair* q = g.qpair(qpair_id);
+  Request* r = nullptr;
+  for (Request* x = q != nullptr ? q->io_head : nullptr; x != nullptr && r == nullptr; x = x->io_next)
+    if (x->cmd.cid == cid && x->abort_reply == nullptr) r = x;
+  if (r == nullptr) return reply.send(false);  // completed already, or never an I/O in flight
+  r->abort_reply = new AbortReply(reply);  // an Abort is rare: off the I/O path
+  // Waiting in the bdev layer: it ends aborted; in the module: the module decides (bdev_nvme
+  // never retries it; one the device holds completes as the device completes it).
+  g.bdevs().abort(r->ns->desc, r->ns->ch, r);
+}
+
+void AbortReply::send(bool aborted) const {
+  PollGroup* g = admin_group;
+  g->target().run_on(g->thread(), [g, id = ctrlr_id, token = token, aborted] {
+    if (Controller* c = g->controller(id)) c->abort_answered(token, aborted);
+  });
 }
 
 }  // namespace pollux::fabric::target

@@ -220,6 +220,59 @@ TEST(Io, AClosingQueueAbortsItsIoInTheBdevLayer) {
   EXPECT_TRUE(rig.io->closed);
 }
 
+// The Abort admin command (CDW10: SQID, CID): the I/O command it names is given up in the bdev
+// layer on its queue's thread, and the Abort completes when that command ends — CDW0 bit 0
+// clear when it ended aborted, set when it completed anyway or was not in flight.
+TEST(Io, AnAbortGivesTheCommandUpAndSaysHowItEnded) {
+  IoRig rig;
+  HoldingBackend* be = add_holding_namespace(rig, {.refuse_channels = false, .hold = true});
+  const auto data = pattern(512 * 8, 4);
+  auto submit_write = [&] {
+    return rig.on_group(
+        [&] { return rig.io->submit(rw(nvm::kWrite, 2, 0, 8), data.data(), data.size()); }, 1);
+  };
+  auto submit_abort = [&](int cid) {
+    const uint32_t cdw10 = 1u | uint32_t(cid) << 16;  // SQID 1
+    return rig.on_group([&] { return rig.admin_q->submit(admin(sn::admin::kAbort, 0, cdw10)); },
+                        0);
+  };
+  // 1. The module ends the command as aborted: the Abort says so.
+  const int w = submit_write();
+  rig.settle();
+  ASSERT_EQ(be->held.size(), 1u);
+  const int a = submit_abort(w);
+  rig.settle();
+  ASSERT_EQ(be->aborted.size(), 1u);
+  EXPECT_TRUE(be->held[0]->abort_requested());
+  EXPECT_FALSE(rig.admin_q->slot(a).done);  // waits for the command's end
+  rig.on_group([&] { be->held[0]->complete(bdev::IoStatus::kAborted); }, 1);
+  rig.settle();
+  EXPECT_EQ(sc_of(rig.io->slot(w).cqe), sn::sc::kAbortedByRequest);
+  ASSERT_TRUE(rig.admin_q->slot(a).done);
+  EXPECT_EQ(rig.admin_q->slot(a).cqe.status, 0);
+  EXPECT_EQ(rig.admin_q->slot(a).cqe.dw0 & 1, 0u);  // aborted
+
+  // 2. The module completes it anyway (the device had it): not aborted.
+  const int w2 = submit_write();
+  rig.settle();
+  ASSERT_EQ(be->held.size(), 2u);
+  const int a2 = submit_abort(w2);
+  rig.settle();
+  EXPECT_FALSE(rig.admin_q->slot(a2).done);
+  rig.on_group([&] { be->held[1]->complete(bdev::IoStatus::kSuccess); }, 1);
+  rig.settle();
+  EXPECT_EQ(rig.io->slot(w2).cqe.status, 0);
+  ASSERT_TRUE(rig.admin_q->slot(a2).done);
+  EXPECT_EQ(rig.admin_q->slot(a2).cqe.dw0 & 1, 1u);
+
+  // 3. Nothing in flight with that CID, or an admin command: not aborted, at once.
+  auto& none = rig.run(*rig.admin_q, admin(sn::admin::kAbort, 0, 1u | 40u << 16));
+  EXPECT_EQ(none.cqe.status, 0);
+  EXPECT_EQ(none.cqe.dw0 & 1, 1u);
+  auto& adm = rig.run(*rig.admin_q, admin(sn::admin::kAbort, 0, 0u | 3u << 16));
+  EXPECT_EQ(adm.cqe.dw0 & 1, 1u);
+}
+
 // A namespace added while its bdev can give no channel (its device is being reset: chaos seed
 // 7400130, a target restarted during a fatal status) is there all the same: its I/O answers
 // Namespace Not Ready (DNR clear: the host retries) and gets a channel once one can be had.

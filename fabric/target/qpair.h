@@ -21,6 +21,7 @@ class Transport;
 struct PgNamespace;
 struct QpairAuth;
 struct PgSubsystem;
+struct AbortReply;
 
 // Data direction of a command: opcode bits 1:0, or a fabrics command's FCTYPE bits 1:0.
 enum class Xfer : uint8_t { kNone, kHostToController, kControllerToHost, kBidirectional };
@@ -43,6 +44,8 @@ struct Request {
   Request* next = nullptr;    // core lists: AERs held, I/O waiting for a bdev_io
   Request* io_prev = nullptr;  // the queue's list of I/O commands in the bdev layer
   Request* io_next = nullptr;
+  // An Abort command of the controller names this I/O command: told how it ended (io.cc).
+  AbortReply* abort_reply = nullptr;
 };
 
 class Qpair {

@@ -718,12 +718,18 @@ int Controller::free_io_qpair(std::unique_ptr<Qpair> qp) {
   if (!qp) return -EINVAL;
   const uint16_t qid = qp->id();
   int rc = 0;
+  // Its connect state outlives what the queue pair ends below (a Connect in flight).
+  std::unique_ptr<QueueConnect> connect_state;
   {
     // Not connected by anyone any more (an asynchronous reset, its owner).
     std::lock_guard lock(admin_mu_);
     io_connects_.erase(qp.get());
     std::erase(io_qpairs_, qp.get());
     if (reset_run_) drop_from_reset(qp.get());
+    if (auto it = connect_states_.find(qp.get()); it != connect_states_.end()) {
+      connect_state = std::move(it->second);
+      connect_states_.erase(it);
+    }
   }
   // Nothing is reaped or placed any more: waiting requests must not go into a queue that is
   // being deleted. What the queue held, and what waited for room in it, ends after it is gone.

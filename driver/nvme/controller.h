@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "driver/env/clock.h"
@@ -378,7 +379,13 @@ class Controller {
   std::unique_ptr<ResetRun> reset_run_;
   std::atomic<bool> reset_active_{false};
   int reset_result_ = 0;  // reset_start() of a transport without asynchronous connects
-  std::map<const Qpair*, std::unique_ptr<QueueConnect>> io_connects_;
+  std::set<const Qpair*> io_connects_;
+  // Each queue's connect state, for the queue's life: an outstanding Connect's callback writes
+  // into it, so it outlives every attempt — freed only after the queue pair has ended what
+  // it held (free_io_qpair), the admin queue's with the controller. Under admin_mu_.
+  std::map<const Qpair*, std::unique_ptr<QueueConnect>> connect_states_;
+  QueueConnect admin_connect_;
+  QueueConnect& connect_state(Qpair* qp);  // admin lock held; created on first use
   std::atomic<TimeoutAction> timeout_action_;
   bool admin_removal_handled_ = false;  // under admin_mu_
   ControllerStats stats_;

@@ -170,34 +170,39 @@ std::string Controller::connect_queue(Qpair& qp) {
   return rc == 0 ? "" : c.error;
 }
 
+Controller::QueueConnect& Controller::connect_state(Qpair* qp) {
+  auto& c = connect_states_[qp];
+  if (!c) c = std::make_unique<QueueConnect>();
+  return *c;
+}
+
 Result<std::unique_ptr<Qpair>> Controller::alloc_io_qpair_async(const QpairOptions& options) {
   if (!transport_->connects_async()) return alloc_io_qpair(options);
   auto qp = new_io_qpair(options, /*connect=*/false);
   if (!qp) return qp;
   (void)(*qp)->transport().start_connect();
-  auto c = std::make_unique<QueueConnect>();
-  c->qp = qp->get();
   std::lock_guard lock(admin_mu_);
-  io_connects_[qp->get()] = std::move(c);
+  QueueConnect& c = connect_state(qp->get());
+  c = QueueConnect{};
+  c.qp = qp->get();
+  io_connects_.insert(qp->get());
   return qp;
 }
 
 int Controller::poll_io_qpair_connect(Qpair& qp) {
-  std::unique_ptr<QueueConnect> c;
+  QueueConnect* c;
   {
     std::lock_guard lock(admin_mu_);
-    auto it = io_connects_.find(&qp);
-    if (it == io_connects_.end()) return qp.transport().broken() ? -ENOTCONN : 0;
-    c = std::move(it->second);
-    io_connects_.erase(it);
+    if (!io_connects_.contains(&qp)) return qp.transport().broken() ? -ENOTCONN : 0;
+    c = &connect_state(&qp);
   }
   // Stepped without the admin lock: the owner's thread, which a reset pauses before it takes
-  // the queue over (so no reset runs meanwhile).
+  // the queue over (so no reset runs meanwhile); the state lives as long as the queue pair.
   const int rc = step_connect(*c);
-  if (rc == -EAGAIN) {
+  if (rc == -EAGAIN) return rc;
+  {
     std::lock_guard lock(admin_mu_);
-    io_connects_[&qp] = std::move(c);
-    return rc;
+    io_connects_.erase(&qp);
   }
   if (rc != 0) qp.transport().leave_path();
   return rc;
@@ -206,7 +211,7 @@ int Controller::poll_io_qpair_connect(Qpair& qp) {
 // ------------------------------------------------------------------ asynchronous reset ---
 
 void Controller::drop_from_reset(const Qpair* qp) {
-  std::erase_if(reset_run_->io, [qp](const auto& c) { return c->qp == qp; });
+  std::erase_if(reset_run_->io, [qp](const QueueConnect* c) { return c->qp == qp; });
 }
 
 int Controller::reset() {
@@ -350,14 +355,14 @@ int Controller::reset_step(ResetRun& r) {
           admin_->reset_rings(kAbortedByRequest, /*connect_now=*/false);
           keep_alive_pending_ = false;  // the reset ended it
           admin_stuck_.store(false, std::memory_order_release);
-          r.admin = QueueConnect{};
-          r.admin.qp = admin_.get();
+          admin_connect_ = QueueConnect{};  // the rings' reset ended any Connect of it
+          admin_connect_.qp = admin_.get();
         }
-        const int rc = step_connect(r.admin);
+        const int rc = step_connect(admin_connect_);
         if (rc == -EAGAIN) return rc;
         r.started = false;
         if (rc != 0) {
-          init_error_ = "reset: " + r.admin.error;
+          init_error_ = "reset: " + admin_connect_.error;
           return -ECONNRESET;
         }
         r.step = Step::kEnable;
@@ -421,16 +426,19 @@ int Controller::reset_step(ResetRun& r) {
         const uint16_t retriable = sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedSqDeletion);
         for (Qpair* qp : io_qpairs_) {
           const bool known = std::any_of(r.io.begin(), r.io.end(),
-                                         [qp](const auto& c) { return c->qp == qp; });
+                                         [qp](const QueueConnect* c) { return c->qp == qp; });
           if (known) continue;
-          io_connects_.erase(qp);
+          // The rings' reset ends an owner's Connect in flight (its callback writes into the
+          // queue's connect state, which is reused here only afterwards).
           stats_.reset_aborted_ios += qp->reset_rings(retriable, /*connect_now=*/false);
-          auto c = std::make_unique<QueueConnect>();
-          c->qp = qp;
-          r.io.push_back(std::move(c));
+          io_connects_.erase(qp);
+          QueueConnect& c = connect_state(qp);
+          c = QueueConnect{};
+          c.qp = qp;
+          r.io.push_back(&c);
         }
         bool waiting = false;
-        for (auto& c : r.io) {
+        for (QueueConnect* c : r.io) {
           const int rc = step_connect(*c);
           if (rc == -EAGAIN) {
             waiting = true;
@@ -440,7 +448,7 @@ int Controller::reset_step(ResetRun& r) {
           }
         }
         if (waiting) return -EAGAIN;
-        for (auto& c : r.io) c->qp->resume();  // waiting requests go out now
+        for (QueueConnect* c : r.io) c->qp->resume();  // waiting requests go out now
         r.step = Step::kAsyncEvents;
         continue;
       }

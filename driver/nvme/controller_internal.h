@@ -35,8 +35,7 @@ struct Controller::ResetRun {
   uint32_t cc = 0;
   InitState before = InitState::kReady;
   bool enabled = false;  // state_ moved to kEnable: a failure restores `before`
-  QueueConnect admin;
-  std::vector<std::unique_ptr<QueueConnect>> io;
+  std::vector<QueueConnect*> io;  // the queues' connect_states_
 };
 
 }  // namespace pollux::nvme

@@ -220,5 +220,52 @@ TEST_F(AsyncConnectTest, AQueuePairWhoseConnectIsRefusedIsConnectedByTheReset) {
   EXPECT_FALSE(nvme::cpl_is_error(r.cpl)) << nvme::describe(nvme::Status::from_cqe(r.cpl.status));
 }
 
+// A queue pair whose Connect is in flight when a reset takes it over, or when it is freed: the
+// Connect ends (the rings' reset, the queue's end) and its callback writes into the queue's
+// connect state, which must still be there (chaos seeds 7931519 and 7931827: a use after free,
+// the reset had dropped the state first). ASan checks this in the sanitizer stage.
+TEST_F(AsyncConnectTest, AConnectInFlightEndsSafelyWhenAResetTakesTheQueueOverOrItIsFreed) {
+  nvme::Controller& c = attach();
+  auto hold = std::make_shared<std::atomic<bool>>(true);  // the hook outlives this body
+  auto held = std::make_shared<std::atomic<int>>(0);
+  target_->set_hook([hold, held](st::Conn&, const st::Command& cmd) {
+    if (!hold->load() || !cmd.is_connect()) return false;
+    nf::ConnectCommand connect;
+    std::memcpy(&connect, &cmd.sqe, sizeof connect);
+    if (connect.qid == 0) return false;
+    held->fetch_add(1);
+    return true;  // never answered
+  });
+  auto q1 = c.alloc_io_qpair_async({.queue_size = 32});
+  ASSERT_TRUE(q1) << q1.error().message;
+  nvme::Qpair& qp = keep(c, std::move(q1).value());
+  const auto deadline = Clock::now() + kWait;
+  while (held->load() < 1) {
+    ASSERT_LT(Clock::now(), deadline);
+    ASSERT_EQ(c.poll_io_qpair_connect(qp), -EAGAIN);
+  }
+  // A second queue pair, its Connect in flight too, is freed.
+  auto q2 = c.alloc_io_qpair_async({.queue_size = 32});
+  ASSERT_TRUE(q2) << q2.error().message;
+  while (held->load() < 2) {
+    ASSERT_LT(Clock::now(), deadline);
+    ASSERT_EQ(c.poll_io_qpair_connect(**q2), -EAGAIN);
+  }
+  EXPECT_EQ(c.free_io_qpair(std::move(q2).value()), 0);
+  // The reset takes the first over and connects it (answered now).
+  hold->store(false);
+  ASSERT_EQ(c.reset(), 0);
+  EXPECT_EQ(c.poll_io_qpair_connect(qp), 0);
+  EXPECT_FALSE(qp.transport().broken());
+  std::vector<uint8_t> rbuf(4096);
+  Done r;
+  ASSERT_EQ(qp.read(*c.ns(1), rbuf.data(), 0, 8, on_done, &r), 0);
+  while (!r.done) {
+    ASSERT_LT(Clock::now(), deadline);
+    qp.process_completions();
+  }
+  EXPECT_FALSE(nvme::cpl_is_error(r.cpl));
+}
+
 }  // namespace
 }  // namespace pollux::fabric::tcp

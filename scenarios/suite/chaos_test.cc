@@ -320,6 +320,14 @@ TEST(Chaos, FabricSeeds7890151And7890540RunIoWhileConnectsAndResetsAreUnderWay) 
   }
 }
 
+// Fabric campaign seeds 7931519 and 7931827 (found the day the connects became asynchronous):
+// a crash, a use after free. A reset took over an I/O queue pair whose owner's Connect was in
+// flight and dropped the connect state the Connect's callback writes into before ending it.
+// Each queue's connect state now lives as long as the queue pair.
+TEST(Chaos, FabricSeeds7931519And7931827EndAConnectInFlightSafely) {
+  for (const uint64_t seed : {7931519ull, 7931827ull}) expect_recovered(fabric_chaos(seed), seed);
+}
+
 // Campaign seed 7881664 (device faults): a spontaneous disable right as the host's reset
 // enabled the drive; the reset waited out CAP.TO (10.5 s) for a RDY that never came, as
 // Linux's would, then recovered — but in one step of the run, which then called it a hang

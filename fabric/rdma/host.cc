@@ -94,6 +94,8 @@ Result<std::unique_ptr<nvme::QueueTransport>> RdmaTransport::create_queue(
   // writes up to IOCCSZ in the capsule.
   auto q = std::make_unique<RdmaQueue>(shared_, p, p.qid == 0 ? 0 : io_in_capsule_,
                                        p.qid == 0 ? 1 : io_msdbd_);
+  // Without its connection: the controller connects it (reset, or its owner's polls).
+  if (!p.connect) return std::unique_ptr<nvme::QueueTransport>(std::move(q));
   if (std::string e = q->open(); !e.empty()) return make_error(ECONNREFUSED, e);
   return std::unique_ptr<nvme::QueueTransport>(std::move(q));
 }

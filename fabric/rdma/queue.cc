@@ -82,11 +82,58 @@ void RdmaQueue::close_qp() {
 
 // ----------------------------------------------------------------------- connection ---
 
+// The exchange runs without blocking (start_connect, then poll_connect until it is done);
+// open() is the same, waiting on the CM between polls.
 std::string RdmaQueue::open() {
+  (void)start_connect();
+  for (;;) {
+    const int rc = poll_connect();
+    if (rc != -EAGAIN) return rc == 0 ? "" : connect_error_;
+    cm_->wait(cm_deadline_);
+  }
+}
+
+int RdmaQueue::start_connect() {
+  // Nothing in flight survives; requests not sent yet keep what map_data described.
+  for (Request& r : reqs_)
+    if (r.sent) r = Request{};
+  produced_ = tail_ = 0;
+  outstanding_ = empty_polls_ = 0;
+  quiet_since_ns_ = 0;
   broken_.store(true, std::memory_order_release);  // until the exchange is done
-  std::string err = open_qp();
-  if (!err.empty()) close_qp();
-  return err;
+  connect_error_.clear();
+  if (std::string e = begin_qp(); !e.empty()) {
+    close_qp();
+    connect_error_ = std::move(e);
+    conn_ = Conn::kFailed;
+    return 0;
+  }
+  conn_ = Conn::kConnecting;
+  return 0;
+}
+
+int RdmaQueue::poll_connect() {
+  switch (conn_) {
+    case Conn::kIdle:
+      return broken() ? -ENOTCONN : 0;
+    case Conn::kDone:
+      return 0;
+    case Conn::kFailed:
+      return -ECONNREFUSED;
+    case Conn::kConnecting:
+      break;
+  }
+  std::string e;
+  const int rc = step_qp(&e);
+  if (rc == -EAGAIN) return rc;
+  if (rc != 0) {
+    close_qp();
+    connect_error_ = std::move(e);
+    conn_ = Conn::kFailed;
+    return -ECONNREFUSED;
+  }
+  conn_ = Conn::kDone;
+  return 0;
 }
 
 // After a reset of the device (a NIC reset): the MRs this queue held died with it.
@@ -105,7 +152,7 @@ std::string RdmaQueue::renew_device_objects() {
   return "";
 }
 
-std::string RdmaQueue::open_qp() {
+std::string RdmaQueue::begin_qp() {
   close_qp();
   verbs::Context& ctx = *shared_->options.context;
   const std::string where = "NVMe/RDMA " + shared_->traddr + ":" + shared_->trsvcid + " qid " +
@@ -152,56 +199,63 @@ std::string RdmaQueue::open_qp() {
                          CmQpInfo{qp_->qp_num(), ctx.port_address(), psn}, &req, sizeof req);
   if (!cm) return where + ": CM: " + cm.error().message;
   cm_ = std::move(cm).value();
-  const uint64_t deadline =
-      cmgr.now_ns() + uint64_t{shared_->options.connect_timeout_ms} * 1'000'000;
-  for (;;) {
+  cm_deadline_ = cmgr.now_ns() + uint64_t{shared_->options.connect_timeout_ms} * 1'000'000;
+  cm_psn_ = psn;
+  return "";
+}
+
+// One look at the CM: -EAGAIN (nothing yet), 0 (connected: the QP in RTS, receives posted), or
+// -ECONNREFUSED with *err.
+int RdmaQueue::step_qp(std::string* err) {
+  const std::string where = "NVMe/RDMA " + shared_->traddr + ":" + shared_->trsvcid + " qid " +
+                            std::to_string(params_.qid);
+  const uint32_t entries = params_.entries;
+  ConnectionManager& cmgr = *shared_->cm;
+  auto fail = [&](std::string why) {
+    *err = where + ": " + why;
+    return -ECONNREFUSED;
+  };
+  {
     const CmEvent e = cm_->poll();
     switch (e.type) {
       case CmEventType::kNone:
-        if (cmgr.now_ns() >= deadline)
-          return where + ": no answer within " +
-                 std::to_string(shared_->options.connect_timeout_ms) + " ms";
-        cm_->wait(deadline);
-        continue;
+        if (cmgr.now_ns() >= cm_deadline_)
+          return fail("no answer within " + std::to_string(shared_->options.connect_timeout_ms) +
+                      " ms");
+        return -EAGAIN;
       case CmEventType::kRejected: {
         nr::CmReject rej{};
-        if (e.private_data_len < sizeof rej) return where + ": rejected";
+        if (e.private_data_len < sizeof rej) return fail("rejected");
         std::memcpy(&rej, e.private_data, sizeof rej);
-        return where + ": rejected: " + reject_reason(rej.sts) + " (status " +
-               std::to_string(rej.sts) + ")";
+        return fail(std::string("rejected: ") + reject_reason(rej.sts) + " (status " +
+                    std::to_string(rej.sts) + ")");
       }
       case CmEventType::kConnectResponse: {
         nr::CmAccept acc{};
-        if (e.private_data_len < 4) return where + ": accept without private data";
+        if (e.private_data_len < 4) return fail("accept without private data");
         std::memcpy(&acc, e.private_data, std::min<std::size_t>(e.private_data_len, sizeof acc));
-        if (acc.recfmt != nr::kRecfmt10) return where + ": accept with an unknown RECFMT";
+        if (acc.recfmt != nr::kRecfmt10) return fail("accept with an unknown RECFMT");
         if (acc.crqsize < entries)
-          return where + ": the controller's receive queue (" + std::to_string(acc.crqsize) +
-                 ") is smaller than the queue (" + std::to_string(entries) + ")";
+          return fail("the controller's receive queue (" + std::to_string(acc.crqsize) +
+                      ") is smaller than the queue (" + std::to_string(entries) + ")");
         crqsize_ = acc.crqsize;
-        if (int rc = cm_->ready_qp(*qp_, e, psn, shared_->options.qp); rc != 0)
-          return where + ": QP: cannot move to RTS (" + std::to_string(rc) + ")";
+        if (int rc = cm_->ready_qp(*qp_, e, cm_psn_, shared_->options.qp); rc != 0)
+          return fail("QP: cannot move to RTS (" + std::to_string(rc) + ")");
         for (uint32_t i = 0; i < entries; ++i)
-          if (!post_recv(i)) return where + ": receives could not be posted";
-        if (cm_->establish() != 0) return where + ": the CM stream broke";
+          if (!post_recv(i)) return fail("receives could not be posted");
+        if (cm_->establish() != 0) return fail("the CM stream broke");
         broken_.store(false, std::memory_order_release);
-        return "";
+        return 0;
       }
       default: {
         const std::string why = cm_->reason();
-        return where + ": " + to_string(e.type) + (why.empty() ? "" : " (" + why + ")");
+        return fail(to_string(e.type) + (why.empty() ? "" : " (" + why + ")"));
       }
     }
   }
 }
 
 void RdmaQueue::reset() {
-  // Nothing in flight survives; requests not sent yet keep what map_data described.
-  for (Request& r : reqs_)
-    if (r.sent) r = Request{};
-  produced_ = tail_ = 0;
-  outstanding_ = empty_polls_ = 0;
-  quiet_since_ns_ = 0;
   (void)open();  // a failure leaves the queue broken(): the reset fails and is tried again
 }
 

@@ -25,9 +25,13 @@ class RdmaQueue final : public nvme::QueueTransport {
   RdmaQueue(const RdmaQueue&) = delete;
   RdmaQueue& operator=(const RdmaQueue&) = delete;
 
-  // The CM exchange and the QP (set-up path, bounded by connect_timeout_ms). "" or what failed
-  // (a REJECT's status by name).
+  // The CM exchange and the QP (set-up path, bounded by connect_timeout_ms), waiting on the CM.
+  // "" or what failed (a REJECT's status by name).
   std::string open();
+  // The same without blocking (the controller's asynchronous reset and queue connects).
+  int start_connect() override;
+  int poll_connect() override;
+  std::string connect_error() const override { return connect_error_; }
 
   int init_requests(uint32_t n) override;
   int map_data(uint16_t index, sn::SubmissionEntry& cmd, const iovec* iov, int iovcnt,
@@ -38,6 +42,7 @@ class RdmaQueue final : public nvme::QueueTransport {
   void reset() override;
   void disconnect() override {
     close_qp();
+    conn_ = Conn::kIdle;
     broken_.store(true, std::memory_order_release);
   }
   bool reports_sq_head() const override { return false; }
@@ -75,7 +80,8 @@ class RdmaQueue final : public nvme::QueueTransport {
   bool post_recv(uint32_t slot);
   void send_capsules();
   void close_qp();
-  std::string open_qp();
+  std::string begin_qp();            // the QP and the CM's REQ: "" or what failed
+  int step_qp(std::string* err);     // -EAGAIN, 0 (established) or -ECONNREFUSED
 
   std::shared_ptr<RdmaTransport::Shared> shared_;
   nvme::QueueParams params_;
@@ -88,6 +94,11 @@ class RdmaQueue final : public nvme::QueueTransport {
   uint32_t crqsize_ = 0;
 
   std::unique_ptr<CmId> cm_;
+  enum class Conn : uint8_t { kIdle, kConnecting, kDone, kFailed };
+  Conn conn_ = Conn::kIdle;
+  uint64_t cm_deadline_ = 0;
+  uint32_t cm_psn_ = 0;
+  std::string connect_error_;
   std::unique_ptr<verbs::Cq> cq_;
   std::unique_ptr<verbs::Qp> qp_;
   std::unique_ptr<env::DmaRegion> region_;  // capsules (one per SQ slot), then responses

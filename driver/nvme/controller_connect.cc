@@ -237,7 +237,7 @@ int Controller::reset_start() {
   ++stats_.resets;
   if (transport_->probe_gone()) return fail_reset(-ENODEV);
   lock.lock();
-  // The I/O queues' connections go first (see reset()).
+  // The I/O queues' connections go first (see reset_blocking()).
   for (Qpair* qp : io_qpairs_) qp->transport().disconnect();
   arm_cap_timeout();
   reset_run_ = std::make_unique<ResetRun>();

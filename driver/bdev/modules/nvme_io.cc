@@ -188,35 +188,33 @@ int NvmeCtrlr::channel_create(void* io_device, void* ctx) {
   bool connecting = false;
   Result<std::unique_ptr<nvme::Qpair>> qp = make_error(ENODEV, "");
   {
-    // Not while nvme::Controller::reset() runs; during the reset's pause phase the new
+    // Not while a one-call nvme::Controller::reset() runs (a reset in steps keeps its list of
+    // queue pairs under the controller's admin lock); during a reset's pause phase the new
     // channel starts paused (the resume walk will find it: it runs after this).
     std::lock_guard reset_lock(self->reset_mu_);
     {
       std::lock_guard lock(self->mu_);
       paused = self->pausing_;
     }
-    // A fabrics controller whose association is lost (or that is being recovered) cannot
-    // connect a queue now: connecting would only block this thread (a refused connect, or
-    // the whole connect timeout) and fail. As SPDK's bdev_nvme does, the channel is created
-    // anyway with its queue pair unconnected: I/O waits in it, and the reset that recovers the
-    // controller connects it with the others (or fails what it holds, as for any queue pair).
     nvme::Controller& c = *self->ctrlr_;
-    const bool fabrics = c.transport().fabrics();
-    const bool lost = fabrics && (self->lost_since_.load(std::memory_order_relaxed) != 0 ||
-                                  self->reset_again_.load(std::memory_order_acquire) ||
-                                  !c.healthy());
-    // A queue whose own connect fails while the controller looks healthy fails the channel.
-    // (With an unconnected queue pair instead, RDMA chaos seed 7700282 left a read waiting for
-    // good: a fallback whose condition had never held — its errno's sign was wrong — and that
-    // is not what recovers a path; Transport::path_failed() and the reset are.)
     if (c.transport().connects_async()) {
-      // NVMe/TCP connects without blocking: the queue pair now, its connection from the
-      // channel's poller (or from the reset under way, which takes it over).
+      // NVMe/TCP and NVMe/RDMA connect without blocking (as SPDK's bdev_nvme): the queue pair
+      // now, its connection from the channel's poller (or from the reset under way, which
+      // takes it over). I/O waits in it; one whose connect fails is connected by the reset
+      // the health check then starts, or fails with the controller.
       if (!self->failed() && !c.failed()) {
         qp = c.alloc_io_qpair_async(self->opts_.qpair);
         connecting = static_cast<bool>(qp);
       }
     } else {
+      // A transport that connects only in one call (PCIe; a fabrics one without steps, none
+      // today). A fabrics controller whose association is lost (or being recovered) gets the
+      // queue pair unconnected — connecting would only block this thread and fail — and the
+      // reset that recovers the controller connects it with the others.
+      const bool fabrics = c.transport().fabrics();
+      const bool lost = fabrics && (self->lost_since_.load(std::memory_order_relaxed) != 0 ||
+                                    self->reset_again_.load(std::memory_order_acquire) ||
+                                    !c.healthy());
       if (!lost) qp = c.alloc_io_qpair(self->opts_.qpair);
       if (fabrics && lost && !self->failed() && !c.failed())
         qp = c.alloc_disconnected_io_qpair(self->opts_.qpair);

@@ -178,8 +178,8 @@ class Controller {
   // The data buffer, if any, is bounced through the controller's DMA scratch area.
   Result<sn::CompletionEntry> admin_sync(const sn::SubmissionEntry& cmd, void* data = nullptr,
                                          uint32_t len = 0);
-  // Controller reset, the recovery path (set-up path, synchronous): disable the controller,
-  // end what it held with a retriable status (Aborted due to SQ deletion, DNR clear: the
+  // Controller reset, the recovery path (set-up path; returns when done): disable the
+  // controller, end what it held with a retriable status (Aborted due to SQ deletion, DNR clear: the
   // device may or may not have executed it), enable it again with the same admin queue,
   // restore Number of Queues and the AERs, and recreate every I/O queue pair with its id and
   // memory; requests that had not reached the device are submitted afterwards. The owners of
@@ -188,13 +188,13 @@ class Controller {
   // controller is failed (every queue pair's requests end with DNR set).
   int reset();
   // The same reset without blocking, for a transport that connects without blocking
-  // (Transport::connects_async(): NVMe/TCP), as SPDK's bdev_nvme resets (disconnect, then
-  // spdk_nvme_ctrlr_reconnect_poll_async): reset_start() begins, reset_poll() advances it —
-  // each property access, connection and Connect command a step — and returns -EAGAIN while
-  // it is under way, then what reset() returns. A thread that runs other controllers' I/O
-  // keeps running it meanwhile. The owners of the I/O queue pairs keep them paused until it
-  // ends, as for reset(). Other transports: reset_start() runs reset() whole. reset() itself
-  // is reset_start() and reset_poll() until done.
+  // (Transport::connects_async(): NVMe/TCP, NVMe/RDMA), as SPDK's bdev_nvme resets
+  // (disconnect, then spdk_nvme_ctrlr_reconnect_poll_async): reset_start() begins,
+  // reset_poll() advances it — each property access, connection and Connect command a step —
+  // and returns -EAGAIN while it is under way, then what reset() returns. A thread that runs
+  // other controllers' I/O keeps running it meanwhile. The owners of the I/O queue pairs keep
+  // them paused until it ends, as for reset() — which, on these transports, is reset_start()
+  // and reset_poll() until done. Other transports (PCIe): reset_start() runs the reset whole.
   int reset_start();
   int reset_poll();
   bool reset_in_progress() const { return reset_active_.load(std::memory_order_acquire); }

@@ -103,8 +103,9 @@ std::string Controller::finish_connect(QueueConnect& c) {
     return what + ": the subsystem requires secure channel concatenation (TLS; not supported)";
   if (authreq & nf::connect::kAuthreqAtr) {
     if (!auth_) {
-      return what + ": the subsystem requires in-band authentication (DH-HMAC-CHAP): give "
-                    "this host's key (dhchap_key)";
+      return what +
+             ": the subsystem requires in-band authentication (DH-HMAC-CHAP): give "
+             "this host's key (dhchap_key)";
     }
     return authenticate_queue(qp);
   }
@@ -321,7 +322,8 @@ int Controller::reset_step(ResetRun& r) {
   for (;;) {
     switch (r.step) {
       case Step::kReadCc: {
-        const int rc = reset_command(r, property_command(nf::fctype::kPropertyGet, sn::reg::kCc, k4));
+        const int rc =
+            reset_command(r, property_command(nf::fctype::kPropertyGet, sn::reg::kCc, k4));
         if (rc == -EAGAIN) return rc;
         r.cc = static_cast<uint32_t>(nf::property_value(r.cpl));
         r.step = (rc != 0 || r.cc == ~0u) ? Step::kConnectAdmin : Step::kDisable;
@@ -329,7 +331,8 @@ int Controller::reset_step(ResetRun& r) {
       }
       case Step::kDisable: {
         const uint32_t cc = r.cc & ~(sn::cc::kEn | 3u << 14);
-        const int rc = reset_command(r, property_command(nf::fctype::kPropertySet, sn::reg::kCc, k4, cc));
+        const int rc =
+            reset_command(r, property_command(nf::fctype::kPropertySet, sn::reg::kCc, k4, cc));
         if (rc == -EAGAIN) return rc;
         r.step = rc != 0 ? Step::kConnectAdmin : Step::kWaitNotReady;
         continue;
@@ -378,7 +381,8 @@ int Controller::reset_step(ResetRun& r) {
         }
         const uint32_t cc =
             sn::cc::make(true, 0, 0, sn::cc::kAmsRoundRobin, sn::cc::kShnNone, 6, 4);
-        const int rc = reset_command(r, property_command(nf::fctype::kPropertySet, sn::reg::kCc, k4, cc));
+        const int rc =
+            reset_command(r, property_command(nf::fctype::kPropertySet, sn::reg::kCc, k4, cc));
         if (rc == -EAGAIN) return rc;
         r.started = false;
         r.step = Step::kWaitReady;  // a failed write shows as RDY never set
@@ -480,9 +484,9 @@ int Controller::reset_step(ResetRun& r) {
         const int rc =
             reset_command(r, property_command(nf::fctype::kPropertyGet, sn::reg::kCsts, k4));
         if (rc == -EAGAIN) return rc;
-        const std::string e = rc != 0 ? std::string("device reads all ones (removed?)")
-                                      : csts_problem_of(static_cast<uint32_t>(
-                                            nf::property_value(r.cpl)));
+        const std::string e =
+            rc != 0 ? std::string("device reads all ones (removed?)")
+                    : csts_problem_of(static_cast<uint32_t>(nf::property_value(r.cpl)));
         if (!e.empty()) {
           init_error_ = "reset: " + e;
           return -EIO;

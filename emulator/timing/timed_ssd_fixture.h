@@ -44,7 +44,9 @@ struct Queue {
   std::deque<std::pair<sp::CompletionEntry, SimTime>> stash;  // reaped, not yet asked for
 };
 
-inline bool ok(const sp::CompletionEntry& c) { return (c.status >> 1) == 0; }
+inline bool ok(const sp::CompletionEntry& c) {
+  return (c.status >> 1) == 0;
+}
 
 // A host, one timed device and its simulation. The controller outlives the simulation.
 class Rig {
@@ -124,7 +126,9 @@ class Rig {
   void ring_sq(Queue& q) { ctrl_->write32(sp::reg::sq_tail_doorbell(q.qid, 0), q.sq_tail); }
 
   // An entry is in the CQ at the head (not consumed).
-  static bool visible(const Queue& q) { return sp::status::phase(q.cq[q.cq_head].status) == q.phase; }
+  static bool visible(const Queue& q) {
+    return sp::status::phase(q.cq[q.cq_head].status) == q.phase;
+  }
 
   // Consumes every visible entry into the stash; rings the CQ head doorbell and lets the
   // device notice it.
@@ -221,7 +225,7 @@ class Rig {
 
 // PRP1 only: the data must not cross a 4 KiB page unless prp2 is given.
 inline sp::SubmissionEntry rw(uint8_t opcode, uint64_t slba, uint32_t nlb, const void* buf,
-                       const void* prp2 = nullptr) {
+                              const void* prp2 = nullptr) {
   sp::SubmissionEntry c{};
   c.opcode = opcode;
   c.nsid = 1;

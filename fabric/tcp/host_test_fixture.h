@@ -3,8 +3,6 @@
 // (testing/scripted_target.h), and helpers to drive and inspect them.
 #pragma once
 
-#include "fabric/tcp/host.h"
-
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -26,6 +24,7 @@
 #include "driver/nvme/controller.h"
 #include "driver/nvme/qpair.h"
 #include "driver/nvme/status.h"
+#include "fabric/tcp/host.h"
 #include "fabric/tcp/queue.h"
 #include "fabric/tcp/testing/scripted_target.h"
 
@@ -71,7 +70,7 @@ inline std::string join(const std::vector<std::string>& v) {
 
 // Received PDUs of `type` on `conn` for command `cid` (CapsuleCmd: by its SQE's CID).
 inline std::vector<st::Pdu> pdus_for(const std::vector<st::Pdu>& pdus, uint8_t type, int conn,
-                              uint16_t cid) {
+                                     uint16_t cid) {
   std::vector<st::Pdu> out;
   for (const st::Pdu& p : pdus) {
     if (p.ch.type != type || p.conn != conn) continue;
@@ -211,7 +210,7 @@ class TcpHostTest : public ::testing::Test {
 
 // A hook that takes over one kind of I/O command (any I/O queue).
 inline st::ScriptedTarget::Hook on_io(uint8_t opcode,
-                               std::function<void(st::Conn&, const st::Command&)> f) {
+                                      std::function<void(st::Conn&, const st::Command&)> f) {
   return [opcode, f = std::move(f)](st::Conn& c, const st::Command& cmd) {
     if (cmd.qid < 1 || cmd.fabrics() || cmd.sqe.opcode != opcode) return false;
     f(c, cmd);

@@ -71,8 +71,8 @@ inline int completed(const std::vector<Each>& v) {
 inline void expect_all_once_ok(const std::vector<Each>& v, const char* what) {
   for (std::size_t i = 0; i < v.size(); ++i) {
     EXPECT_EQ(v[i].n, 1) << what << " #" << i;
-    EXPECT_EQ(v[i].status, IoStatus::kSuccess) << what << " #" << i << " "
-                                               << bdev::to_string(v[i].status);
+    EXPECT_EQ(v[i].status, IoStatus::kSuccess)
+        << what << " #" << i << " " << bdev::to_string(v[i].status);
   }
 }
 

@@ -660,13 +660,6 @@ Result<std::unique_ptr<Qpair>> Controller::alloc_io_qpair(const QpairOptions& op
   return new_io_qpair(options, /*connect=*/true);
 }
 
-Result<std::unique_ptr<Qpair>> Controller::alloc_disconnected_io_qpair(
-    const QpairOptions& options) {
-  if (!transport_->fabrics())
-    return make_error(ENOTSUP, "only a fabrics queue pair can wait for its connection");
-  return new_io_qpair(options, /*connect=*/false);
-}
-
 Result<std::unique_ptr<Qpair>> Controller::new_io_qpair(const QpairOptions& options, bool connect) {
   // During an asynchronous reset a queue pair may be created unconnected: the reset (or its
   // owner, afterwards) connects it.

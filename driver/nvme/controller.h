@@ -147,13 +147,7 @@ class Controller {
 
   // Creates the CQ then the SQ with admin commands (synchronous; any thread).
   Result<std::unique_ptr<Qpair>> alloc_io_qpair(const QpairOptions& options = {});
-  // Fabrics: the queue pair without its connection, for an owner that creates queues while
-  // the association is lost (SPDK's bdev_nvme keeps an I/O channel whose qpair could not be
-  // connected, and connects it with the reset). Submissions wait in it; connections_ok() is
-  // false until the next reset() connects it with the others, or a failed controller fails
-  // what it holds. ENOTSUP on PCIe.
-  Result<std::unique_ptr<Qpair>> alloc_disconnected_io_qpair(const QpairOptions& options = {});
-  // Fabrics, a transport that connects without blocking: the queue pair at once, its
+  // Fabrics: the queue pair at once, its
   // connection and Connect command under way (SPDK's asynchronous qpair connect); the owner
   // advances them with poll_io_qpair_connect() from its poller. Submissions wait in it until
   // it is connected. Other transports: alloc_io_qpair(). Allowed during an asynchronous
@@ -187,8 +181,8 @@ class Controller {
   // them). 0, or a negative errno; after `max_reset_failures` failures in a row the
   // controller is failed (every queue pair's requests end with DNR set).
   int reset();
-  // The same reset without blocking, for a transport that connects without blocking
-  // (Transport::connects_async(): NVMe/TCP, NVMe/RDMA), as SPDK's bdev_nvme resets
+  // The same reset without blocking, for a fabrics transport (NVMe/TCP, NVMe/RDMA: queues
+  // connect in steps, QueueTransport::start_connect/poll_connect), as SPDK's bdev_nvme resets
   // (disconnect, then spdk_nvme_ctrlr_reconnect_poll_async): reset_start() begins,
   // reset_poll() advances it — each property access, connection and Connect command a step —
   // and returns -EAGAIN while it is under way, then what reset() returns. A thread that runs

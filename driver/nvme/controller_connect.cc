@@ -178,7 +178,7 @@ Controller::QueueConnect& Controller::connect_state(Qpair* qp) {
 }
 
 Result<std::unique_ptr<Qpair>> Controller::alloc_io_qpair_async(const QpairOptions& options) {
-  if (!transport_->connects_async()) return alloc_io_qpair(options);
+  if (!transport_->fabrics()) return alloc_io_qpair(options);
   auto qp = new_io_qpair(options, /*connect=*/false);
   if (!qp) return qp;
   (void)(*qp)->transport().start_connect();
@@ -216,7 +216,7 @@ void Controller::drop_from_reset(const Qpair* qp) {
 }
 
 int Controller::reset() {
-  if (!transport_->connects_async()) return reset_blocking();
+  if (!transport_->fabrics()) return reset_blocking();
   int rc = reset_start();
   while (rc == -EAGAIN) {
     rc = reset_poll();
@@ -226,7 +226,7 @@ int Controller::reset() {
 }
 
 int Controller::reset_start() {
-  if (!transport_->connects_async()) {
+  if (!transport_->fabrics()) {
     reset_result_ = reset_blocking();
     return reset_result_;
   }
@@ -252,7 +252,7 @@ int Controller::reset_start() {
 }
 
 int Controller::reset_poll() {
-  if (!transport_->connects_async()) return reset_result_;
+  if (!transport_->fabrics()) return reset_result_;
   int rc;
   {
     std::lock_guard lock(admin_mu_);

@@ -118,8 +118,8 @@ bool Controller::healthy() {
          !admin_stuck_.load(std::memory_order_acquire);
 }
 
-// The whole reset in one call (PCIe, RDMA). NVMe/TCP resets step by step, the same steps
-// (controller_connect.cc).
+// The whole reset in one call: PCIe (registers by MMIO). Fabrics controllers reset step by
+// step, the same steps through properties and connections (controller_connect.cc).
 int Controller::reset_blocking() {
   // Whatever requested this reset (a timeout, or a caller that found the controller
   // unhealthy) is answered by it.
@@ -127,30 +127,13 @@ int Controller::reset_blocking() {
   if (state_ == InitState::kFailed) return -ENODEV;
   ++stats_.resets;
   if (transport_->probe_gone()) return fail_reset(-ENODEV);
-  // 1. Disable. A controller in fatal status may not answer until EN is cleared. Fabrics: the
-  // same through properties while the admin connection holds; when it broke (or its Connect
-  // failed), the target has no association for it, and connecting again starts a fresh one.
-  const bool fabrics = transport_->fabrics();
-  // Fabrics: the I/O queues' connections go first (as Linux's teardown does). The target
-  // disables only once its I/O queues are gone, and one whose connection is still open waits
-  // for the host to read what it sends — which the host, waiting here, never does (chaos seed
-  // 7810408: the reset waited out CAP.TO with every I/O of the controller stalled).
-  if (fabrics) {
-    std::lock_guard lock(admin_mu_);
-    for (Qpair* qp : io_qpairs_) qp->transport().disconnect();
-  }
+  // 1. Disable. A controller in fatal status may not answer until EN is cleared.
   arm_cap_timeout();
-  // An admin queue whose last Connect failed (paused) holds no association to disable either.
-  if (!fabrics || (!admin_->transport().broken() && !admin_->resetting())) {
-    const uint32_t cc = reg32(sn::reg::kCc);
-    if (cc == ~0u && !fabrics) return fail_reset(-ENODEV);
-    if (cc != ~0u) {
-      set_reg32(sn::reg::kCc, cc & ~(sn::cc::kEn | 3u << 14));
-      if (!wait_csts(sn::csts::kRdy, 0) && !fabrics) return fail_reset(-ETIMEDOUT);
-    }
-  }
+  const uint32_t cc = reg32(sn::reg::kCc);
+  if (cc == ~0u) return fail_reset(-ENODEV);
+  set_reg32(sn::reg::kCc, cc & ~(sn::cc::kEn | 3u << 14));
+  if (!wait_csts(sn::csts::kRdy, 0)) return fail_reset(-ETIMEDOUT);
   // 2. The admin queue's outstanding commands (the AERs) are gone with the controller.
-  std::string connect_error;
   {
     std::lock_guard lock(admin_mu_);
     ++abort_epoch_;  // Aborts in flight end here, and are not failures
@@ -161,18 +144,7 @@ int Controller::reset_blocking() {
     admin_->reset_rings(sn::status::make(sn::sct::kGeneric, sn::sc::kAbortedByRequest));
     keep_alive_pending_ = false;  // the reset ended it
     admin_stuck_.store(false, std::memory_order_release);  // disabled: nothing is the device's
-    // Fabrics: the admin queue connected again (reset_rings); Connect makes the association.
-    // Under the same lock as the rings' reset: a Keep Alive (or any admin command) from
-    // another thread must not find the new connection open before its Connect.
-    if (!fabrics) {
-      admin_->resume();
-    } else {
-      connect_error = connect_queue(*admin_);
-    }
-  }
-  if (!connect_error.empty()) {
-    init_error_ = "reset: " + connect_error;
-    return fail_reset(-ECONNRESET);
+    admin_->resume();
   }
   // 3. Enable with the same admin queue, then what a fresh controller needs from us.
   const InitState before = state_;

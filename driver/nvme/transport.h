@@ -61,7 +61,8 @@ class QueueTransport {
   // connects it again.
   virtual void disconnect() {}
   // Recovery and set-up, fabrics, without blocking (SPDK's asynchronous qpair connect): the
-  // same as reset() in two halves. start_connect() ends what was in flight and begins a new
+  // same as reset() in two halves. The controller connects every fabrics queue this way (its
+  // reset and new I/O queues run in steps from pollers); TCP and RDMA implement them. start_connect() ends what was in flight and begins a new
   // connection; poll_connect() advances it: -EAGAIN while under way, 0 once connected, else a
   // negative errno (connect_error() says why). By default reset() does it all at once.
   virtual int start_connect() {
@@ -119,10 +120,6 @@ class Transport {
   // Set-up before the first register access (PCIe: memory space, bus mastering, interrupts
   // off). 0 or a negative errno.
   virtual int prepare() { return 0; }
-
-  // Queues connect without blocking (QueueTransport::start_connect/poll_connect do real work):
-  // the controller then resets, and connects new I/O queues, step by step from its pollers.
-  virtual bool connects_async() const { return false; }
 
   // NVMe over Fabrics: the controller reaches registers as properties (Property Get/Set on
   // the admin queue, not through read32...), connects every queue with a Connect command of

@@ -68,7 +68,6 @@ class RdmaTransport final : public nvme::Transport {
 
   std::string address() const override;
   bool fabrics() const override { return true; }
-  bool connects_async() const override { return true; }
   std::string subsystem_nqn() const override { return subnqn_; }
   void identified(const sn::IdentifyController& id) override;
   uint32_t max_transfer() const override { return spec::nvmf::kKeyedSglMaxLength & ~4095u; }

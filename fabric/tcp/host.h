@@ -50,7 +50,6 @@ class TcpTransport final : public nvme::Transport {
 
   std::string address() const override;
   bool fabrics() const override { return true; }
-  bool connects_async() const override { return true; }
   std::string subsystem_nqn() const override { return subnqn_; }
   void identified(const sn::IdentifyController& id) override;
   Result<std::unique_ptr<nvme::QueueTransport>> create_queue(const nvme::QueueParams& p) override;

@@ -35,7 +35,7 @@ void NvmeCtrlr::pause_step(event::ChannelIter& it) {
 }
 
 void NvmeCtrlr::run_reset() {
-  if (ctrlr_->transport().connects_async() && !ctrlr_->transport().gone()) {
+  if (ctrlr_->transport().fabrics() && !ctrlr_->transport().gone()) {
     // Step by step: the admin thread (and the I/O of every other controller it serves) runs
     // on meanwhile.
     const int rc = ctrlr_->reset_start();

@@ -197,7 +197,7 @@ int NvmeCtrlr::channel_create(void* io_device, void* ctx) {
       paused = self->pausing_;
     }
     nvme::Controller& c = *self->ctrlr_;
-    if (c.transport().connects_async()) {
+    if (c.transport().fabrics()) {
       // NVMe/TCP and NVMe/RDMA connect without blocking (as SPDK's bdev_nvme): the queue pair
       // now, its connection from the channel's poller (or from the reset under way, which
       // takes it over). I/O waits in it; one whose connect fails is connected by the reset
@@ -207,17 +207,7 @@ int NvmeCtrlr::channel_create(void* io_device, void* ctx) {
         connecting = static_cast<bool>(qp);
       }
     } else {
-      // A transport that connects only in one call (PCIe; a fabrics one without steps, none
-      // today). A fabrics controller whose association is lost (or being recovered) gets the
-      // queue pair unconnected — connecting would only block this thread and fail — and the
-      // reset that recovers the controller connects it with the others.
-      const bool fabrics = c.transport().fabrics();
-      const bool lost = fabrics && (self->lost_since_.load(std::memory_order_relaxed) != 0 ||
-                                    self->reset_again_.load(std::memory_order_acquire) ||
-                                    !c.healthy());
-      if (!lost) qp = c.alloc_io_qpair(self->opts_.qpair);
-      if (fabrics && lost && !self->failed() && !c.failed())
-        qp = c.alloc_disconnected_io_qpair(self->opts_.qpair);
+      qp = c.alloc_io_qpair(self->opts_.qpair);
     }
   }
   if (!qp) return qp.error().code;

@@ -408,7 +408,11 @@ struct IdentifyController {
   uint32_t anagrpmax;
   uint32_t nanagrpid;
   uint32_t pels;
-  uint8_t reserved356[156];
+  uint8_t reserved356[30];
+  // Command Quiesce Time (NVMe 2.1), ms: after a Keep Alive Timeout or other loss of
+  // communication, the longest a command of the lost association may still take effect.
+  uint16_t cqt;
+  uint8_t reserved388[124];
   uint8_t sqes;  // [3:0] required, [7:4] max (log2)
   uint8_t cqes;
   uint16_t maxcmd;
@@ -435,6 +439,7 @@ struct IdentifyController {
 static_assert(sizeof(IdentifyController) == 4096);
 static_assert(offsetof(IdentifyController, mdts) == 77);
 static_assert(offsetof(IdentifyController, oacs) == 256);
+static_assert(offsetof(IdentifyController, cqt) == 386);
 static_assert(offsetof(IdentifyController, sqes) == 512);
 static_assert(offsetof(IdentifyController, nn) == 516);
 static_assert(offsetof(IdentifyController, sgls) == 536);

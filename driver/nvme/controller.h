@@ -192,6 +192,15 @@ class Controller {
   int reset_start();
   int reset_poll();
   bool reset_in_progress() const { return reset_active_.load(std::memory_order_acquire); }
+  // Fabrics: until this tick of clock(), a write of an association a reset left behind may
+  // still take effect at the target — its connection may be cut off (a partition) with the
+  // command on its way, or the target may still hold it — so sending it again before then
+  // could let the old copy land over a newer write. From the reset's start: the keep-alive
+  // timeout the target applies (KATO rounded up to its KAS), after which it ends the
+  // association, plus its Command Quiesce Time (Identify CQT; NVMe 2.1, and Linux's host
+  // since it reads CQT). 0 until a fabrics reset; any thread.
+  uint64_t write_fence_until() const { return write_fence_until_.load(std::memory_order_acquire); }
+  const env::Clock& clock() const { return clock_; }
   // Acts on a reset requested by a timeout (TimeoutAction::kReset): calls on_reset_request,
   // or reset() when there is no such hook (see ControllerOptions::on_reset_request for the
   // threading contract). 0 when nothing was pending or a reset succeeded (or was handed to
@@ -295,6 +304,7 @@ class Controller {
   std::string enable_async_events();
   int recreate_io_queues();
   int fail_reset(int rc);
+  void fence_writes();  // see write_fence_until()
   bool identify_namespaces();
   // Identify Namespace of nsid into *ns (block size etc. filled); false: not usable.
   Result<bool> identify_namespace(uint32_t nsid, Namespace* ns);
@@ -326,6 +336,7 @@ class Controller {
   uint64_t cap_ = 0;
   uint16_t cntlid_ = 0xffff;        // fabrics: what the admin Connect returned
   uint64_t next_keep_alive_ = 0;    // fabrics: clock tick of the next Keep Alive
+  std::atomic<uint64_t> write_fence_until_{0};
   bool keep_alive_pending_ = false;  // one is out, sent at keep_alive_sent_
   uint64_t keep_alive_sent_ = 0;
   std::string hostnqn_;

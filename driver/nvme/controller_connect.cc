@@ -225,6 +225,18 @@ int Controller::reset() {
   return rc;
 }
 
+// KATO as the target applies it (rounded up to its KAS, 100 ms units) plus its CQT. Without
+// keep-alive the target never times the association out: only CQT is waited for (and the
+// connection's own end is what bounds the risk).
+void Controller::fence_writes() {
+  const uint32_t unit_ms = uint32_t{cdata_.kas} * 100u;
+  uint64_t kato_ms = options_.keep_alive_timeout_ms;
+  if (kato_ms != 0 && unit_ms != 0) kato_ms = (kato_ms + unit_ms - 1) / unit_ms * unit_ms;
+  const uint64_t until = clock_.now() + clock_.us_to_ticks((kato_ms + cdata_.cqt) * 1000);
+  if (until > write_fence_until_.load(std::memory_order_relaxed))
+    write_fence_until_.store(until, std::memory_order_release);
+}
+
 int Controller::reset_start() {
   if (!transport_->fabrics()) {
     reset_result_ = reset_blocking();
@@ -237,6 +249,7 @@ int Controller::reset_start() {
   if (state_ == InitState::kFailed) return -ENODEV;
   ++stats_.resets;
   if (transport_->probe_gone()) return fail_reset(-ENODEV);
+  fence_writes();
   lock.lock();
   // The I/O queues' connections go first (see reset_blocking()).
   for (Qpair* qp : io_qpairs_) qp->transport().disconnect();

@@ -148,7 +148,8 @@ void AdminCommands::identify_controller(Controller& c, sn::IdentifyController& i
   id.frmw = 0x3;     // one slot, read-only
   id.lpa = 1u << 2;  // extended Get Log Page: offset and NUMDU
   id.elpe = Controller::kErrorLogEntries - 1;
-  id.kas = Controller::kKas;
+  id.kas = cfg.kas;
+  id.cqt = cfg.cqt_ms;
   id.sqes = 0x66;
   id.cqes = 0x44;
   id.maxcmd = static_cast<uint16_t>(std::min<uint32_t>(l.max_queue_depth, 0xffff));

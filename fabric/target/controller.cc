@@ -44,7 +44,7 @@ void Controller::attach_admin(Qpair& admin) {
 
 void Controller::set_kato(uint32_t ms) {
   // Rounded up to the KAS granularity (100 ms units).
-  const uint32_t unit = kKas * 100u;
+  const uint32_t unit = std::max<uint32_t>(1, cfg_.kas * 100u);
   kato_ms_ = ms == 0 ? 0 : (ms + unit - 1) / unit * unit;
 }
 
@@ -52,8 +52,8 @@ void Controller::start_keep_alive() {
   stop_keep_alive();
   last_keep_alive_ = group_.thread()->clock().now();
   if (kato_ms_ == 0 || ending_) return;
-  // Checked four times per KATO: expiry is seen within 1.25 KATO.
-  const uint64_t period_us = std::max<uint64_t>(1000, uint64_t{kato_ms_} * 1000 / 4);
+  // Expiry is seen within KATO + 1% (at least 1 ms): part of what CQT promises a host.
+  const uint64_t period_us = std::max<uint64_t>(1000, uint64_t{kato_ms_} * 10);
   kato_poller_ = group_.thread()->register_poller(keep_alive_poll, this, period_us, "nvmf_kato");
 }
 

@@ -38,13 +38,13 @@ struct ControllerConfig {
   std::string hostnqn;
   std::array<uint8_t, 16> hostid{};
   uint32_t kato_ms = 0;  // as asked for in Connect (rounded up to KAS units here)
+  uint16_t kas = 10;     // SubsystemOptions::kas
+  uint16_t cqt_ms = 0;   // SubsystemOptions::cqt_ms
   TransportLimits limits;
 };
 
 class Controller {
  public:
-  // Keep Alive granularity (Identify KAS, 100 ms units): 1 s, as SPDK and Linux's nvmet.
-  static constexpr uint16_t kKas = 10;
   static constexpr uint32_t kDiscoveryKatoMs = 120'000;  // discovery without KATO
   static constexpr uint32_t kAerLimit = 4;               // AERL + 1
   static constexpr uint32_t kErrorLogEntries = 64;

@@ -103,7 +103,7 @@ TEST(Controller, KeepAliveTimeoutEndsTheAssociation) {
     ASSERT_FALSE(q.closing);
     EXPECT_EQ(rig.run(q, admin(adm::kKeepAlive)).cqe.status, 0);
   }
-  // Silence: within 1.25 x KATO the controller fails (CFS) and disconnects its admin queue.
+  // Silence: past KATO (+ 1%) the controller fails (CFS) and disconnects its admin queue.
   Controller* c = rig.on_group([&] { return q.ctrlr; });
   rig.advance_us(2'000'000);
   EXPECT_FALSE(q.closing);
@@ -111,6 +111,25 @@ TEST(Controller, KeepAliveTimeoutEndsTheAssociation) {
   rig.advance_us(600'000);
   EXPECT_TRUE(q.closed);
   EXPECT_EQ(rig.tgt->find(kNqn)->controllers().size(), 0u);
+}
+
+// What a host needs to know how long a lost association's commands may still take effect:
+// KATO as applied (rounded up to KAS) and CQT; the timeout is seen within KATO + 1%.
+TEST(Controller, KeepAliveGranularityAndQuiesceTimeAreTheSubsystemsAndExpiryIsPrompt) {
+  Rig rig("0x1", {}, [](SubsystemOptions& so) {
+    so.kas = 1;
+    so.cqt_ms = 250;
+  });
+  FakeQpair& q = rig.new_qpair();
+  rig.connect_enabled(q, 150);  // rounded up to 200 ms (KAS: 100 ms)
+  EXPECT_EQ(rig.run(q, admin(adm::kGetFeatures, 0, sn::feature::kKeepAliveTimer)).cqe.dw0, 200u);
+  const sn::IdentifyController id = identify_ctrl(rig, q);
+  EXPECT_EQ(id.kas, 1);
+  EXPECT_EQ(id.cqt, 250);
+  rig.advance_us(199'000, 1'000);
+  EXPECT_FALSE(q.closing);
+  rig.advance_us(5'000, 1'000);
+  EXPECT_TRUE(q.closed);
 }
 
 TEST(Controller, KeepAliveOffWhenKatoIsZero) {
@@ -132,7 +151,8 @@ TEST(Controller, IdentifyController) {
   EXPECT_EQ(id.cntlid, cntlid);
   EXPECT_EQ(id.mdts, 5);  // 128 KiB in 4 KiB pages
   EXPECT_EQ(id.nn, 8u);
-  EXPECT_EQ(id.kas, 10);
+  EXPECT_EQ(id.kas, 10);  // SubsystemOptions' default: 1 s, as SPDK and nvmet
+  EXPECT_EQ(id.cqt, 0);   // not reported unless configured
   EXPECT_EQ(id.cntrltype, 1);
   EXPECT_EQ(id.oaes & (1u << 8), 1u << 8);
   EXPECT_EQ(id.maxcmd, 128);

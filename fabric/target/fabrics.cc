@@ -220,6 +220,8 @@ void Target::route_connect(ConnectOp* op) {
     cfg.hostnqn = hostnqn;
     cfg.hostid = hostid;
     cfg.kato_ms = op->kato;
+    cfg.kas = s->opts_.kas;
+    cfg.cqt_ms = s->opts_.cqt_ms;
     cfg.limits = op->qpair->transport().limits();
     s->ctrls_[cntlid] = ControllerInfo{op->group, cfg.id, hostnqn, hostid};
     return back_to_queue(*this, op);

@@ -36,6 +36,14 @@ struct SubsystemOptions {
   bool allow_any_host = false;
   uint16_t min_cntlid = 1;
   uint16_t max_cntlid = nf::connect::kCntlidMax;
+  // Keep Alive granularity (Identify KAS, 100 ms units; 10 = 1 s, as SPDK and Linux's nvmet):
+  // a Connect's KATO is rounded up to it.
+  uint16_t kas = 10;
+  // Command Quiesce Time (Identify CQT, ms; 0: not reported): after a controller's keep-alive
+  // timeout, the longest one of its commands may still take effect — the target's own
+  // detection slack plus what its bdevs may hold (a drive's command timeout and reset). A host
+  // waits KATO + CQT before sending a lost association's writes again.
+  uint16_t cqt_ms = 0;
 };
 
 struct NamespaceOptions {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -210,7 +211,10 @@ inline uint8_t sc_of(const sn::CompletionEntry& c) {
 // One reactor, a target with one subsystem (kNqn, host kHost allowed, two malloc bdevs of 8 MiB
 // with 512-byte blocks, the first as namespace 1), listening on kListen.
 struct Rig {
-  explicit Rig(const char* mask = "0x1", TransportLimits limits = {}) : sf(mask) {
+  // `tune` changes the subsystem's options before it is created.
+  explicit Rig(const char* mask = "0x1", TransportLimits limits = {},
+               const std::function<void(SubsystemOptions&)>& tune = {})
+      : sf(mask) {
     fw = sf.fw.get();
     app = fw->create_thread("app", 0);
     event::CurrentThreadScope scope(app);
@@ -230,6 +234,7 @@ struct Rig {
     so.serial = "SN0001";
     so.model = "Pollux test";
     so.max_namespaces = 8;
+    if (tune) tune(so);
     EXPECT_TRUE(tgt->create_subsystem(so).ok());
     EXPECT_TRUE(tgt->add_host(kNqn, kHost).ok());
     EXPECT_TRUE(tgt->add_listener(kNqn, kListen).ok());

@@ -160,6 +160,8 @@ class FabricScenarioTarget final : public EmulatedTarget {
       if (port_.empty()) return err;
     }
     fo.port = port_;
+    fo.kas = kFabricTargetKas;
+    fo.cqt_ms = fabric_target_cqt_ms(host_);
     if (spec_.target_command_ns != 0 && !kernel_) {
       fo.costs = sim::TargetCostModel{};
       fo.costs->command_ns = spec_.target_command_ns;

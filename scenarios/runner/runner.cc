@@ -592,7 +592,11 @@ RunResult Engine::run() {
   // past it — a synchronous recovery wait on the host's reactor (a reset waiting out CAP.TO,
   // 10.5 s, as Linux's does: chaos seed 7881664) — and the run then gets one more grace
   // period from that step for I/O to end before it is called a hang.
-  const uint64_t grace = std::max<uint64_t>(100'000'000, 50 * sc_.host.io_timeout_us * 1000);
+  // A fabric host holds a lost association's writes for KATO + CQT before sending them again.
+  const uint64_t grace =
+      std::max<uint64_t>({100'000'000, 50 * sc_.host.io_timeout_us * 1000,
+                          sc_.fabric ? fabric_write_fence_ns(*sc_.fabric, sc_.host) + 50'000'000
+                                     : 0});
   bool hung = false;
   uint64_t ended = 0, last_end_ns = 0, overrun_at = 0, t_prev = now();
   for (;;) {

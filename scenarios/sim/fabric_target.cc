@@ -125,6 +125,8 @@ std::string FabricTarget::start_async(const std::vector<FabricSubsystem>& subsys
     ft::SubsystemOptions so;
     so.nqn = s.nqn;
     so.allow_any_host = true;
+    so.kas = o_.kas;
+    so.cqt_ms = o_.cqt_ms;
     if (auto r = tgt_->create_subsystem(so); !r)
       return "subsystem " + s.nqn + ": " + r.error().message;
     for (const std::string& b : s.bdevs) {

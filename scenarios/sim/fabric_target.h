@@ -44,6 +44,9 @@ struct FabricSubsystem {
 struct FabricTargetOptions {
   std::vector<std::string> addresses = {"10.0.0.1"};  // a listener on each (paths)
   std::string port = "4420";
+  // Every subsystem's KAS and CQT (fabric::target::SubsystemOptions).
+  uint16_t kas = 10;
+  uint16_t cqt_ms = 0;
   env::MemoryRegistry* registry = nullptr;  // the transport's buffers (nullptr: the global one)
   // The target core's CPU time in virtual time; nullopt: its work takes no time (one core
   // carries any load).

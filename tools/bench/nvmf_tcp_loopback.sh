@@ -6,8 +6,12 @@
 # run of this script).
 #   tools/bench/nvmf_tcp_loopback.sh [ROUNDS] [SECONDS]      (after bazel build of both tools)
 #   SPDK_DIR=/path/to/spdk tools/bench/nvmf_tcp_loopback.sh 3 5
+#   PAIRS=native SPDK_DIR=... tools/bench/nvmf_tcp_loopback.sh 12 3   (only each project's own
+#     host on its own target, the comparison issue 17 item 7 asks for, and a summary of the
+#     per-round ratios at the end)
 set -euo pipefail
-rounds=${1:-3} secs=${2:-5}
+rounds=${1:-3} secs=${2:-5} pairs=${PAIRS:-all}
+[ "$pairs" = all ] || [ "$pairs" = native ] || { echo "PAIRS: all or native"; exit 2; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
 tgt=$root/bazel-bin/fabric/tgt/pollux-tgt perf=$root/bazel-bin/driver/nvme/perf/pollux-perf
 for b in "$tgt" "$perf"; do [ -x "$b" ] || { echo "build first: $b"; exit 2; }; done
@@ -73,23 +77,42 @@ measure_spdk_host() {  # TARGET-NAME QD: spdk_nvme_perf as the host (average lat
     /^Total/ { iops = $3; avg = $5 }
     END { printf "%-10s QD %-3s %9.0f IOPS  avg %7.2f us  (host: spdk_nvme_perf)\n", t, q, iops, avg }'
 }
+results=$(mktemp /tmp/nvmf-bench-results.XXXXXX)
 echo "$(uname -n): $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), load $(cut -d' ' -f1-3 /proc/loadavg)"
 for round in $(seq "$rounds"); do
   start_pollux
-  measure pollux-tgt 1
-  measure pollux-tgt 128
-  if [ -n "${SPDK_DIR:-}" ]; then
+  measure pollux-tgt 1 | tee -a "$results"
+  measure pollux-tgt 128 | tee -a "$results"
+  if [ -n "${SPDK_DIR:-}" ] && [ "$pairs" = all ]; then
     measure_spdk_host pollux-tgt 1
     measure_spdk_host pollux-tgt 128
   fi
   stop
   if [ -n "${SPDK_DIR:-}" ]; then
     start_spdk
-    measure nvmf_tgt 1
-    measure nvmf_tgt 128
-    measure_spdk_host nvmf_tgt 1
-    measure_spdk_host nvmf_tgt 128
+    if [ "$pairs" = all ]; then
+      measure nvmf_tgt 1
+      measure nvmf_tgt 128
+    fi
+    measure_spdk_host nvmf_tgt 1 | tee -a "$results"
+    measure_spdk_host nvmf_tgt 128 | tee -a "$results"
     stop
   fi
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ -n "${SPDK_DIR:-}" ]; then
+  # Each round's pollux-tgt + pollux-perf against nvmf_tgt + spdk_nvme_perf: QD 128 IOPS ratio,
+  # QD 1 average latency difference; the medians over the rounds.
+  awk '
+    /^pollux-tgt/ && $3 == 1   { pl = $7 }
+    /^pollux-tgt/ && $3 == 128 { pi = $4 }
+    /^nvmf_tgt/ && $3 == 1     { sl = $7 }
+    /^nvmf_tgt/ && $3 == 128   { n++; r[n] = pi / $4; d[n] = pl - sl
+      printf "round %2d: QD 128 %.2fx SPDK, QD 1 avg latency %+.2f us\n", n, r[n], d[n] }
+    function median(a, k,   i, j, t) {
+      for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+      return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2 }
+    END { if (n) printf "median of %d rounds: QD 128 %.2fx SPDK, QD 1 avg latency %+.2f us\n", n, median(r, n), median(d, n) }
+  ' "$results"
+fi
+rm -f "$results"

@@ -35,6 +35,12 @@ class NvmeBackend;
 struct NvmeChannel;
 
 // Per-I/O state, in BdevIo::module_ctx() (not DMA memory).
+// Commands whose late copy could overwrite newer data (a passthrough command may be one).
+inline bool changes_data(IoType t) {
+  return t == IoType::kWrite || t == IoType::kWriteZeroes || t == IoType::kUnmap ||
+         t == IoType::kCompareAndWrite || t == IoType::kNvmePassthru;
+}
+
 struct IoCtx {
   BdevIo* io;
   NvmeBackend* be;
@@ -46,6 +52,9 @@ struct IoCtx {
   int dsm_slot;
   IoCtx* next;
   uint16_t deferred_status;  // a completion that arrived during a controller reset
+  // A write a fabrics reset ended is sent again no earlier than this tick of the controller's
+  // clock (nvme::Controller::write_fence_until()); 0: at once.
+  uint64_t not_before;
 };
 static_assert(sizeof(IoCtx) <= BdevIo::kMaxModuleCtx);
 
@@ -130,6 +139,11 @@ class NvmeCtrlr {
   Manager& mgr() { return mgr_; }
   const std::string& name() const { return opts_.name; }
   nvme::Controller& ctrlr() { return *ctrlr_; }
+  // When a write a reset just ended may be sent again (IoCtx::not_before); 0: at once.
+  uint64_t write_fence() const {
+    const uint64_t f = ctrlr_->write_fence_until();
+    return f > ctrlr_->clock().now() ? f : 0;
+  }
   const NvmeBdevOptions& opts() const { return opts_; }
   bool gone() const {
     return removed_.load(std::memory_order_acquire) || ctrlr_->transport().gone();

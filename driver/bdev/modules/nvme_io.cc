@@ -81,7 +81,7 @@ void NvmeBackend::submit(BdevIo& io, void* chctx) {
     return;
   }
   auto* c = new (io.module_ctx()) IoCtx{&io, this, ch, 0, io.offset_blocks(), io.num_blocks(),
-                                        0, -1, nullptr, 0};
+                                        0, -1, nullptr, 0, 0};
   if (c_->gone()) {
     finish(c, IoStatus::kRemoved);
     return;
@@ -142,6 +142,7 @@ void NvmeBackend::handle(IoCtx* c, uint16_t status) {
     if (nvme_should_retry(status, c->attempts, ch->ctrlr->opts().retry_count)) {
       ++c->attempts;
       ch->ctrlr->count_retry();
+      c->not_before = changes_data(c->io->type()) ? ch->ctrlr->write_fence() : 0;
       ch->push_retry(c);  // resubmitted by the channel's poller
       return;
     }
@@ -271,12 +272,17 @@ event::PollStatus NvmeCtrlr::channel_poll(void* arg) {
   } else if (ch->retry_head != nullptr) {
     // Resubmit what completed with a retriable status (or found the queue pair full).
     uint32_t count = ch->retry_count;
+    const uint64_t now = ch->ctrlr->ctrlr().clock().now();
     while (count-- > 0) {
       IoCtx* c = ch->pop_retry();
       if (c == nullptr) break;
       if (c->io->abort_requested()) {
         NvmeBackend::finish(c, IoStatus::kAborted);
         ++n;
+        continue;
+      }
+      if (now < c->not_before) {  // its old copy may still land: later (the list's end)
+        ch->push_retry(c);
         continue;
       }
       const int rc = c->be->issue(c);

@@ -61,7 +61,8 @@ INSTANTIATE_TEST_SUITE_P(Suite, Realtime,
 // Fabric faults on real sockets: the host's and the target's NVMe/TCP over the kernel's TCP on
 // loopback, behind fabric/net's FaultNetwork. Judged as written — nothing acknowledged lost,
 // errors only in windows, every reconnect within the scenario's bound (100-200 ms: generous
-// for a loopback reconnect, far short of the 2 s ctrlr_loss_timeout that would end it), a
+// for a loopback reconnect, far short of the 2 s ctrlr_loss_timeout that would end it; 700 ms
+// where the writes a reconnect carried wait KATO + CQT, 511 ms, before they go again), a
 // failover's I/O going on on the other path —
 // with one allowance for this machine: the fault windows are widened as above. And the fault
 // must have acted on the sockets: the ends it reset, the bytes it held or corrupted.

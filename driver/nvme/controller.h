@@ -197,8 +197,8 @@ class Controller {
   // command on its way, or the target may still hold it — so sending it again before then
   // could let the old copy land over a newer write. From the reset's start: the keep-alive
   // timeout the target applies (KATO rounded up to its KAS), after which it ends the
-  // association, plus its Command Quiesce Time (Identify CQT; NVMe 2.1, and Linux's host
-  // since it reads CQT). 0 until a fabrics reset; any thread.
+  // association, plus its Command Quiesce Time (Identify CQT, NVMe 2.1). 0 until a fabrics
+  // reset; any thread.
   uint64_t write_fence_until() const { return write_fence_until_.load(std::memory_order_acquire); }
   const env::Clock& clock() const { return clock_; }
   // Acts on a reset requested by a timeout (TimeoutAction::kReset): calls on_reset_request,

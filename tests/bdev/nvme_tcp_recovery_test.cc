@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -257,6 +258,59 @@ TEST_F(NvmeTcpRecoveryTest, IoWaitsThroughAnOutageAndCompletesWhenTheTargetRetur
   run_until([&] { return completed(again) == 4; });
   for (const Each& e : again) EXPECT_EQ(e.status, IoStatus::kSuccess);
   expect_read_data(again);
+}
+
+// A write whose connection was lost with it may still reach the target (a partition can hold
+// it on the wire; the target may hold it): the host sends it again only after the target's
+// KATO + CQT from the reset (docs/ARCHITECTURE.md, "A lost association's writes wait"), so an
+// old copy cannot land over what it writes later. A read goes again at once.
+TEST_F(NvmeTcpRecoveryTest, AWriteALostConnectionEndedWaitsForKatoPlusCqtAndAReadDoesNot) {
+  constexpr int kCqtMs = 2000;  // no keep-alive here (KATO 0): the wait is CQT alone
+  target_->update([](st::TargetOptions& o) { o.cqt_ms = kCqtMs; });
+  attach([](bdev::NvmeBdevOptions&) {});
+  write_pattern();
+  // The target takes the next write and read and never answers them.
+  auto held = std::make_shared<std::atomic<int>>(0);  // the target's threads outlive the body
+  target_->set_hook([held](st::Conn&, const st::Command& cmd) {
+    const bool io = cmd.qid > 0 && !cmd.fabrics() &&
+                    (cmd.sqe.opcode == spec::nvme::nvm::kWrite ||
+                     cmd.sqe.opcode == spec::nvme::nvm::kRead);
+    if (!io || held->load() >= 2) return false;
+    ++*held;
+    return true;
+  });
+  for (std::size_t i = 0; i < 8 * 512; ++i) buf(128 << 10)[i] = static_cast<uint8_t>(0xa5 ^ i);
+  Each w, r;
+  {
+    CurrentThreadScope on(t0_);
+    ASSERT_EQ(mgr_->write(o_.desc, o_.ch, buf(128 << 10), 0, 8, Each::cb, &w), 0);
+    ASSERT_EQ(mgr_->read(o_.desc, o_.ch, buf(256 << 10), 8, 1, Each::cb, &r), 0);
+  }
+  run_until([&] { return held->load() == 2; });
+  const auto dropped_at = SteadyClock::now();
+  const int conns = target_->inspect([](const st::Log& l) { return int(l.conns.size()); });
+  for (int i = 0; i < conns; ++i) target_->close_connection(i);
+
+  run_until([&] { return r.n == 1; });
+  EXPECT_EQ(r.status, IoStatus::kSuccess) << bdev::to_string(r.status);
+  EXPECT_EQ(std::memcmp(buf(256 << 10), buf(8 * 512), 512), 0);
+  EXPECT_EQ(w.n, 0) << "the write went again before KATO + CQT";
+  run_until([&] { return w.n == 1; });
+  EXPECT_EQ(w.status, IoStatus::kSuccess) << bdev::to_string(w.status);
+  const auto ms = [](SteadyClock::duration d) {
+    return std::chrono::duration<double, std::milli>(d).count();
+  };
+  EXPECT_GE(ms(w.at - dropped_at), kCqtMs);
+  // The target saw the write twice: held, then sent again no earlier than CQT after the drop.
+  const auto writes = target_->inspect([](const st::Log& l) {
+    std::vector<SteadyClock::time_point> at;
+    for (const st::Pdu* p : l.of_type(spec::nvme_tcp::pdu::kCapsuleCmd))
+      if (p->sqe().opcode == spec::nvme::nvm::kWrite) at.push_back(p->at);
+    return at;
+  });
+  ASSERT_GE(writes.size(), 2u);
+  EXPECT_GE(ms(writes.back() - dropped_at), kCqtMs);
+  EXPECT_EQ(std::memcmp(target_->ram(0, 8 * 512).data(), buf(128 << 10), 8 * 512), 0);
 }
 
 // A bdev opened while its controller is lost (SPDK's rule): the channel is created with its

@@ -125,6 +125,7 @@ struct TargetOptions {
   uint8_t mdts = 0;
   uint32_t ioccsz = (sizeof(sn::SubmissionEntry) + 8192) / nf::kCapsuleSizeUnit;
   uint16_t io_queues = 4;  // Number of Queues granted at most
+  uint16_t cqt_ms = 0;     // Identify CQT (KAS is 1: 100 ms)
   uint32_t block_size = 512;
   uint64_t num_blocks = 8192;
   // Data movement. C2HData: at most c2h_chunk bytes per PDU (0: one PDU), the SUCCESS flag on

@@ -166,6 +166,7 @@ std::vector<uint8_t> ScriptedTarget::identify(const Conn& c, const sn::Submissio
       id.nn = 1;
       id.sgls = sn::sgls::kSupported;
       id.kas = 1;
+      id.cqt = o.cqt_ms;
       std::memcpy(id.subnqn, o.subnqn.data(), std::min(o.subnqn.size(), sizeof id.subnqn - 1));
       nf::IdentifyControllerFabrics f{};
       f.ioccsz = o.ioccsz;

@@ -217,8 +217,10 @@ Status create_transport(target::Target& tgt, const ConfigParams& p, net::Network
 }
 
 Status create_subsystem(target::Target& tgt, const ConfigParams& p) {
+  // kas and cqt_ms are Pollux's (SPDK has neither): the controllers' Identify KAS (keep-alive
+  // granularity, 100 ms units) and CQT (Command Quiesce Time, ms; 0: not reported).
   TRY(ok, p.allow_only({"nqn", "serial_number", "model_number", "allow_any_host", "max_namespaces",
-                        "min_cntlid", "max_cntlid", "ana_reporting", "tgt_name"}));
+                        "min_cntlid", "max_cntlid", "ana_reporting", "tgt_name", "kas", "cqt_ms"}));
   target::SubsystemOptions o;
   TRY(nqn, p.string("nqn"));
   TRY(sn, p.string_or("serial_number", o.serial));
@@ -228,6 +230,8 @@ Status create_subsystem(target::Target& tgt, const ConfigParams& p) {
   TRY(lo, (bounded<uint16_t>(p, "min_cntlid", 1, 1, spec::nvmf::connect::kCntlidMax)));
   TRY(hi, (bounded<uint16_t>(p, "max_cntlid", spec::nvmf::connect::kCntlidMax, 1,
                              spec::nvmf::connect::kCntlidMax)));
+  TRY(kas, (bounded<uint16_t>(p, "kas", o.kas, 1, 0xffff)));
+  TRY(cqt, (bounded<uint16_t>(p, "cqt_ms", o.cqt_ms, 0, 0xffff)));
   TRY(ana, p.bool_or("ana_reporting", false));
   if (ana.value()) return p.error("ana_reporting", "not supported (must be false)");
   if (p.has("tgt_name")) return p.error("tgt_name", "one target per process: leave it out");
@@ -238,6 +242,8 @@ Status create_subsystem(target::Target& tgt, const ConfigParams& p) {
   o.max_namespaces = maxns.value() == 0 ? 32 : maxns.value();  // SPDK: 0 means its default
   o.min_cntlid = lo.value();
   o.max_cntlid = hi.value();
+  o.kas = kas.value();
+  o.cqt_ms = cqt.value();
   if (auto s = tgt.create_subsystem(o); !s) return wrap(p, s.error());
   return bdev::ok_status();
 }
@@ -475,7 +481,9 @@ nlohmann::json nvmf_config_json(const target::Target& tgt) {
                                   {"allow_any_host", o.allow_any_host},
                                   {"max_namespaces", o.max_namespaces},
                                   {"min_cntlid", o.min_cntlid},
-                                  {"max_cntlid", o.max_cntlid}});
+                                  {"max_cntlid", o.max_cntlid},
+                                  {"kas", o.kas},
+                                  {"cqt_ms", o.cqt_ms}});
     for (const target::NamespaceInfo& n : s->namespaces()) {
       if (n.removing) continue;
       add("nvmf_subsystem_add_ns", {{"nqn", o.nqn}, {"namespace", namespace_json(n)}});
@@ -524,6 +532,8 @@ nlohmann::json nvmf_subsystems_json(const target::Target& tgt) {
       j["max_namespaces"] = o.max_namespaces;
       j["min_cntlid"] = o.min_cntlid;
       j["max_cntlid"] = o.max_cntlid;
+      j["kas"] = o.kas;
+      j["cqt_ms"] = o.cqt_ms;
       j["namespaces"] = nlohmann::json::array();
       for (const target::NamespaceInfo& n : s->namespaces()) {
         nlohmann::json ns = namespace_json(n);

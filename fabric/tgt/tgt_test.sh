@@ -31,7 +31,7 @@ cat >"$dir/tgt.json" <<JSON
   {"subsystem": "nvmf", "config": [
     {"method": "nvmf_create_transport", "params": {"trtype": "TCP", "num_shared_buffers": 128}},
     {"method": "nvmf_create_subsystem", "params": {"nqn": "$nqn1", "allow_any_host": true,
-                                                  "serial_number": "POLLUXTEST1"}},
+                                                  "serial_number": "POLLUXTEST1", "kas": 2, "cqt_ms": 250}},
     {"method": "nvmf_subsystem_add_ns", "params": {"nqn": "$nqn1", "namespace": {"bdev_name": "Malloc0"}}},
     {"method": "nvmf_subsystem_add_listener", "params": {"nqn": "$nqn1",
       "listen_address": {"trtype": "TCP", "adrfam": "IPv4", "traddr": "127.0.0.1", "trsvcid": "0"}}},
@@ -111,7 +111,7 @@ echo "ok: the RPC socket is 0600"
 
 # Queries.
 r nvmf_get_subsystems >"$dir/subs.json"
-json_check "$dir/subs.json" "len(j) == 3 and j[0]['subtype'] == 'Discovery' and j[1]['namespaces'][0]['bdev_name'] == 'Malloc0' and j[2]['namespaces'][0]['nsid'] == 7 and j[2]['hosts'] == [{'nqn': 'nqn.2026-11.io.pollux:only-me'}]"
+json_check "$dir/subs.json" "len(j) == 3 and j[0]['subtype'] == 'Discovery' and j[1]['namespaces'][0]['bdev_name'] == 'Malloc0' and j[2]['namespaces'][0]['nsid'] == 7 and j[2]['hosts'] == [{'nqn': 'nqn.2026-11.io.pollux:only-me'}] and (j[1]['kas'], j[1]['cqt_ms'], j[2]['kas'], j[2]['cqt_ms']) == (2, 250, 10, 0)"
 r bdev_get_bdevs >"$dir/bdevs.json"
 json_check "$dir/bdevs.json" "len(j) == 2 and all(b['claimed'] and b['claim_module'] == 'nvmf_tgt' for b in j)"
 r bdev_get_iostat -b Malloc0 >"$dir/iostat.json"

@@ -147,10 +147,9 @@ class Controller {
 
   // Creates the CQ then the SQ with admin commands (synchronous; any thread).
   Result<std::unique_ptr<Qpair>> alloc_io_qpair(const QpairOptions& options = {});
-  // Fabrics: the queue pair at once, its
-  // connection and Connect command under way (SPDK's asynchronous qpair connect); the owner
-  // advances them with poll_io_qpair_connect() from its poller. Submissions wait in it until
-  // it is connected. Other transports: alloc_io_qpair(). Allowed during an asynchronous
+  // Fabrics: the queue pair at once, its connection and Connect command under way (SPDK's
+  // asynchronous qpair connect); the owner advances them with poll_io_qpair_connect() from its
+  // poller. Submissions wait in it until it is connected. Other transports: alloc_io_qpair(). Allowed during an asynchronous
   // reset (the reset connects it with the others, or its owner does once it resumes).
   Result<std::unique_ptr<Qpair>> alloc_io_qpair_async(const QpairOptions& options = {});
   // The owner thread: -EAGAIN while the connection is being made, 0 once connected (or when
@@ -173,8 +172,8 @@ class Controller {
   Result<sn::CompletionEntry> admin_sync(const sn::SubmissionEntry& cmd, void* data = nullptr,
                                          uint32_t len = 0);
   // Controller reset, the recovery path (set-up path; returns when done): disable the
-  // controller, end what it held with a retriable status (Aborted due to SQ deletion, DNR clear: the
-  // device may or may not have executed it), enable it again with the same admin queue,
+  // controller, end what it held with a retriable status (Aborted due to SQ deletion, DNR
+  // clear: the device may or may not have executed it), enable it again with the same admin queue,
   // restore Number of Queues and the AERs, and recreate every I/O queue pair with its id and
   // memory; requests that had not reached the device are submitted afterwards. The owners of
   // the I/O queue pairs must not use them during the call (run it on their thread, or pause

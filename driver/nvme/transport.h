@@ -62,9 +62,10 @@ class QueueTransport {
   virtual void disconnect() {}
   // Recovery and set-up, fabrics, without blocking (SPDK's asynchronous qpair connect): the
   // same as reset() in two halves. The controller connects every fabrics queue this way (its
-  // reset and new I/O queues run in steps from pollers); TCP and RDMA implement them. start_connect() ends what was in flight and begins a new
-  // connection; poll_connect() advances it: -EAGAIN while under way, 0 once connected, else a
-  // negative errno (connect_error() says why). By default reset() does it all at once.
+  // reset and new I/O queues run in steps from pollers); TCP and RDMA implement them.
+  // start_connect() ends what was in flight and begins a new connection; poll_connect()
+  // advances it: -EAGAIN while under way, 0 once connected, else a negative errno
+  // (connect_error() says why). By default reset() does it all at once.
   virtual int start_connect() {
     reset();
     return 0;

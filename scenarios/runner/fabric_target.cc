@@ -622,4 +622,15 @@ std::unique_ptr<Target> make_fabric_target(const Scenario& sc, uint64_t seed, Tu
   return t;
 }
 
+uint16_t fabric_target_cqt_ms(const HostSpec& host) {
+  return static_cast<uint16_t>(
+      std::min<uint64_t>(0xffff, 1 + (4 * host.io_timeout_us + 10'000 + 999) / 1000));
+}
+
+uint64_t fabric_write_fence_ns(const FabricSpec& f, const HostSpec& host) {
+  const uint64_t unit_ms = kFabricTargetKas * 100;
+  const uint64_t kato_ms = (f.keep_alive_timeout_ms + unit_ms - 1) / unit_ms * unit_ms;
+  return (kato_ms + fabric_target_cqt_ms(host)) * 1'000'000;
+}
+
 }  // namespace pollux::scenarios

@@ -253,16 +253,6 @@ emu::nvme::Status validate(const Scenario& s);
 
 // "2s", "1.5ms", "20us", "100ns" -> ns.
 emu::nvme::Result<uint64_t> parse_duration_ns(std::string_view text);
-
-// The runner's fabric target: Keep Alive granularity (Identify KAS, 100 ms units — the finest
-// there is) and a Command Quiesce Time covering what it may still hold of a dead association:
-// its keep-alive check's slack (1 ms at these KATOs) and a drive command a fault holds, which
-// its driver times out, aborts, then resets the drive for (an I/O timeout each), plus the reset.
-inline constexpr uint16_t kFabricTargetKas = 1;
-uint16_t fabric_target_cqt_ms(const HostSpec& host);
-// The longest the host holds a lost association's writes (nvme::Controller::
-// write_fence_until(): KATO rounded up to KAS, plus CQT).
-uint64_t fabric_write_fence_ns(const FabricSpec& f, const HostSpec& host);
 std::string format_ns(uint64_t ns);  // "1.5ms"
 
 }  // namespace pollux::scenarios

@@ -113,6 +113,15 @@ std::unique_ptr<Target> make_emulated_target(const Scenario& sc, uint64_t seed,
 // *error.
 std::unique_ptr<Target> make_fabric_target(const Scenario& sc, uint64_t seed, TuneController tune,
                                            std::string* error);
+// That target's Keep Alive granularity (Identify KAS, 100 ms units — the finest there is) and
+// Command Quiesce Time, covering what it may still hold of a dead association: its keep-alive
+// check's slack (1 ms at these KATOs) and a drive command a fault holds, which its driver times
+// out, aborts, then resets the drive for (an I/O timeout each), plus the reset.
+inline constexpr uint16_t kFabricTargetKas = 1;
+uint16_t fabric_target_cqt_ms(const HostSpec& host);
+// The longest its host holds a lost association's writes (nvme::Controller::
+// write_fence_until(): KATO rounded up to KAS, plus CQT).
+uint64_t fabric_write_fence_ns(const FabricSpec& f, const HostSpec& host);
 // The qemu target (every device of type "qemu"), or nullptr and *error.
 std::unique_ptr<Target> make_pcie_target(const Scenario& sc, TuneController tune,
                                          std::string* error);

@@ -34,13 +34,13 @@ class NvmeCtrlr;
 class NvmeBackend;
 struct NvmeChannel;
 
-// Per-I/O state, in BdevIo::module_ctx() (not DMA memory).
 // Commands whose late copy could overwrite newer data (a passthrough command may be one).
 inline bool changes_data(IoType t) {
   return t == IoType::kWrite || t == IoType::kWriteZeroes || t == IoType::kUnmap ||
          t == IoType::kCompareAndWrite || t == IoType::kNvmePassthru;
 }
 
+// Per-I/O state, in BdevIo::module_ctx() (not DMA memory).
 struct IoCtx {
   BdevIo* io;
   NvmeBackend* be;

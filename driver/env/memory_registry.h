@@ -9,8 +9,11 @@
 //            is registered yet: then compact.
 // The process-wide registry takes its mode from POLLUX_IOVA_MODE (va, compact; unset: auto).
 //
-// Lookups (translate) are lock-free: readers see an immutable snapshot; writers, which are
-// rare and off the hot path, copy, modify and publish under a mutex.
+// Lookups (translate, find) are lock-free: a seqlock over a table of the regions, which
+// writers (rare, off the hot path) rewrite under a mutex. Nothing a reader might be looking at
+// is ever freed while the registry lives, and the table only grows by doubling, so a process
+// that adds and removes regions for ever (bdevs, pools, queues created and deleted) keeps a
+// bounded footprint.
 #pragma once
 
 #include <atomic>
@@ -34,7 +37,7 @@ struct MemoryRegion {
   void* vaddr = nullptr;
   std::size_t length = 0;
   uint64_t iova = kInvalidIova;  // the address a device uses; kInvalidIova: the registry's choice
-  int fd = -1;           // backing file (memfd), so another process can map it; -1 if none
+  int fd = -1;                   // backing file (memfd), so another process can map it; -1 if none
   uint64_t fd_offset = 0;
 
   bool contains(const void* p, std::size_t len) const {
@@ -45,12 +48,19 @@ struct MemoryRegion {
 };
 
 // A reader's memo of the region it found last (e.g. a queue pair's: its buffers mostly come
-// from one pool). It stays right while the registry publishes no new snapshot — snapshots are
-// immutable and kept until the registry dies, so one cannot come back at the same address —
-// making a hit one atomic load and two compares. Owned by one thread, never shared.
+// from one pool): a copy, stamped with the registry's version when it was read. It stays right
+// while the registry changes nothing, making a hit one atomic load and two compares. Owned by
+// one thread, never shared; used with one registry (versions are unique across registries).
 struct TranslateCache {
-  const void* snapshot = nullptr;
-  const MemoryRegion* region = nullptr;
+  uint64_t version = 1;  // odd: matches no registry's (a registry's are even between changes)
+  uintptr_t vaddr = 0;
+  std::size_t length = 0;
+  uint64_t iova = kInvalidIova;
+
+  bool contains(const void* p, std::size_t len) const {
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    return a >= vaddr && len <= length && a - vaddr <= length - len;
+  }
 };
 
 class RegionListener {
@@ -88,14 +98,11 @@ class MemoryRegistry {
   uint64_t translate(const void* p, std::size_t len) const;
   // The same, trying the region `cache` found last first (the hot path's form).
   uint64_t translate(const void* p, std::size_t len, TranslateCache& cache) const {
-    const Snapshot* s = current_.load(std::memory_order_acquire);
-    if (s != cache.snapshot || cache.region == nullptr || !cache.region->contains(p, len)) {
-      cache.snapshot = s;
-      cache.region = lookup(*s, p);
-      if (cache.region == nullptr || !cache.region->contains(p, len)) return kInvalidIova;
+    if (version_.load(std::memory_order_acquire) != cache.version || !cache.contains(p, len)) {
+      refill(p, cache);
+      if (!cache.contains(p, len)) return kInvalidIova;
     }
-    return cache.region->iova +
-           (reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(cache.region->vaddr));
+    return cache.iova + (reinterpret_cast<uintptr_t>(p) - cache.vaddr);
   }
   // A copy of the region holding p, or an empty region (length 0).
   MemoryRegion find(const void* p) const;
@@ -105,17 +112,42 @@ class MemoryRegistry {
   // 0, or -EBUSY: regions are registered under another scheme (their IOVAs cannot change).
   int set_iova_mode(IovaMode mode);
 
- private:
-  using Snapshot = std::vector<MemoryRegion>;  // sorted by vaddr, non-overlapping
-  const MemoryRegion* lookup(const Snapshot& s, const void* p) const;
-  void publish(std::unique_ptr<Snapshot> next);
-  uint64_t assign_iova(const Snapshot& s, const MemoryRegion& region) const;  // writer lock held
+  // Bytes of the lookup tables it holds, retired ones included (they only grow by doubling).
+  std::size_t table_bytes() const;
 
-  std::atomic<const Snapshot*> current_;
+ private:
+  // One region as readers see it: every field atomic, so a reader racing a writer reads
+  // values it then throws away (the version changed), never a torn object or a data race.
+  struct Slot {
+    std::atomic<uintptr_t> vaddr{0};
+    std::atomic<std::size_t> length{0};
+    std::atomic<uint64_t> iova{kInvalidIova};
+    std::atomic<int> fd{-1};
+    std::atomic<uint64_t> fd_offset{0};
+  };
+  struct Table {
+    explicit Table(std::size_t cap) : capacity(cap), slots(new Slot[cap]) {}
+    const std::size_t capacity;
+    std::unique_ptr<Slot[]> slots;
+    std::atomic<std::size_t> count{0};
+  };
+  // Runs f(table, version) until no writer changed the table meanwhile; f only reads.
+  template <typename F>
+  auto read_consistent(F f) const;
+  // The region holding p into `cache` (length 0 when there is none), stamped.
+  void refill(const void* p, TranslateCache& cache) const;
+  // Index of the region holding p in t, or -1. Relaxed loads: the caller validates.
+  static long lookup(const Table& t, std::size_t n, const void* p);
+  static MemoryRegion load(const Slot& s);
+  // Writes regions_ into the table readers see (growing it first if it is full).
+  void publish();
+  uint64_t assign_iova(const MemoryRegion& region) const;  // writer lock held
+
+  std::atomic<uint64_t> version_;  // even: stable; odd: a writer is at work
+  std::atomic<const Table*> table_{nullptr};
+  std::vector<std::unique_ptr<Table>> tables_;  // the current one last; readers may hold any
   mutable std::mutex writer_mu_;
-  // Retired snapshots stay alive until the registry dies: readers never take a lock, so we
-  // cannot know when the last one stopped looking. Region changes are rare (set-up time).
-  std::vector<std::unique_ptr<Snapshot>> snapshots_;
+  std::vector<MemoryRegion> regions_;  // sorted by vaddr, non-overlapping; writer lock
   std::vector<RegionListener*> listeners_;
   IovaMode iova_mode_;
 };

@@ -2,10 +2,9 @@
 
 #include <gtest/gtest.h>
 
-#include <string>
-
 #include <algorithm>
 #include <atomic>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -23,7 +22,9 @@ struct RecordingListener : RegionListener {
 
 alignas(4096) char g_buf[4][8192];
 
-MemoryRegion region_of(int i, uint64_t iova) { return {g_buf[i], sizeof g_buf[i], iova, -1, 0}; }
+MemoryRegion region_of(int i, uint64_t iova) {
+  return {g_buf[i], sizeof g_buf[i], iova, -1, 0};
+}
 
 TEST(MemoryRegistry, TranslatesInsideRegionsOnly) {
   MemoryRegistry reg;
@@ -40,8 +41,8 @@ TEST(MemoryRegistry, TranslatesInsideRegionsOnly) {
   EXPECT_EQ(reg.find(g_buf[1]).length, 0u);
 }
 
-// The cached form answers as the plain one, and never from a region that is gone: a new
-// snapshot (any add or remove) makes the memo stale.
+// The cached form answers as the plain one, and never from a region that is gone: any add or
+// remove makes the memo stale.
 TEST(MemoryRegistry, CachedTranslationFollowsRegionChanges) {
   MemoryRegistry reg(IovaMode::kCompact);
   TranslateCache cache;
@@ -119,6 +120,48 @@ TEST(MemoryRegistry, LookupsStayValidWhileRegionsChange) {
   EXPECT_GT(lookups, 0u);
 }
 
+// A long-running process adds and removes regions for ever (bdevs, pools, queues created and
+// deleted): the registry's footprint follows the most regions it held at once, not how many
+// changes it saw; and a reader's memo never survives a change.
+TEST(MemoryRegistry, ChurnDoesNotGrowItsFootprint) {
+  MemoryRegistry reg;
+  TranslateCache cache;
+  ASSERT_EQ(reg.add(region_of(0, 0x1000)), 0);
+  const std::size_t at_start = reg.table_bytes();
+  for (int i = 0; i < 100000; ++i) {
+    ASSERT_EQ(reg.add(region_of(1 + i % 3, 0x100000 + 0x10000 * (i % 7))), 0);
+    ASSERT_EQ(reg.translate(g_buf[1 + i % 3] + 16, 8, cache), 0x100010u + 0x10000 * (i % 7));
+    ASSERT_EQ(reg.remove(g_buf[1 + i % 3]), 0);
+    ASSERT_EQ(reg.translate(g_buf[1 + i % 3] + 16, 8, cache), kInvalidIova);
+  }
+  EXPECT_EQ(reg.table_bytes(), at_start);
+  // Many at once: it grows (by doubling), and holds less than twice what the largest needs.
+  std::vector<std::vector<char>> bufs(1000, std::vector<char>(64));
+  for (auto& b : bufs) ASSERT_EQ(reg.add({b.data(), b.size(), 0x1000000, -1, 0}), 0);
+  const std::size_t at_peak = reg.table_bytes();
+  EXPECT_GT(at_peak, at_start);
+  for (auto& b : bufs) ASSERT_EQ(reg.remove(b.data()), 0);
+  for (int i = 0; i < 10000; ++i) {
+    ASSERT_EQ(reg.add(region_of(1, 0)), 0);
+    ASSERT_EQ(reg.remove(g_buf[1]), 0);
+  }
+  EXPECT_EQ(reg.table_bytes(), at_peak);
+  EXPECT_LT(at_peak, 2 * 2 * 1024 * (5 * sizeof(uint64_t)) + 4096);
+  EXPECT_EQ(reg.regions().size(), 1u);
+}
+
+// Caches stamped by one registry are not taken as current by another (tests and tools make
+// several registries; one cache per queue pair).
+TEST(MemoryRegistry, ACacheFromAnotherRegistryIsStale) {
+  MemoryRegistry a, b;
+  ASSERT_EQ(a.add(region_of(0, 0x1000)), 0);
+  ASSERT_EQ(b.add(region_of(1, 0x2000)), 0);
+  TranslateCache cache;
+  EXPECT_EQ(a.translate(g_buf[0] + 4, 4, cache), 0x1004u);
+  EXPECT_EQ(b.translate(g_buf[0] + 4, 4, cache), kInvalidIova);
+  EXPECT_EQ(b.translate(g_buf[1] + 4, 4, cache), 0x2004u);
+}
+
 // A device that refuses regions at or beyond an IOVA (an IOMMU too narrow to map them).
 struct NarrowDevice : RegionListener {
   uint64_t limit;
@@ -147,7 +190,7 @@ TEST(MemoryRegistry, ARegionADeviceCannotMapIsNotAdded) {
   EXPECT_EQ(reg.add(region_of(1, 0x40000), &iova, &why), -EIO);
   EXPECT_EQ(why, "beyond the IOMMU");
   EXPECT_EQ(reg.translate(g_buf[1], 1), kInvalidIova);  // never visible
-  ASSERT_EQ(first.removed.size(), 1u);                   // the first device unmapped it
+  ASSERT_EQ(first.removed.size(), 1u);                  // the first device unmapped it
   EXPECT_EQ(first.removed[0], static_cast<void*>(g_buf[1]));
   EXPECT_EQ(narrow.mapped.size(), 1u);
   reg.remove_listener(&first);

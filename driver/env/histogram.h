@@ -36,6 +36,7 @@ class LatencyHistogram {
     max_ = std::max(max_, v);
   }
   void merge(const LatencyHistogram& o) {
+    if (o.count_ == 0) return;  // most channels' histograms of some kind (a dead one's, often)
     for (int i = 0; i < kBuckets; ++i) counts_[i] += o.counts_[i];
     count_ += o.count_;
     sum_ += o.sum_;

@@ -267,7 +267,13 @@ struct Rig {
   void finish() {
     w.settle();
     for (int q = kQueues - 1; q >= 0; --q) disconnect(q);
-    for (int i = 0; i < 100; ++i) w.advance(1'000'000);
+    // Up to 100 ms of virtual time for every queue to close (it ends earlier once they have).
+    const auto all_back = [&] {
+      for (const auto& qp : retired)
+        if (qp->outstanding > 0 || !qp->closed) return false;
+      return true;
+    };
+    for (int i = 0; i < 100 && !all_back(); ++i) w.advance(1'000'000);
     for (const auto& qp : retired) {
       check(qp->outstanding == 0, "a disconnected queue still has commands outstanding");
       check(qp->closed, "a disconnected queue never closed");

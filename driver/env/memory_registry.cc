@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 namespace pollux::env {
 
@@ -188,9 +189,12 @@ void MemoryRegistry::remove_listener(RegionListener* listener) {
 
 template <typename F>
 auto MemoryRegistry::read_consistent(F f) const {
-  for (;;) {
+  for (unsigned tries = 1;; ++tries) {
     const uint64_t v = version_.load(std::memory_order_acquire);
-    if (v & 1) continue;  // a writer is at work: its critical section is a few stores
+    if (v & 1) {  // a writer is at work: a few dozen stores, unless it was preempted there
+      if (tries >= 64) std::this_thread::yield();  // then let it run (it may share our core)
+      continue;
+    }
     const Table& t = *table_.load(std::memory_order_acquire);
     const std::size_t n = std::min(t.count.load(std::memory_order_relaxed), t.capacity);
     auto result = f(t, n, v);

@@ -5,54 +5,49 @@
 namespace pollux::sim {
 
 void QpairCharges::watch(const nvme::Qpair* qp) {
-  const Totals t = totals_of(qp->stats());
-  watched_.push_back(qp);
-  charged_each_.push_back(t);
-  charged_.ns += t.ns;
-  charged_.work += t.work;
+  const Counts c = counts_of(qp->stats());
+  watched_.push_back(&qp->stats());
+  charged_each_.push_back(c);
+  charged_ += c;
 }
 
 void QpairCharges::unwatch(const nvme::Qpair* qp) {
   for (size_t i = 0; i < watched_.size(); ++i) {
-    if (watched_[i] != qp) continue;
-    const Totals now = totals_of(qp->stats()), was = charged_each_[i];
-    retired_ns_ += now.ns - was.ns;
-    retired_work_ |= now.work != was.work;
-    charged_.ns -= was.ns;
-    charged_.work -= was.work;
+    if (watched_[i] != &qp->stats()) continue;
+    Counts since = counts_of(*watched_[i]);
+    since -= charged_each_[i];
+    retired_ += since;
+    charged_ -= charged_each_[i];
     watched_.erase(watched_.begin() + static_cast<std::ptrdiff_t>(i));
     charged_each_.erase(charged_each_.begin() + static_cast<std::ptrdiff_t>(i));
     return;
   }
 }
 
-QpairCharges::Totals QpairCharges::now_totals() const {
-  Totals sum;
-  for (const nvme::Qpair* qp : watched_) {
-    const Totals t = totals_of(qp->stats());
-    sum.ns += t.ns;
-    sum.work += t.work;
-  }
-  return sum;
-}
-
+// Counters only grow, so each sum minus what was charged is the counts since (modulo 2^64
+// like the weighed totals it replaces: the same figure to the nanosecond).
 uint64_t QpairCharges::uncharged_ns(bool* work) const {
-  const Totals now = now_totals();
-  *work |= retired_work_ || now.work != charged_.work;
-  return retired_ns_ + (now.ns - charged_.ns);
+  Counts d;
+  for (const nvme::QpairStats* s : watched_) d += counts_of(*s);
+  d -= charged_;
+  d += retired_;
+  *work |= any_work(d);
+  return cost_of(d);
 }
 
 uint64_t QpairCharges::charge(bool* work) {
-  const uint64_t t = uncharged_ns(work);
-  retired_ns_ = 0;
-  retired_work_ = false;
-  charged_ = {};
+  Counts now;
   for (size_t i = 0; i < watched_.size(); ++i) {
-    charged_each_[i] = totals_of(watched_[i]->stats());
-    charged_.ns += charged_each_[i].ns;
-    charged_.work += charged_each_[i].work;
+    charged_each_[i] = counts_of(*watched_[i]);
+    now += charged_each_[i];
   }
-  return t;
+  Counts d = now;
+  d -= charged_;
+  d += retired_;
+  *work |= any_work(d);
+  charged_ = now;
+  retired_ = {};
+  return cost_of(d);
 }
 
 void WallNs::start(uint64_t base_ns) {

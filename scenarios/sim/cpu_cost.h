@@ -38,8 +38,9 @@ struct TargetCostModel {
 };
 
 // The modelled CPU time of watched queue pairs' work not charged yet. A reading (one per poller
-// run) weighs every watched queue pair's counters once; what was charged is one sum, so the
-// reading loads nothing else (with 8 drives the framework reads it ~10 times a step).
+// run: with 8 drives the framework reads it ~10 times a step) adds up each counter the model
+// weighs over the watched queue pairs — four loads per queue pair — and weighs the sums once;
+// what was charged is kept as the same four sums.
 class QpairCharges {
  public:
   explicit QpairCharges(const HostCostModel& costs) : costs_(costs) {}
@@ -52,21 +53,31 @@ class QpairCharges {
   uint64_t charge(bool* work);
 
  private:
-  struct Totals {
-    uint64_t ns = 0, work = 0;  // modelled cost of the counts; commands submitted + completed
+  struct Counts {  // the counters the model weighs (nvme::QpairStats keeps them in one line)
+    uint64_t polls = 0, submitted = 0, completed = 0, doorbells = 0;
+    Counts& operator+=(const Counts& o) {
+      polls += o.polls, submitted += o.submitted, completed += o.completed, doorbells += o.doorbells;
+      return *this;
+    }
+    Counts& operator-=(const Counts& o) {
+      polls -= o.polls, submitted -= o.submitted, completed -= o.completed, doorbells -= o.doorbells;
+      return *this;
+    }
   };
-  Totals totals_of(const nvme::QpairStats& s) const {
-    return {s.polls * costs_.poll_ns + s.submitted * costs_.submit_ns +
-                s.completed * costs_.complete_ns + s.doorbells * costs_.doorbell_ns,
-            s.submitted + s.completed};
+  static Counts counts_of(const nvme::QpairStats& s) {
+    return {s.polls.load(), s.submitted.load(), s.completed.load(), s.doorbells.load()};
   }
-  Totals now_totals() const;
+  // The modelled cost of counts, and whether any command was submitted or completed.
+  uint64_t cost_of(const Counts& c) const {
+    return c.polls * costs_.poll_ns + c.submitted * costs_.submit_ns +
+           c.completed * costs_.complete_ns + c.doorbells * costs_.doorbell_ns;
+  }
+  static bool any_work(const Counts& c) { return c.submitted != 0 || c.completed != 0; }
   const HostCostModel& costs_;
-  std::vector<const nvme::Qpair*> watched_;
-  std::vector<Totals> charged_each_;  // per watched queue pair, at the last charge (or watch)
-  Totals charged_;                    // their sum
-  uint64_t retired_ns_ = 0;  // uncharged work of queue pairs unwatched since the last charge
-  bool retired_work_ = false;
+  std::vector<const nvme::QpairStats*> watched_;
+  std::vector<Counts> charged_each_;  // per watched queue pair, at the last charge (or watch)
+  Counts charged_;                    // their sum
+  Counts retired_;  // uncharged counts of queue pairs unwatched since the last charge
 };
 
 // The TSC in nanoseconds from a base: realtime CPU clocks on a virtual clock's scale.

@@ -32,7 +32,7 @@ void QueueEngineModule::wake(SimTime at) {
 // keeps a cancelled one in its queue until its time).
 void QueueEngineModule::arm(SimTime t) {
   if (t >= armed_) return;
-  armed_ = t;
+  set_armed(t);
   if (!holding_) tell();
 }
 
@@ -83,7 +83,8 @@ void QueueEngineModule::drop_pending() {
 // after that; a run that is to pause at a completion has ended) and the kernel has no other
 // event up to it. Each edge does exactly what it would as an event of its own.
 void QueueEngineModule::edge() {
-  armed_ = told_ = kNever;  // this is the notification
+  set_armed(kNever);
+  told_ = kNever;  // this is the notification
   hold();
   run_edges(kernel_now());
   release();
@@ -92,11 +93,11 @@ void QueueEngineModule::edge() {
 void QueueEngineModule::run_ahead() {
   if (armed_ != kNever && armed_ < model_clock::run_ahead_limit) {
     const SimTime at = armed_;
-    armed_ = kNever;  // not an event of the kernel's after all, if nothing else comes first
+    set_armed(kNever);  // not an event of the kernel's after all, if nothing else comes first
     if (nothing_else_until(at)) {
       run_edges(at);
     } else {
-      armed_ = at;
+      set_armed(at);
     }
   }
   release();
@@ -107,7 +108,7 @@ void QueueEngineModule::run_edges(SimTime now) {
   for (;;) {
     model_clock::floor = std::max(floor, now);
     const SimTime next = std::min(clock_edge(now), armed_);
-    armed_ = kNever;  // a wake during the edge: decided here
+    set_armed(kNever);  // a wake during the edge: decided here
     if (next == kNever) break;
     if (next >= model_clock::run_ahead_limit || !nothing_else_until(next)) {
       arm(next);

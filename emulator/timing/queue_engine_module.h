@@ -4,6 +4,7 @@
 #pragma once
 
 #include "emulator/rtl/queue_engine.h"
+#include "emulator/timing/event_times.h"
 #include "emulator/timing/modules.h"
 #include "emulator/timing/ring.h"
 
@@ -50,6 +51,13 @@ class QueueEngineModule final : public sc_core::sc_module {
   // When the next edge is wanted (~0: not before a wake): the kernel holds this notification
   // whenever no process of the device is running.
   SimTime armed() const { return armed_; }
+  // Keep armed() in `times` at `slot` from now on (the simulation's record of every kernel
+  // event, whose minimum it reads without visiting each device).
+  void bind_armed_slot(EventTimes* times, size_t slot) {
+    times_ = times;
+    slot_ = slot;
+    times_->set(slot_, armed_);
+  }
   uint64_t grants() const { return grants_; }
   SimTime period() const { return period_; }
 
@@ -83,7 +91,13 @@ class QueueEngineModule final : public sc_core::sc_module {
   Ring<CompletionRequest> completions_;
   bool busy_ = false;
   SimTime last_edge_ = 0;  // time of the last edge (valid once cycles_ > 0)
-  SimTime armed_ = kNever;  // when the next edge is wanted
+  void set_armed(SimTime t) {
+    armed_ = t;
+    if (times_) times_->set(slot_, t);
+  }
+  SimTime armed_ = kNever;  // when the next edge is wanted (written by set_armed only)
+  EventTimes* times_ = nullptr;
+  size_t slot_ = 0;
   SimTime told_ = kNever;   // the kernel's pending notification of clock_
   bool holding_ = false;
   uint64_t cycles_ = 0, grants_ = 0, run_ahead_ = 0;

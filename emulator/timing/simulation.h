@@ -17,6 +17,7 @@
 
 #include "emulator/nvme/controller.h"
 #include "emulator/nvme/result.h"
+#include "emulator/timing/event_times.h"
 #include "emulator/timing/profile.h"
 #include "emulator/timing/sim_time.h"
 #include "emulator/timing/trace.h"
@@ -71,6 +72,9 @@ class Simulation {
   std::mt19937_64 rng_;
   Trace trace_;
   std::vector<std::unique_ptr<TimedSsd>> devices_;
+  // Each device's two kernel events' times (bound when the simulation starts): the next
+  // kernel event is their minimum, read without visiting the devices.
+  EventTimes event_times_;
   bool started_ = false;
   uint64_t visible_events_ = 0;
   SimTime now_ = 0;  // the models' time (the kernel's may lag: modules.h, "time")

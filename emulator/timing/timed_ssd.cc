@@ -280,12 +280,12 @@ void TimedSsd::schedule(uint32_t slot, SimTime at) {
   std::push_heap(due_.begin(), due_.end(), std::greater<Due>());
   if (due_.front().seq == seq_ - 1) {
     notify_at(due_event_, at);
-    due_armed_ = std::min(due_armed_, at);
+    set_due_armed(std::min(due_armed_, at));
   }
 }
 
 void TimedSsd::complete_due() {
-  due_armed_ = ~SimTime{0};  // this is the notification
+  set_due_armed(~SimTime{0});  // this is the notification
   engine_->hold();            // until run_ahead() below
   check_reset();  // a reset between scans: nothing due may take effect any more
   const SimTime now = sc_now();
@@ -347,7 +347,7 @@ void TimedSsd::complete_due() {
   }
   if (!due_.empty()) {
     notify_at(due_event_, due_.front().at);
-    due_armed_ = std::min(due_armed_, due_.front().at);
+    set_due_armed(std::min(due_armed_, due_.front().at));
   }
   if (freed) engine_->slot_freed();
   if (!durability_.empty()) settle_durability(false);

@@ -68,6 +68,14 @@ class TimedSsd final : public sc_core::sc_module, private FrontEndClient {
   const Profile& profile() const { return profile_; }
   // When the earliest of this device's pending kernel events is due (~0: none).
   SimTime next_event_time() const { return std::min(due_armed_, engine_->armed()); }
+  // Keep the times of the device's two kernel events in `times` at slots `first` and
+  // `first` + 1 from now on (Simulation::next_kernel_event reads their minimum).
+  void bind_event_slots(EventTimes* times, size_t first) {
+    times_ = times;
+    slot_ = first;
+    times_->set(slot_, due_armed_);
+    engine_->bind_armed_slot(times, first + 1);
+  }
 
  private:
   struct InFlight {
@@ -133,7 +141,13 @@ class TimedSsd final : public sc_core::sc_module, private FrontEndClient {
   std::vector<Due> due_;  // min-heap
   uint64_t seq_ = 0;
   sc_core::sc_event due_event_;
+  void set_due_armed(SimTime t) {
+    due_armed_ = t;
+    if (times_) times_->set(slot_, t);
+  }
   SimTime due_armed_ = ~SimTime{0};  // due_event_'s pending notification (the kernel keeps the earliest)
+  EventTimes* times_ = nullptr;
+  size_t slot_ = 0;
 
   // Completion requests in engine order: the in-flight slot, or kPosted for an entry the
   // controller wrote by itself (an AER, an aborted command).

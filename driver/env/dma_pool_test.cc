@@ -1,7 +1,9 @@
 #include "driver/env/dma_pool.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 #include <thread>
@@ -48,6 +50,48 @@ TEST(DmaRegion, MoreThanTheMachineHasIsRefusedUpFront) {
   EXPECT_NE(r.error().message.find("GiB available"), std::string::npos) << r.error().message;
   EXPECT_TRUE(reg.regions().empty());
   EXPECT_FALSE(DmaRegion::create(reg, SIZE_MAX).ok());  // no overflow in the rounding
+}
+
+// A region given back is kept for the next one of its size (as SPDK's env keeps freed DMA
+// memory): the same pages come back, zeroed, registered again; in between they fault.
+TEST(DmaRegion, AGivenBackRegionComesBackZeroedForTheSameSize) {
+  MemoryRegistry reg;
+  constexpr std::size_t kSize = 37 * 4096;  // a size no other test here uses
+  auto a = DmaRegion::create(reg, kSize, DmaOptions{.allow_hugepages = false});
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  void* first = (*a)->data();
+  struct stat st {};
+  ASSERT_EQ(fstat((*a)->fd(), &st), 0);
+  const ino_t first_inode = st.st_ino;  // a new memfd would be another file
+  std::memset(first, 0x5c, kSize);
+  a = make_error(EINVAL, "drop");
+  EXPECT_TRUE(reg.regions().empty());
+  auto other = DmaRegion::create(reg, kSize + 4096, DmaOptions{.allow_hugepages = false});
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE((*other)->data(), first);  // another size maps afresh
+  MemoryRegistry reg2;  // any registry
+  auto b = DmaRegion::create(reg2, kSize - 100, DmaOptions{.allow_hugepages = false});
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  EXPECT_EQ((*b)->data(), first);
+  ASSERT_EQ(fstat((*b)->fd(), &st), 0);
+  EXPECT_EQ(st.st_ino, first_inode);
+  EXPECT_EQ((*b)->size(), kSize);
+  const auto* bytes = static_cast<const uint8_t*>((*b)->data());
+  EXPECT_EQ(std::count(bytes, bytes + kSize, 0), static_cast<std::ptrdiff_t>(kSize));
+  EXPECT_EQ(reg2.translate((*b)->data(), kSize), (*b)->iova());
+}
+
+TEST(DmaRegionDeathTest, AStalePointerIntoAGivenBackRegionFaults) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        MemoryRegistry reg;
+        auto r = DmaRegion::create(reg, 41 * 4096, DmaOptions{.allow_hugepages = false});
+        volatile uint8_t* p = static_cast<uint8_t*>((*r)->data());
+        r = make_error(EINVAL, "drop");
+        p[100] = 1;
+      },
+      "");
 }
 
 TEST(DmaRegion, ZeroSizeIsAClearError) {

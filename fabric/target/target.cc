@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <random>
 
 #include "fabric/target/controller.h"
@@ -33,10 +34,17 @@ bool printable_ascii(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](unsigned char c) { return c >= 0x20 && c < 0x7f; });
 }
 
+// A namespace's UUID when neither the RPC nor its bdev gives one. One generator per process,
+// seeded once: a std::random_device costs tens of microseconds here, and namespaces are made
+// by the thousand in tests and fuzzing.
 std::array<uint8_t, 16> random_uuid() {
-  std::random_device rd;
-  std::mt19937_64 gen((uint64_t{rd()} << 32) ^ rd());
+  static std::mutex mu;
+  static std::mt19937_64 gen = [] {
+    std::random_device rd;
+    return std::mt19937_64((uint64_t{rd()} << 32) ^ rd());
+  }();
   std::array<uint8_t, 16> u;
+  std::lock_guard lock(mu);
   for (auto& b : u) b = static_cast<uint8_t>(gen());
   u[6] = static_cast<uint8_t>((u[6] & 0x0f) | 0x40);  // version 4
   u[8] = static_cast<uint8_t>((u[8] & 0x3f) | 0x80);  // RFC 4122 variant

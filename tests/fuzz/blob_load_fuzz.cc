@@ -51,6 +51,7 @@ constexpr uint32_t kBlockSize = 512;
 constexpr uint64_t kDeviceBytes = 1 << 20;
 constexpr uint64_t kBlocks = kDeviceBytes / kBlockSize;
 constexpr uint32_t kCluster = 16 * 1024;  // 64 clusters
+constexpr uint32_t kRequests = 32;  // per channel: the checks read one cluster at a time
 constexpr uint64_t kMdPages = 24;
 const bool g_debug = std::getenv("POLLUX_FUZZ_DEBUG") != nullptr;
 
@@ -155,6 +156,7 @@ struct World {
   int load() {
     Outcome r = run([&](Outcome* o) {
       blob::StoreOptions so;
+      so.requests_per_channel = kRequests;
       blob::Blobstore::load(*mgr, "m0", so,
                             [](void* a, blob::Blobstore* s, int rc) {
                               auto* out = static_cast<Outcome*>(a);
@@ -168,6 +170,7 @@ struct World {
   int init() {
     Outcome r = run([&](Outcome* o) {
       blob::StoreOptions so;
+      so.requests_per_channel = kRequests;
       so.cluster_size = kCluster;
       so.md_pages = kMdPages;
       blob::Blobstore::init(*mgr, "m0", so,

@@ -116,10 +116,11 @@ struct Harness {
     return n;
   }
 
+  // One memcmp: a loop over 256 KiB of bytes was most of an input's time under libFuzzer's
+  // comparison tracing.
   bool canary_intact() const {
-    for (size_t i = 0; i < kMapped; ++i)
-      if (mem[kMapped + i] != kCanary) return false;
-    return true;
+    static const std::vector<uint8_t> canary(kMapped, kCanary);
+    return std::memcmp(mem + kMapped, canary.data(), kMapped) == 0;
   }
 };
 

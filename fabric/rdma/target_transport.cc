@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstring>
 
 #include "fabric/rdma/device.h"
 #include "spec/nvme_rdma.h"
@@ -164,7 +165,11 @@ event::PollStatus RdmaTargetTransport::accept_poll(void* arg) {
     std::unique_ptr<CmId> id = std::move(l.pending[i]);
     l.pending.erase(l.pending.begin() + static_cast<std::ptrdiff_t>(i));
     if (e.type != CmEventType::kConnectRequest) continue;  // it went away
-    target::PollGroup& pg = t.tgt_.next_group();
+    // The request's private data names the queue (checked in full on arrival).
+    nr::CmRequest req{};
+    const bool admin = e.private_data_len >= sizeof req &&
+                       (std::memcpy(&req, e.private_data, sizeof req), req.qid == 0);
+    target::PollGroup& pg = t.tgt_.next_group(admin);
     RdmaTargetGroup* tg = t.groups_[pg.index()].get();
     CmId* raw = id.release();  // a copyable message: owned again on arrival
     if (!t.tgt_.run_on(pg.thread(), [tg, raw, e, a = l.address] {

@@ -75,6 +75,22 @@ TEST(Controller, ResetByCcEnDisconnectsIoQueuesThenDropsReady) {
   EXPECT_EQ(rig.connect(io2, 1, kNqn, kHost, cntlid, 31).cqe.status, 0);
 }
 
+// New connections spread over the poll groups, admin and I/O queues each in their own round
+// robin: hosts that each open an admin queue and an I/O queue (a transport that knows which,
+// RDMA) do not put every I/O queue on one group.
+TEST(Target, AdminAndIoQueuesTakeTurnsOverThePollGroupsSeparately) {
+  Rig rig("0x7");
+  ASSERT_EQ(rig.tgt->groups().size(), 3u);
+  std::vector<uint32_t> admin, io;
+  for (int host = 0; host < 6; ++host) {
+    admin.push_back(rig.tgt->next_group(true).index());
+    io.push_back(rig.tgt->next_group(false).index());
+  }
+  EXPECT_EQ(admin, (std::vector<uint32_t>{0, 1, 2, 0, 1, 2}));
+  EXPECT_EQ(io, (std::vector<uint32_t>{0, 1, 2, 0, 1, 2}));
+  EXPECT_EQ(rig.tgt->next_group().index(), 0u);  // unknown (TCP): the I/O turn
+}
+
 TEST(Controller, ShutdownCompletesOnceIoQueuesAreGone) {
   Rig rig("0x3");
   FakeQpair& a = rig.new_qpair(0);

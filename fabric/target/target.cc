@@ -129,9 +129,10 @@ Result<std::unique_ptr<Target>> Target::create(event::Framework& fw, bdev::Manag
   return t;
 }
 
-PollGroup& Target::next_group() {
-  PollGroup& g = *groups_[next_group_];
-  next_group_ = (next_group_ + 1) % groups_.size();
+PollGroup& Target::next_group(bool admin) {
+  uint32_t& next = admin ? next_admin_group_ : next_io_group_;
+  PollGroup& g = *groups_[next];
+  next = static_cast<uint32_t>((next + 1) % groups_.size());
   return g;
 }
 

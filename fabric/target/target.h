@@ -122,8 +122,11 @@ class Target {
   bdev::Manager& bdevs() const { return bdevs_; }
   event::Thread* thread() const { return thread_; }
   const std::vector<std::unique_ptr<PollGroup>>& groups() const { return groups_; }
-  // The group a new connection goes to (round robin).
-  PollGroup& next_group();
+  // The group a new connection goes to: round robin, admin queues and I/O queues each in their
+  // own turn (as SPDK's RDMA transport schedules them), so hosts that each open an admin and
+  // an I/O queue do not put every I/O queue on the same group. A transport that cannot tell
+  // which it is (TCP: only the Connect after the connection names the queue) asks for I/O.
+  PollGroup& next_group(bool admin = false);
 
   // ---- target thread
   Status add_transport(std::unique_ptr<Transport> t);
@@ -196,7 +199,7 @@ class Target {
   event::Thread* thread_;
   std::vector<std::unique_ptr<PollGroup>> groups_;
   std::vector<event::Thread*> group_threads_;
-  uint32_t next_group_ = 0;
+  uint32_t next_admin_group_ = 0, next_io_group_ = 0;
   std::vector<std::unique_ptr<Transport>> transports_;  // capacity kMaxTransports: no realloc
   std::atomic<std::size_t> published_transports_{0};
   std::vector<std::unique_ptr<Subsystem>> subsystems_;    // by slot; null: a free slot

@@ -41,6 +41,7 @@ RunReport run_rdma_perf(const RunSpec& spec) {
   ro.costs = spec.costs;
   ro.fast_forward = spec.fast_forward;
   ro.attach_controllers = false;  // the target's bdev_nvme drives them
+  ro.io_queues = spec.target_cores;  // a queue pair per target core (poll group)
   auto rig = Rig::create(ro, &rep.error);
   if (!rig) return rep;
   rig->sim().trace().dump_to(spec.trace_dump);
@@ -64,6 +65,7 @@ RunReport run_rdma_perf(const RunSpec& spec) {
   fo.rdma_context = &fab->context(RdmaSide::kTarget);
   fo.registry = &rig->registry();
   fo.costs = spec.target_costs;
+  fo.cores = spec.target_cores;
   if (spec.in_capsule_data_size) fo.rdma.in_capsule_data_size = *spec.in_capsule_data_size;
   auto target = FabricTarget::create(rig->clock(), net, fo, &rep.error);
   if (!target) return rep;
@@ -191,6 +193,8 @@ RunReport run_rdma_perf(const RunSpec& spec) {
   };
   const uint64_t t0 = ls.now_ns(), steps0 = ls.steps(), busy0 = ls.host_busy_ns();
   const uint64_t target_busy0 = target->busy_ns(), commands0 = target->commands_completed();
+  std::vector<uint64_t> core_busy0(target->cores());
+  for (uint32_t i = 0; i < target->cores(); ++i) core_busy0[i] = target->busy_ns(i);
   for (auto& j : jobs) j->start(rig->thread());
   auto all_done = [&] {
     for (auto& j : jobs)
@@ -206,6 +210,8 @@ RunReport run_rdma_perf(const RunSpec& spec) {
   rep.steps = ls.steps() - steps0;
   rep.host_busy_ns = ls.host_busy_ns() - busy0;
   rep.target_busy_ns = target->busy_ns() - target_busy0;
+  for (uint32_t i = 0; i < target->cores(); ++i)
+    rep.target_core_busy_ns.push_back(target->busy_ns(i) - core_busy0[i]);
   rep.target_commands = target->commands_completed() - commands0;
   for (uint32_t i = 0; i < jobs.size(); ++i) {
     DeviceReport d;

@@ -12,9 +12,17 @@ std::unique_ptr<FabricTarget> FabricTarget::create(const env::Clock& clock,
                                                    fabric::net::Network& net,
                                                    FabricTargetOptions options,
                                                    std::string* error) {
+  if (options.cores == 0 || options.cores > 64) {
+    *error = "fabric target: cores must be 1-64, not " + std::to_string(options.cores);
+    return nullptr;
+  }
   std::unique_ptr<FabricTarget> t(new FabricTarget(clock, net, std::move(options)));
+  t->cores_.reserve(t->o_.cores);
+  for (uint32_t i = 0; i < t->o_.cores; ++i) t->cores_.emplace_back(t->drive_costs_);
+  std::vector<int> mask(t->o_.cores);
+  for (uint32_t i = 0; i < t->o_.cores; ++i) mask[i] = static_cast<int>(i);
   event::FrameworkOptions fo;
-  fo.core_mask = "0x1";
+  fo.core_mask = event::format_core_mask(mask);
   fo.step_mode = true;
   fo.pin_reactors = false;
   fo.clock = &clock;
@@ -35,69 +43,103 @@ std::unique_ptr<FabricTarget> FabricTarget::create(const env::Clock& clock,
   return t;
 }
 
+// Poll group i runs on reactor i (Target::create), so its commands are core i's.
+uint64_t FabricTarget::commands_of(size_t core) const {
+  if (!tgt_ || core >= tgt_->groups().size()) return 0;
+  return tgt_->groups()[core]->stats().completed_nvme_io;
+}
+
 uint64_t FabricTarget::commands_completed() const {
   uint64_t n = 0;
-  if (tgt_)
-    for (const auto& g : tgt_->groups()) n += g->stats().completed_nvme_io;
+  for (size_t i = 0; i < cores_.size(); ++i) n += commands_of(i);
   return n;
 }
 
-uint64_t FabricTarget::uncharged_ns(bool* work) const {
-  if (!o_.costs) return 0;
-  const uint64_t n = commands_completed();
-  const uint64_t commands = n >= commands_charged_ ? n - commands_charged_ : n;  // restarted
-  *work |= commands != 0;
-  return commands * o_.costs->command_ns + drives_.uncharged_ns(work);
+uint64_t FabricTarget::busy_ns() const {
+  uint64_t n = 0;
+  for (const Core& c : cores_) n += c.busy_ns;
+  return n;
 }
 
-// Between two of its pollers: where its CPU clock was when the iteration began, plus what the
-// work done since costs. Realtime: the TSC on the virtual clock's scale.
+uint64_t FabricTarget::uncharged_ns(size_t core, bool* work) const {
+  if (!o_.costs) return 0;
+  const Core& c = cores_[core];
+  const uint64_t n = commands_of(core);
+  const uint64_t commands = n >= c.commands_charged ? n - c.commands_charged : n;  // restarted
+  *work |= commands != 0;
+  return commands * o_.costs->command_ns + c.drives.uncharged_ns(work);
+}
+
+// Between two pollers of the running core: where its CPU clock was when the iteration began,
+// plus what the work done since costs. Realtime: the TSC on the virtual clock's scale.
 uint64_t FabricTarget::cpu_now_ns() const {
   if (realtime_) return std::max(clock_.now(), wall_.now_ns());
   bool work = false;
-  return std::max(clock_.now(), busy_until_) + uncharged_ns(&work);
+  return std::max(clock_.now(), cores_[current_].busy_until) + uncharged_ns(current_, &work);
 }
 
+// The earliest a core busy with work is free again.
 uint64_t FabricTarget::next_event_ns() const {
-  return !realtime_ && busy_with_work_ && busy_until_ > clock_.now() ? busy_until_ : UINT64_MAX;
+  uint64_t next = UINT64_MAX;
+  if (realtime_) return next;
+  for (const Core& c : cores_)
+    if (c.busy_with_work && c.busy_until > clock_.now()) next = std::min(next, c.busy_until);
+  return next;
 }
 
+// Each core runs an iteration of its reactor unless it is still on the last one's work.
 bool FabricTarget::step() {
   const bool model = o_.costs && !realtime_;
-  if (model && clock_.now() < busy_until_) return false;  // still on the last iteration's work
-  const bool work = fw_->step(model ? o_.costs->reactor_iteration_ns : 0);
-
-  if (model) {
+  bool work = false;
+  for (size_t i = 0; i < cores_.size(); ++i) {
+    Core& c = cores_[i];
+    if (model && clock_.now() < c.busy_until) continue;
+    current_ = i;
+    const bool did = fw_->reactor(i).run_once(model ? o_.costs->reactor_iteration_ns : 0);
+    work |= did;
+    if (!model) continue;
     bool charged = false;
-    const uint64_t n = commands_completed();
-    const uint64_t cost = o_.costs->reactor_iteration_ns + uncharged_ns(&charged);
-    drives_.charge(&charged);
-    commands_charged_ = n;
-    busy_until_ = clock_.now() + cost;
-    busy_with_work_ = work || charged;
-    if (busy_with_work_) busy_ns_ += cost;
+    const uint64_t n = commands_of(i);
+    const uint64_t cost = o_.costs->reactor_iteration_ns + uncharged_ns(i, &charged);
+    c.drives.charge(&charged);
+    c.commands_charged = n;
+    c.busy_until = clock_.now() + cost;
+    c.busy_with_work = did || charged;
+    if (c.busy_with_work) c.busy_ns += cost;
   }
+  current_ = 0;
   if (stopped_) {
     event::CurrentThreadScope scope(thread_);
     tgt_.reset();  // the transport's listener and connections close with it
-    commands_charged_ = 0;
+    for (Core& c : cores_) c.commands_charged = 0;
     stopped_ = stopping_ = false;
   }
   return work;
 }
 
 void FabricTarget::set_realtime(bool on) {
-  if (realtime_ && !on) busy_until_ = cpu_now_ns();  // the CPU clock never goes back
+  if (realtime_ && !on) {  // the CPU clocks never go back
+    const uint64_t now = cpu_now_ns();
+    for (Core& c : cores_) c.busy_until = now;
+  }
   realtime_ = on;
-  if (on) wall_.start(std::max(clock_.now(), busy_until_));
+  uint64_t from = clock_.now();
+  for (const Core& c : cores_) from = std::max(from, c.busy_until);
+  if (on) wall_.start(from);
 }
 
+// A drive's queue pair is charged to the core of the thread that made it (a poll group's
+// channel to the drive); one made elsewhere to core 0.
 std::function<void(const nvme::Qpair*, bool, const std::string&)> FabricTarget::qpair_observer() {
   return [this](const nvme::Qpair* qp, bool created, const std::string&) {
-    if (created)
-      drives_.watch(qp);
-    else
-      drives_.unwatch(qp);
+    if (!created) {
+      for (Core& c : cores_) c.drives.unwatch(qp);
+      return;
+    }
+    const event::Thread* t = event::Thread::current();
+    const int r = t ? t->reactor_index() : -1;
+    cores_[r >= 0 && static_cast<size_t>(r) < cores_.size() ? static_cast<size_t>(r) : 0]
+        .drives.watch(qp);
   };
 }
 

@@ -48,9 +48,12 @@ struct FabricTargetOptions {
   uint16_t kas = 10;
   uint16_t cqt_ms = 0;
   env::MemoryRegistry* registry = nullptr;  // the transport's buffers (nullptr: the global one)
-  // The target core's CPU time in virtual time; nullopt: its work takes no time (one core
+  // The target cores' CPU time in virtual time; nullopt: their work takes no time (one core
   // carries any load).
   std::optional<TargetCostModel> costs;
+  // Target cores: a reactor and a poll group on each (connections spread round-robin, as
+  // SPDK's target does); each core's CPU time is its own.
+  uint32_t cores = 1;
   fabric::tcp::TcpTargetOptions tcp = [] {
     fabric::tcp::TcpTargetOptions o;
     o.num_shared_buffers = 128;
@@ -96,9 +99,12 @@ class FabricTarget {
   // For the target's bdev_nvme (NvmeBdevOptions::qpair_observer): the drives' queue pairs,
   // whose work the cost model's `drive` part charges.
   std::function<void(const nvme::Qpair*, bool, const std::string&)> qpair_observer();
-  // The target core's CPU clock now (ns), and its modelled busy time so far.
+  // The CPU clock (ns) of the core whose reactor runs now, and the cores' modelled busy time
+  // so far (all of them; busy_ns(i): core i's).
   uint64_t cpu_now_ns() const;
-  uint64_t busy_ns() const { return busy_ns_; }
+  uint32_t cores() const { return static_cast<uint32_t>(cores_.size()); }
+  uint64_t busy_ns() const;
+  uint64_t busy_ns(uint32_t core) const { return cores_[core].busy_ns; }
   uint64_t commands_completed() const;  // by every poll group, since the target (re)started
   // Builds the target: transport, subsystems (any host), namespaces, the listener; the
   // changes reach the poll groups as the world steps. "" or the error.
@@ -119,7 +125,8 @@ class FabricTarget {
  private:
   FabricTarget(const env::Clock& clock, fabric::net::Network& net, FabricTargetOptions o)
       : clock_(clock), net_(net), o_(std::move(o)) {}
-  uint64_t uncharged_ns(bool* work) const;
+  uint64_t commands_of(size_t core) const;  // by that core's poll group
+  uint64_t uncharged_ns(size_t core, bool* work) const;
 
   const env::Clock& clock_;
 
@@ -130,13 +137,18 @@ class FabricTarget {
   std::unique_ptr<bdev::Manager> mgr_;
   std::unique_ptr<fabric::target::Target> tgt_;
   bool stopping_ = false, stopped_ = false, settled_ = false;
-  // CPU time.
+  // CPU time, per core.
   HostCostModel drive_costs_ = o_.costs ? o_.costs->drive : HostCostModel{};
-  QpairCharges drives_{drive_costs_};
-  uint64_t commands_charged_ = 0;
-  uint64_t busy_until_ = 0;  // the core's CPU clock at its last iteration's end
-  bool busy_with_work_ = false;  // that iteration did work: the lockstep stops at busy_until_
-  uint64_t busy_ns_ = 0;
+  struct Core {
+    explicit Core(const HostCostModel& costs) : drives(costs) {}
+    QpairCharges drives;  // the drives' queue pairs its threads made
+    uint64_t commands_charged = 0;
+    uint64_t busy_until = 0;      // the core's CPU clock at its last iteration's end
+    bool busy_with_work = false;  // that iteration did work: the lockstep stops at busy_until
+    uint64_t busy_ns = 0;
+  };
+  std::vector<Core> cores_;
+  size_t current_ = 0;  // the core whose reactor runs (the framework's CPU clock is its)
   bool realtime_ = false;
   WallNs wall_;
   struct ReadCpu {

@@ -103,6 +103,11 @@ int main(int argc, char** argv) {
                  "with --transport rdma: the target core's CPU time per I/O command (0: the "
                  "target takes no time; default: the SPDK paper's Figure 8 calibration)")
       ->check(CLI::Range(uint64_t{0}, uint64_t{1'000'000}));
+  uint32_t target_cores = 1;
+  app.add_option("--target-cores", target_cores,
+                 "with --transport rdma: the target's cores (a reactor and a poll group on "
+                 "each, connections spread round-robin; each core's CPU time is its own)")
+      ->check(CLI::Range(1u, 64u));
   std::string metrics_addr;
   double linger_s = 0;
   app.add_option("--metrics", metrics_addr,
@@ -155,6 +160,9 @@ int main(int argc, char** argv) {
     spec.target_costs.reset();
   else
     spec.target_costs->command_ns = target_command_ns;
+  if (target_cores != 1 && transport != "rdma")
+    return pollux::cli::bad_input(app, "--target-cores needs --transport rdma");
+  spec.target_cores = target_cores;
   spec.wire_latency_ns = wire_latency_ns;
   if (in_capsule && transport != "rdma")
     return pollux::cli::bad_input(app, "--in-capsule-data-size needs --transport rdma");
@@ -295,12 +303,15 @@ int main(int argc, char** argv) {
     std::printf(
         "],\"simulated_ms\":%.3f,\"wall_s\":%.3f,\"simulated_ios_per_host_s\":%.0f,"
         "\"wall_per_simulated\":%.3f,\"host_busy_pct\":%.1f,\"target_busy_pct\":%.1f,"
+        "\"target_cores\":%zu,"
         "\"lockstep_steps\":%" PRIu64 ",\"trace_hash\":\"%016" PRIx64 "\",\"trace_records\":%" PRIu64
         "}\n",
         r.simulated_ns / 1e6, r.wall_seconds, sim_ios_per_s, slowdown,
         r.simulated_ns ? 100.0 * double(r.host_busy_ns) / double(r.simulated_ns) : 0.0,
-        r.simulated_ns ? 100.0 * double(r.target_busy_ns) / double(r.simulated_ns) : 0.0,
-        r.steps, r.trace_hash, r.trace_records);
+        r.simulated_ns ? 100.0 * double(r.target_busy_ns) / double(r.simulated_ns) /
+                             double(std::max<size_t>(1, r.target_core_busy_ns.size()))
+                       : 0.0,
+        r.target_core_busy_ns.size(), r.steps, r.trace_hash, r.trace_records);
     return 0;
   }
   for (size_t i = 0; i < r.devices.size(); ++i) {
@@ -347,9 +358,12 @@ int main(int argc, char** argv) {
       r.simulated_ns / 1e6, r.wall_seconds, sim_ios_per_s, slowdown,
       r.simulated_ns ? 100.0 * double(r.host_busy_ns) / double(r.simulated_ns) : 0.0, r.steps);
   if (spec.transport == "rdma" && r.simulated_ns) {
-    std::printf("  target core busy %.1f%% (%" PRIu64 " commands, %.0f ns each with its drive's "
-                "queue pair and iterations)\n",
-                100.0 * double(r.target_busy_ns) / double(r.simulated_ns), r.target_commands,
+    std::printf("  target core%s busy", r.target_core_busy_ns.size() > 1 ? "s" : "");
+    for (uint64_t b : r.target_core_busy_ns)
+      std::printf(" %.1f%%", 100.0 * double(b) / double(r.simulated_ns));
+    std::printf(" (%" PRIu64 " commands, %.0f ns each with its drive's queue pair and "
+                "iterations)\n",
+                r.target_commands,
                 r.target_commands ? double(r.target_busy_ns) / double(r.target_commands) : 0.0);
   }
   std::printf("  trace hash %016" PRIx64 " (%" PRIu64 " records)\n", r.trace_hash, r.trace_records);

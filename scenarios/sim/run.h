@@ -32,8 +32,9 @@ struct RunSpec {
   // With "rdma": timed NICs of this profile (their ports and cables replace the wire's fixed
   // latency); nullopt: functional NICs.
   std::optional<emu::rnic::NicProfile> nic_profile;
-  // With "rdma": the target core's CPU time (one core); nullopt: its work takes no time.
+  // With "rdma": the target cores' CPU time; nullopt: their work takes no time.
   std::optional<TargetCostModel> target_costs = TargetCostModel{};
+  uint32_t target_cores = 1;  // "rdma": the target's reactors, a poll group on each
   // With "rdma": the target's in-capsule data size (SPDK's nvmf_create_transport -c); 0: every
   // write's data is fetched by RDMA READ, as SPDK's 2017 host did (it sent no in-capsule
   // data); nullopt: the transport's default (4 KiB).
@@ -65,7 +66,8 @@ struct RunReport {
   uint64_t simulated_ns = 0;  // virtual time the run took
   double wall_seconds = 0;    // host time the run took
   uint64_t host_busy_ns = 0;  // virtual host CPU time charged by the cost model
-  uint64_t target_busy_ns = 0;  // "rdma": the target core's, likewise
+  uint64_t target_busy_ns = 0;  // "rdma": the target cores', likewise (all of them)
+  std::vector<uint64_t> target_core_busy_ns;  // "rdma": each core's
   uint64_t target_commands = 0;  // "rdma": I/O commands the target completed
   uint64_t trace_hash = 0;
   uint64_t trace_records = 0;

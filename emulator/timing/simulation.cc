@@ -51,8 +51,12 @@ nvme::Result<uint32_t> Simulation::add_device(const Profile& profile, nvme::Cont
 void Simulation::elaborate_if_needed() {
   if (started_) return;
   started_ = true;
-  event_times_.reset(2 * devices_.size());
-  for (size_t i = 0; i < devices_.size(); ++i) devices_[i]->bind_event_slots(&event_times_, 2 * i);
+  // One device answers for itself: keeping a minimum of two would only cost it.
+  if (devices_.size() > 1) {
+    event_times_.reset(2 * devices_.size());
+    for (size_t i = 0; i < devices_.size(); ++i)
+      devices_[i]->bind_event_slots(&event_times_, 2 * i);
+  }
   model_clock::floor = 0;
   model_clock::next_event_fn = [](void* sim) {
     return static_cast<const Simulation*>(sim)->next_kernel_event();
@@ -92,8 +96,12 @@ void Simulation::run_until(SimTime t, bool stop_at_completion) {
 }
 
 // Every kernel event is a device's (its engine's clock, its due completions), and each
-// device keeps when its own are due in event_times_: no query of the kernel's queues.
-SimTime Simulation::next_kernel_event() const { return event_times_.next(); }
+// device knows when its own are due (several keep them in event_times_ too): no query of the
+// kernel's queues.
+SimTime Simulation::next_kernel_event() const {
+  if (devices_.size() == 1) return devices_[0]->next_event_time();
+  return event_times_.next();
+}
 
 void Simulation::kernel_run(SimTime t, bool stop_at_completion) {
   pausing_ = stop_at_completion;

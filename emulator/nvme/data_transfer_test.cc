@@ -149,6 +149,23 @@ TEST_F(Dt, PrpListChainedAtPageEnd) {
   expect(io(c), sp::sc::kPrpOffsetInvalid);
 }
 
+// A list pointer in the last dword of its page (dword aligned, so its offset alone is valid)
+// leaves no whole entry before the page ends: refused. The device used to loop on it for ever.
+TEST_F(Dt, PrpListPointerInTheLastDwordOfItsPageIsRefused) {
+  seed(4 * 4096);
+  uint8_t* b = h.alloc(4 * 4096);
+  uint8_t* lp = h.alloc(4096);
+  auto c = read(4);
+  c.dptr.prp.prp1 = TestHost::iova(b);
+  c.dptr.prp.prp2 = TestHost::iova(lp) + 4096 - 4;
+  expect(io(c), sp::sc::kPrpOffsetInvalid);
+  // The device goes on: the same read through a proper list works.
+  auto* list = reinterpret_cast<uint64_t*>(lp);
+  for (int i = 1; i < 4; ++i) list[i - 1] = TestHost::iova(b) + i * 4096;
+  c.dptr.prp.prp2 = TestHost::iova(lp);
+  EXPECT_TRUE(ok(io(c)));
+}
+
 class DtBig : public Dt {
  protected:
   static ControllerConfig cfg() {

@@ -237,6 +237,10 @@ uint16_t Controller::map_prp(uint64_t prp1, uint64_t prp2, size_t len) {
   uint64_t list = prp2;
   while (rem) {
     const uint64_t slots = (page - (list & mask)) / 8;
+    // A list pointer in its page's last dword leaves no room for an entry: nothing would be
+    // read and nothing consumed, for ever (found by vfio_user_nvme's fuzzer: a hostile host
+    // hung the device).
+    if (slots == 0) return gen_err(sp::sc::kPrpOffsetInvalid);
     const uint64_t need = (rem + page - 1) / page;
     const uint64_t n = std::min(slots, need);
     const uint8_t* entries = dma_.translate(list, n * 8);

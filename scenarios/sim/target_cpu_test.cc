@@ -15,20 +15,29 @@
 namespace pollux::sim {
 namespace {
 
-RunReport saturate(std::optional<uint64_t> command_ns, uint64_t seed = 3, uint32_t cores = 1,
-                   uint32_t devices = 4) {
+// 4 KiB random reads from p4800x drives behind the RDMA target, 2 ms measured.
+RunSpec reads(uint32_t devices, uint32_t qd, uint64_t seed, uint32_t cores, const char* nic,
+              uint64_t warmup_ns) {
   RunSpec spec;
   spec.target_cores = cores;
   spec.profile = emu::timing::load_profile("p4800x").value();
   spec.devices = devices;
   spec.seed = seed;
-  spec.job.queue_depth = 128;
+  spec.job.queue_depth = qd;
   spec.job.io_bytes = 4096;
   spec.job.read_percent = 100;
-  spec.job.warmup_ns = 500'000;
+  spec.job.warmup_ns = warmup_ns;
   spec.job.duration_ns = 2'000'000;
   spec.transport = "rdma";
-  spec.nic_profile = emu::rnic::load_nic_profile("cx5-100g").value();
+  auto p = emu::rnic::load_nic_profile(nic);
+  EXPECT_TRUE(p.ok()) << p.error();
+  if (p.ok()) spec.nic_profile = p.value();
+  return spec;
+}
+
+RunReport saturate(std::optional<uint64_t> command_ns, uint64_t seed = 3, uint32_t cores = 1,
+                   uint32_t devices = 4) {
+  RunSpec spec = reads(devices, 128, seed, cores, "cx5-100g", 500'000);
   if (command_ns) {
     spec.target_costs->command_ns = *command_ns;
   } else {
@@ -107,21 +116,8 @@ TEST(TargetCpu, NCoresCarryNTimesOneCoresCommands) {
 // (paper: 3 SPDK cores).
 TEST(TargetCpu, ThreeCoresCarry150GbpsAndTwoDoNot) {
   auto run = [](uint32_t cores) {
-    RunSpec spec;
-    spec.target_cores = cores;
-    spec.profile = emu::timing::load_profile("p4800x").value();
-    spec.devices = 10;
-    spec.seed = 5;
-    spec.job.queue_depth = 32;
-    spec.job.io_bytes = 4096;
-    spec.job.read_percent = 100;
-    spec.job.warmup_ns = 1'000'000;
-    spec.job.duration_ns = 2'000'000;
-    spec.transport = "rdma";
-    auto nic = emu::rnic::load_nic_profile("scenarios/sim/nic-200g-aggregate.yaml");
-    EXPECT_TRUE(nic.ok()) << nic.error();
-    spec.nic_profile = nic.value();
-    const RunReport r = run_rdma_perf(spec);
+    const RunReport r =
+        run_rdma_perf(reads(10, 32, 5, cores, "scenarios/sim/nic-200g-aggregate.yaml", 1'000'000));
     EXPECT_EQ(r.error, "");
     const double gbps = r.total_iops * 4096 * 8 / 1e9;
     std::printf("%u target cores: %.0f IOPS, %.1f Gb/s\n", cores, r.total_iops, gbps);

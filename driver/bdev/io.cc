@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <thread>
 
 #include "driver/bdev/bounce.h"
 #include "driver/bdev/channel.h"
@@ -11,14 +10,6 @@
 namespace pollux::bdev {
 
 namespace {
-
-// Back to the shared pool, which holds every BdevIo: a push can still find its cell held by a
-// pop another thread claimed and has not finished, so wait for it rather than lose the I/O
-// (as DmaBufferPool::put_bulk does).
-void push_free(env::MpmcQueue<BdevIo*>& pool, BdevIo* io) {
-  for (unsigned tries = 1; !pool.try_push(io); ++tries)
-    if (tries >= 64) std::this_thread::yield();
-}
 
 uint64_t iov_bytes(const iovec* iov, int n) {
   uint64_t b = 0;
@@ -94,7 +85,7 @@ void Manager::channel_destroy(void* io_device, void* ctx) {
   while (ch->free != nullptr) {
     BdevIo* io = ch->free;
     ch->free = io->next_;
-    push_free(mgr->io_pool_, io);
+    mgr->io_pool_.push_returned(io);  // the pool holds every BdevIo
   }
   event::Thread::current()->unregister_poller(ch->poller);
   mgr->fw_.put_io_channel(ch->module_ch);
@@ -124,7 +115,7 @@ BdevIo* Manager::get_io(Channel& ch) {
 void Manager::put_io(Channel& ch, BdevIo* io) {
   ch.unlink(io);
   if (ch.free_count >= opts_.io_cache_size) {
-    push_free(io_pool_, io);
+    io_pool_.push_returned(io);
     return;
   }
   io->next_ = ch.free;

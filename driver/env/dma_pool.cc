@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <thread>
 
 #ifdef POLLUX_DMA_POISON
 #include <sanitizer/asan_interface.h>
@@ -71,12 +70,7 @@ std::size_t DmaBufferPool::get_bulk(void** out, std::size_t n) {
 void DmaBufferPool::put_bulk(void* const* bufs, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) {
     mark_free(bufs[i]);
-    // The queue holds every buffer the pool owns, yet a push can find its cell still held by a
-    // pop another thread claimed and has not finished (preempted between the two steps) once
-    // the others have gone round the ring: wait for it rather than drop the buffer (dropping
-    // lost up to 222 of 256 in TSan's dma_pool_test). Rare: a yield only after 64 tries.
-    for (unsigned tries = 1; !free_.try_push(bufs[i]); ++tries)
-      if (tries >= 64) std::this_thread::yield();
+    free_.push_returned(bufs[i]);  // the queue holds every buffer the pool owns
   }
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <thread>
 
 namespace pollux::env {
 
@@ -48,6 +49,16 @@ class MpmcQueue {
         pos = tail_.load(std::memory_order_relaxed);
       }
     }
+  }
+
+  // Gives back an element of a free list: a queue that holds every element there is, so it is
+  // never full, yet a push can find its cell still held by a pop another thread claimed and has
+  // not finished (preempted between its two steps) once the others have gone round the ring.
+  // Waits for that pop rather than lose the element (dropping lost up to 222 of 256 buffers in
+  // TSan's dma_pool_test). Rare: a yield only after 64 tries.
+  void push_returned(const T& value) {
+    for (unsigned tries = 1; !try_push(value); ++tries)
+      if (tries >= 64) std::this_thread::yield();
   }
 
   // Returns false when empty.

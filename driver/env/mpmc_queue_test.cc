@@ -66,5 +66,33 @@ TEST(MpmcQueue, ManyProducersKeepPerProducerOrder) {
   EXPECT_FALSE(q.try_pop(extra));
 }
 
+// A free list (the queue holds every element there is) taken from and given back by several
+// threads: every element is there at the end, once. A plain try_push can fail here (a cell
+// still held by a pop another thread has not finished), which would lose the element.
+TEST(MpmcQueue, AFreeListLosesNothingUnderContention) {
+  constexpr uint64_t kElements = 64;
+  MpmcQueue<uint64_t> q(kElements);
+  for (uint64_t i = 0; i < kElements; ++i) ASSERT_TRUE(q.try_push(i));
+  std::vector<std::thread> users;
+  for (int u = 0; u < 3; ++u) {
+    users.emplace_back([&q] {
+      for (int round = 0; round < 100000; ++round) {
+        uint64_t held[4];
+        int n = 0;
+        while (n < 4 && q.try_pop(held[n])) ++n;
+        for (int i = 0; i < n; ++i) q.push_returned(held[i]);
+      }
+    });
+  }
+  for (auto& t : users) t.join();
+  std::vector<int> seen(kElements, 0);
+  uint64_t v;
+  while (q.try_pop(v)) {
+    ASSERT_LT(v, kElements);
+    ++seen[v];
+  }
+  for (uint64_t i = 0; i < kElements; ++i) EXPECT_EQ(seen[i], 1) << "element " << i;
+}
+
 }  // namespace
 }  // namespace pollux::env

@@ -321,6 +321,12 @@ Scenario make_chaos_scenario(const ChaosOptions& o) {
   const bool rdma = o.fabric && o.rdma;
   if (o.fabric) {
     s.fabric = rdma ? draw_rdma_fabric(fr) : draw_fabric(fr);
+    // One or two target cores, from a stream of its own (every other draw of a seed stays as
+    // it was): faults then also meet connections spread over two poll groups, each drive
+    // giving each core a queue pair.
+    Rng cr(o.seed ^ 0xc0de5c0de5ull);
+    const auto drawn = static_cast<uint32_t>(uniform(cr, 1, 2));
+    s.fabric->target_cores = o.target_cores != 0 ? o.target_cores : drawn;
     s.name = (rdma ? "chaos-rdma-" : "chaos-fabric-") + std::to_string(o.seed);
   }
   for (uint32_t i = 0; i < n; ++i) {

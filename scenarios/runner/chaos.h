@@ -19,6 +19,8 @@ struct ChaosOptions {
   // With fabric: NVMe/RDMA over emulated RoCEv2 NICs instead of NVMe/TCP, and RDMA faults
   // (link flaps, loss, corruption, QPs to Error, a host NIC reset, bad rkeys) drawn.
   bool rdma = false;
+  // With fabric: the target's cores; 0: drawn from the seed (one or two).
+  uint32_t target_cores = 0;
 };
 
 Scenario make_chaos_scenario(const ChaosOptions& o);

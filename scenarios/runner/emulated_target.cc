@@ -106,6 +106,8 @@ std::unique_ptr<sim::Rig> make_rig(const Scenario& sc, uint64_t seed, TuneContro
   ro.seed = seed;
   ro.attach_controllers = false;
   ro.tune_controller = std::move(tune);
+  // Behind a fabric target the drives give each target core a queue pair (Number of Queues).
+  if (sc.fabric) ro.io_queues = sc.fabric->target_cores;
   auto rig = sim::Rig::create(ro, error);
   if (!rig) return nullptr;
   for (uint32_t i = 0; i < rig->devices(); ++i) {

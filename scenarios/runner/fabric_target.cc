@@ -162,6 +162,7 @@ class FabricScenarioTarget final : public EmulatedTarget {
     fo.port = port_;
     fo.kas = kFabricTargetKas;
     fo.cqt_ms = fabric_target_cqt_ms(host_);
+    fo.cores = spec_.target_cores;
     if (spec_.target_command_ns != 0 && !kernel_) {
       fo.costs = sim::TargetCostModel{};
       fo.costs->command_ns = spec_.target_command_ns;
@@ -480,6 +481,7 @@ class FabricScenarioTarget final : public EmulatedTarget {
   // retransmissions to itself).
   // Summed over target restarts (a restarted target counts its commands from zero).
   uint64_t target_busy_ns() const override { return target_ ? target_->busy_ns() : 0; }
+  uint32_t target_cores() const override { return spec_.target_cores; }
   uint64_t target_commands() const override {
     return commands_before_restarts_ + (target_ ? target_->commands_completed() : 0);
   }

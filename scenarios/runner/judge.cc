@@ -129,6 +129,7 @@ void Engine::take_cpu_time(RunResult& r) {
   r.host_idle_ns = ns(reactor_ticks(false) - reactor_idle0_);
   r.target_busy_ns = target_->target_busy_ns() - target_busy0_;
   r.target_commands = target_->target_commands() - target_commands0_;
+  r.target_cores = target_->target_cores();
   r.realtime_max_lag_ns = target_->realtime_max_lag_ns();
 }
 

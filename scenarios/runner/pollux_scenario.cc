@@ -104,6 +104,11 @@ int main(int argc, char** argv) {
   chaos->add_flag("--rdma", rdma,
                   "the drives behind an NVMe-oF/RDMA target over emulated RoCEv2 NICs, and RDMA "
                   "faults drawn too (link flaps, loss, QP errors, a NIC reset, bad rkeys)");
+  uint32_t target_cores = 0;
+  chaos->add_option("--target-cores", target_cores,
+                    "with --fabric/--rdma: the target's cores (default: drawn from the seed, 1 "
+                    "or 2)")
+      ->check(CLI::Range(1, 8));
   metrics_opts(chaos);
 
   std::vector<std::string> files;
@@ -172,12 +177,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--duration: '%s' (expected at least 1ms, e.g. 20ms)\n", duration.c_str());
     return 2;
   }
-  ps::ChaosOptions co{chaos_seed, d.value(), max_faults, fabric || rdma, rdma};
+  ps::ChaosOptions co{chaos_seed, d.value(), max_faults, fabric || rdma, rdma, target_cores};
   const ps::Scenario s = ps::make_chaos_scenario(co);
   o.seed = chaos_seed;
   o.replay = self + " chaos --seed " + std::to_string(chaos_seed) + " --duration " + duration +
              " --faults " + std::to_string(max_faults) +
-             (rdma ? " --rdma" : fabric ? " --fabric" : "");
+             (rdma ? " --rdma" : fabric ? " --fabric" : "") +
+             (target_cores != 0 ? " --target-cores " + std::to_string(target_cores) : "");
   std::printf("chaos seed %lu: %zu devices, %zu faults, I/O timeout %lu us (%s)\n",
               static_cast<unsigned long>(chaos_seed), s.devices.size(), s.faults.size(),
               static_cast<unsigned long>(s.host.io_timeout_us), s.host.timeout_action.c_str());

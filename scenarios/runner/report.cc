@@ -277,8 +277,12 @@ std::string result_table(const RunResult& r) {
                          : "");
   }
   if (r.target_busy_ns > 0 && r.simulated_ns > 0) {
-    s += fmt::format("target CPU: core busy {:.1f}% ({} commands, {:.0f} ns each)\n",
-                     100.0 * double(r.target_busy_ns) / double(r.simulated_ns), r.target_commands,
+    // Busy: the cores' average share of the run.
+    const std::string cores =
+        r.target_cores == 1 ? std::string("core") : fmt::format("{} cores", r.target_cores);
+    s += fmt::format("target CPU: {} busy {:.1f}% ({} commands, {:.0f} ns each)\n", cores,
+                     100.0 * double(r.target_busy_ns) / double(r.simulated_ns) / r.target_cores,
+                     r.target_commands,
                      double(r.target_busy_ns) / double(std::max<uint64_t>(1, r.target_commands)));
   }
   s += fmt::format("\n{:<10} {:>8} {:>8} {:>7} {:>7} {:>9} {:>7}\n", "workload", "reads",
@@ -345,6 +349,7 @@ std::string report_json(const RunResult& r) {
   j["host_idle_ns"] = r.host_idle_ns;
   j["target_busy_ns"] = r.target_busy_ns;
   j["target_commands"] = r.target_commands;
+  j["target_cores"] = r.target_cores;
   j["realtime_max_lag_ns"] = r.realtime_max_lag_ns;
   j["realtime_fell_behind"] = r.realtime_max_lag_ns > kRealtimeLagWarnNs;
   j["ios"] = r.ios;

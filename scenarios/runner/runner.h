@@ -92,8 +92,9 @@ struct RunResult {
   double wall_seconds = 0;
   // The host's reactors over the run (their CPU clock: Framework::cpu_clock), summed.
   uint64_t host_busy_ns = 0, host_idle_ns = 0;
-  // A fabric target's core over the run (virtual time; 0 where none is modelled).
+  // A fabric target's cores over the run (virtual time, summed; 0 where none is modelled).
   uint64_t target_busy_ns = 0, target_commands = 0;
+  uint32_t target_cores = 1;
   // Realtime: the most the emulated devices' model lagged behind the wall clock; beyond
   // kRealtimeLagWarnNs the run's timings are this machine's, not the profiles' (a warning).
   uint64_t realtime_max_lag_ns = 0;

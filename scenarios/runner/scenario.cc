@@ -276,6 +276,7 @@ Status parse_fabric_host(const YAML::Node& n, Section& s, const std::string& pre
   POLLUX_TRY(duration_ns(s, "ctrlr_loss_timeout", &f->ctrlr_loss_timeout_ns));
   POLLUX_TRY(duration_ns(s, "fast_io_fail_timeout", &f->fast_io_fail_timeout_ns));
   POLLUX_TRY(duration_ns(s, "target_command_cost", &f->target_command_ns));
+  POLLUX_TRY(s.uint("target_cores", 1, 8, &f->target_cores));
   if (f->target_command_ns > 1'000'000) {
     return err(prefix + ".target_command_cost: at most 1ms" + where(n));
   }

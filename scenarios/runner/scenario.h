@@ -106,6 +106,9 @@ struct FabricSpec {
   // TargetCostModel: one core, busy for what its work costs; the default is its calibration
   // on the SPDK paper's Figure 8); 0: the target takes no time.
   uint64_t target_command_ns = 480;
+  // The target's cores: a reactor and a poll group on each, connections spread over them in
+  // turn (SPDK's target on N cores), each drive giving every core a queue pair of its own.
+  uint32_t target_cores = 1;
 };
 
 enum class Pattern { kRandom, kSequential };

@@ -232,12 +232,19 @@ TEST(ScenarioInput, BadFabricInputIsRefusedWithTheFieldNamed) {
   has(fabric("{}", "[{at: 1ms, action: keepalive_expiry, path: 0, duration: 1ms}]"),
       "faults[0].path: unknown key");
   has(fabric("{paths: 5}"), "topology.fabric.paths: 5 is out of range [1, 4]");
+  has(fabric("{target_cores: 0}"), "topology.fabric.target_cores: 0 is out of range [1, 8]");
+  has(fabric("{target_cores: 9}"), "topology.fabric.target_cores: 9 is out of range [1, 8]");
   // Fabric faults need a fabric.
   has(base("{name: nvme0}", kWorkload, "[{at: 1ms, action: partition, duration: 1ms}]"),
       "faults[0]: 'partition' is a fabric fault: it needs topology.fabric");
 }
 
-// Real sockets: realtime only, and only the knob the kernel's loopback does not set itself.
+// The target's cores (poll groups): one unless the scenario says.
+TEST(ScenarioInput, TheTargetRunsOnOneCoreUnlessToldOtherwise) {
+  EXPECT_EQ(parse_scenario(fabric("{}")).value().fabric->target_cores, 1u);
+  EXPECT_EQ(parse_scenario(fabric("{target_cores: 3}")).value().fabric->target_cores, 3u);
+}
+
 // The target core's CPU time per command: the Figure 8 calibration unless set; 0 turns it off.
 TEST(ScenarioInput, TheTargetCommandCostDefaultsToItsCalibrationAndIsBounded) {
   EXPECT_EQ(parse_scenario(fabric("{}")).value().fabric->target_command_ns, 480u);
@@ -250,6 +257,7 @@ TEST(ScenarioInput, TheTargetCommandCostDefaultsToItsCalibrationAndIsBounded) {
   EXPECT_NE(e.find("topology.fabric.target_command_cost: at most 1ms"), std::string::npos) << e;
 }
 
+// Real sockets: realtime only, and only the knob the kernel's loopback does not set itself.
 TEST(ScenarioInput, AKernelSocketFabricNeedsRealtimeAndTakesOnlyTheUserTimeout) {
   auto has = [](const std::string& yaml, const std::string& what) {
     const std::string e = error_of(yaml);

@@ -81,12 +81,18 @@ TEST(Chaos, SameSeedSameRun) {
               static_cast<unsigned long>(c.trace_hash));
 }
 
-RunResult fabric_chaos(uint64_t seed) {
-  const Scenario s = make_chaos_scenario({seed, kDurationNs, 6, /*fabric=*/true});
+// cores: the target's (0: drawn from the seed). A campaign seed's regression test keeps the
+// one core its campaign ran before the draw existed.
+std::string cores_flag(uint32_t cores) {
+  return cores != 0 ? " --target-cores " + std::to_string(cores) : "";
+}
+
+RunResult fabric_chaos(uint64_t seed, uint32_t cores = 0) {
+  const Scenario s = make_chaos_scenario({seed, kDurationNs, 6, /*fabric=*/true, false, cores});
   RunOptions o;
   o.seed = seed;
   o.replay = "bazel run //scenarios/runner:pollux-scenario -- chaos --seed " +
-             std::to_string(seed) + " --duration 8ms --faults 6 --fabric";
+             std::to_string(seed) + " --duration 8ms --faults 6 --fabric" + cores_flag(cores);
   return run_scenario(s, o);
 }
 
@@ -113,6 +119,29 @@ TEST(Chaos, AFabricRunIsAFunctionOfItsSeed) {
   EXPECT_TRUE(validate(s).ok()) << validate(s).error();
 }
 
+// Half the fabric seeds run the target on two cores (their connections spread over two poll
+// groups); such a run replays from its seed as a one-core run does.
+TEST(Chaos, TwoTargetCoresAreDrawnAndReplayFromTheSeed) {
+  uint32_t two = 0;
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    const Scenario s = make_chaos_scenario({seed, kDurationNs, 6, true});
+    ASSERT_TRUE(s.fabric->target_cores == 1 || s.fabric->target_cores == 2);
+    two += s.fabric->target_cores == 2;
+    // The draw leaves the rest of the seed's scenario as it was.
+    const Scenario one = make_chaos_scenario({seed, kDurationNs, 6, true, false, 1});
+    ASSERT_EQ(one.faults.size(), s.faults.size());
+    for (size_t i = 0; i < s.faults.size(); ++i) EXPECT_EQ(one.faults[i].at_ns, s.faults[i].at_ns);
+  }
+  EXPECT_GT(two, 60u);
+  EXPECT_LT(two, 140u);
+  const RunResult a = fabric_chaos(11, 2), b = fabric_chaos(11, 2), c = fabric_chaos(11, 1);
+  expect_recovered(a, 11);
+  EXPECT_EQ(a.target_cores, 2u);
+  EXPECT_EQ(a.trace_hash, b.trace_hash);
+  EXPECT_EQ(a.ios, b.ios);
+  EXPECT_NE(a.trace_hash, c.trace_hash);
+}
+
 // A suite scenario with a fabric: the same seed replays the same run (device and network
 // traces), another seed differs.
 TEST(Chaos, AFabricSuiteScenarioReplaysFromItsSeed) {
@@ -134,12 +163,13 @@ TEST(Chaos, AFabricSuiteScenarioReplaysFromItsSeed) {
               static_cast<unsigned long>(c.trace_hash));
 }
 
-RunResult rdma_chaos(uint64_t seed) {
-  const Scenario s = make_chaos_scenario({seed, kDurationNs, 6, /*fabric=*/true, /*rdma=*/true});
+RunResult rdma_chaos(uint64_t seed, uint32_t cores = 0) {
+  const Scenario s =
+      make_chaos_scenario({seed, kDurationNs, 6, /*fabric=*/true, /*rdma=*/true, cores});
   RunOptions o;
   o.seed = seed;
   o.replay = "bazel run //scenarios/runner:pollux-scenario -- chaos --seed " +
-             std::to_string(seed) + " --duration 8ms --faults 6 --rdma";
+             std::to_string(seed) + " --duration 8ms --faults 6 --rdma" + cores_flag(cores);
   return run_scenario(s, o);
 }
 
@@ -280,7 +310,7 @@ TEST(Chaos, Seeds7101519And7101623DoNotJudgeAReadThatCrossedThePowerLoss) {
 // bdev layer once its drive's reset ended it, then overwrote the newer data. A closing queue
 // pair now aborts its I/O in the bdev layer, which never issues an aborted I/O again.
 TEST(Chaos, FabricSeed7810725NeverReissuesAClosedConnectionsWrite) {
-  expect_recovered(fabric_chaos(7810725), 7810725);
+  expect_recovered(fabric_chaos(7810725, 1), 7810725);
 }
 
 // Fabric campaign seed 7810408 (2026-11-28): a host reset of a fabric controller cleared
@@ -288,7 +318,7 @@ TEST(Chaos, FabricSeed7810725NeverReissuesAClosedConnectionsWrite) {
 // gone, and one of them waited to send responses the host — blocked in the reset — never read:
 // the reset waited out CAP.TO and every I/O stalled (a hang). The I/O connections go first now.
 TEST(Chaos, FabricSeed7810408ResetsWithoutWaitingOnItsOwnIoConnections) {
-  expect_recovered(fabric_chaos(7810408), 7810408);
+  expect_recovered(fabric_chaos(7810408, 1), 7810408);
 }
 
 // Fabric campaign seed 7400130: the target restarted while the drive behind it was in fatal
@@ -296,7 +326,7 @@ TEST(Chaos, FabricSeed7810408ResetsWithoutWaitingOnItsOwnIoConnections) {
 // every I/O failed for good (0 successful I/Os). The namespace now answers Namespace Not
 // Ready until a channel is had.
 TEST(Chaos, FabricSeed7400130GetsItsNamespaceChannelBackAfterARestart) {
-  expect_recovered(fabric_chaos(7400130), 7400130);
+  expect_recovered(fabric_chaos(7400130, 1), 7400130);
 }
 
 // Fabric campaign seeds 7400099 and 7861628: the target hung, then the active path was
@@ -304,7 +334,8 @@ TEST(Chaos, FabricSeed7400130GetsItsNamespaceChannelBackAfterARestart) {
 // spending another connect timeout there, and no I/O ran before the end. An I/O queue that
 // cannot connect now makes the next path active for the reset.
 TEST(Chaos, FabricSeeds7400099And7861628FailOverWhenAnIoQueueCannotConnect) {
-  for (const uint64_t seed : {7400099ull, 7861628ull}) expect_recovered(fabric_chaos(seed), seed);
+  for (const uint64_t seed : {7400099ull, 7861628ull})
+    expect_recovered(fabric_chaos(seed, 1), seed);
 }
 
 // Fabric campaign seeds 7890151 and 7890540: no I/O completed in the whole run. The host's
@@ -315,7 +346,7 @@ TEST(Chaos, FabricSeeds7400099And7861628FailOverWhenAnIoQueueCannotConnect) {
 // poll_io_qpair_connect): the reactor serves the other controller meanwhile.
 TEST(Chaos, FabricSeeds7890151And7890540RunIoWhileConnectsAndResetsAreUnderWay) {
   for (const uint64_t seed : {7890151ull, 7890540ull}) {
-    const RunResult r = fabric_chaos(seed);
+    const RunResult r = fabric_chaos(seed, 1);
     expect_recovered(r, seed);
   }
 }
@@ -325,7 +356,8 @@ TEST(Chaos, FabricSeeds7890151And7890540RunIoWhileConnectsAndResetsAreUnderWay) 
 // flight and dropped the connect state the Connect's callback writes into before ending it.
 // Each queue's connect state now lives as long as the queue pair.
 TEST(Chaos, FabricSeeds7931519And7931827EndAConnectInFlightSafely) {
-  for (const uint64_t seed : {7931519ull, 7931827ull}) expect_recovered(fabric_chaos(seed), seed);
+  for (const uint64_t seed : {7931519ull, 7931827ull})
+    expect_recovered(fabric_chaos(seed, 1), seed);
 }
 
 // Campaign seed 7881664 (device faults): a spontaneous disable right as the host's reset

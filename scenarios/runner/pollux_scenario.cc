@@ -184,8 +184,12 @@ int main(int argc, char** argv) {
              " --faults " + std::to_string(max_faults) +
              (rdma ? " --rdma" : fabric ? " --fabric" : "") +
              (target_cores != 0 ? " --target-cores " + std::to_string(target_cores) : "");
-  std::printf("chaos seed %lu: %zu devices, %zu faults, I/O timeout %lu us (%s)\n",
+  std::printf("chaos seed %lu: %zu devices, %zu faults, I/O timeout %lu us (%s)%s\n",
               static_cast<unsigned long>(chaos_seed), s.devices.size(), s.faults.size(),
-              static_cast<unsigned long>(s.host.io_timeout_us), s.host.timeout_action.c_str());
+              static_cast<unsigned long>(s.host.io_timeout_us), s.host.timeout_action.c_str(),
+              s.fabric ? (", target on " + std::to_string(s.fabric->target_cores) + " core" +
+                          (s.fabric->target_cores > 1 ? "s" : ""))
+                             .c_str()
+                       : "");
   return finish_and_linger(ps::run_scenario(s, o));
 }

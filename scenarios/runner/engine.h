@@ -119,6 +119,7 @@ class Engine {
   uint64_t poller_sampled_ns_ = 0;  // run time of the last sample
   uint64_t reactor_busy0_ = 0, reactor_idle0_ = 0;  // the host's reactors when the run began
   uint64_t target_busy0_ = 0, target_commands0_ = 0;  // a fabric target's core, likewise
+  std::vector<uint64_t> target_core_busy0_;
   uint64_t reactor_ticks(bool busy) const;
   bool expectations_judged_ = false, passed_ = false;
   uint64_t expectation_failures_ = 0;

@@ -481,7 +481,12 @@ class FabricScenarioTarget final : public EmulatedTarget {
   // retransmissions to itself).
   // Summed over target restarts (a restarted target counts its commands from zero).
   uint64_t target_busy_ns() const override { return target_ ? target_->busy_ns() : 0; }
-  uint32_t target_cores() const override { return spec_.target_cores; }
+  uint32_t target_cores() const override { return target_ ? target_->cores() : 0; }
+  std::vector<uint64_t> target_core_busy_ns() const override {
+    std::vector<uint64_t> v;
+    for (uint32_t i = 0; target_ && i < target_->cores(); ++i) v.push_back(target_->busy_ns(i));
+    return v;
+  }
   uint64_t target_commands() const override {
     return commands_before_restarts_ + (target_ ? target_->commands_completed() : 0);
   }

@@ -130,6 +130,9 @@ void Engine::take_cpu_time(RunResult& r) {
   r.target_busy_ns = target_->target_busy_ns() - target_busy0_;
   r.target_commands = target_->target_commands() - target_commands0_;
   r.target_cores = target_->target_cores();
+  r.target_core_busy_ns = target_->target_core_busy_ns();
+  for (size_t i = 0; i < r.target_core_busy_ns.size() && i < target_core_busy0_.size(); ++i)
+    r.target_core_busy_ns[i] -= target_core_busy0_[i];
   r.realtime_max_lag_ns = target_->realtime_max_lag_ns();
 }
 

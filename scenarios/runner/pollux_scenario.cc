@@ -177,19 +177,30 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--duration: '%s' (expected at least 1ms, e.g. 20ms)\n", duration.c_str());
     return 2;
   }
-  ps::ChaosOptions co{chaos_seed, d.value(), max_faults, fabric || rdma, rdma, target_cores};
+  if (target_cores != 0 && !fabric && !rdma) {
+    std::fprintf(stderr, "--target-cores: only with --fabric or --rdma (a target's cores)\n");
+    return 2;
+  }
+  const ps::ChaosOptions co{.seed = chaos_seed,
+                            .duration_ns = d.value(),
+                            .max_faults = max_faults,
+                            .fabric = fabric || rdma,
+                            .rdma = rdma,
+                            .target_cores = target_cores};
   const ps::Scenario s = ps::make_chaos_scenario(co);
   o.seed = chaos_seed;
   o.replay = self + " chaos --seed " + std::to_string(chaos_seed) + " --duration " + duration +
              " --faults " + std::to_string(max_faults) +
              (rdma ? " --rdma" : fabric ? " --fabric" : "") +
              (target_cores != 0 ? " --target-cores " + std::to_string(target_cores) : "");
+  std::string cores;
+  if (s.fabric) {
+    cores = ", target on " + std::to_string(s.fabric->target_cores) +
+            (s.fabric->target_cores > 1 ? " cores" : " core");
+  }
   std::printf("chaos seed %lu: %zu devices, %zu faults, I/O timeout %lu us (%s)%s\n",
               static_cast<unsigned long>(chaos_seed), s.devices.size(), s.faults.size(),
               static_cast<unsigned long>(s.host.io_timeout_us), s.host.timeout_action.c_str(),
-              s.fabric ? (", target on " + std::to_string(s.fabric->target_cores) + " core" +
-                          (s.fabric->target_cores > 1 ? "s" : ""))
-                             .c_str()
-                       : "");
+              cores.c_str());
   return finish_and_linger(ps::run_scenario(s, o));
 }

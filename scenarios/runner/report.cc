@@ -350,6 +350,7 @@ std::string report_json(const RunResult& r) {
   j["target_busy_ns"] = r.target_busy_ns;
   j["target_commands"] = r.target_commands;
   j["target_cores"] = r.target_cores;
+  j["target_core_busy_ns"] = r.target_core_busy_ns;
   j["realtime_max_lag_ns"] = r.realtime_max_lag_ns;
   j["realtime_fell_behind"] = r.realtime_max_lag_ns > kRealtimeLagWarnNs;
   j["ios"] = r.ios;

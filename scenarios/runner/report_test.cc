@@ -32,6 +32,27 @@ expect:
   devices_at_end: 1
 )";
 
+// A target on two cores: its busy share is the cores' average; the JSON has each core's.
+TEST(Report, ATargetsBusyShareIsItsCoresAverage) {
+  RunResult r;
+  r.simulated_ns = 10'000'000;
+  r.target_cores = 2;
+  r.target_core_busy_ns = {4'000'000, 1'000'000};
+  r.target_busy_ns = 5'000'000;
+  r.target_commands = 10'000;
+  const std::string text = result_table(r);
+  EXPECT_NE(text.find("target CPU: 2 cores busy 25.0% (10000 commands, 500 ns each)"),
+            std::string::npos)
+      << text;
+  const std::string json = report_json(r);
+  EXPECT_NE(json.find("\"target_cores\": 2,"), std::string::npos) << json;
+  const size_t busy = json.find("\"target_core_busy_ns\": [");
+  ASSERT_NE(busy, std::string::npos) << json;
+  EXPECT_LT(json.find("4000000", busy), json.find("1000000", busy)) << json;
+  r.target_cores = 1;
+  EXPECT_NE(result_table(r).find("target CPU: core busy 50.0%"), std::string::npos);
+}
+
 TEST(Report, EveryExpectationIsListedWithWhatWasMeasured) {
   const RunResult r = run(kPull);
   auto find = [&](const std::string& name) -> const ExpectationOutcome* {

@@ -150,6 +150,7 @@ std::string Engine::setup() {
   reactor_busy0_ = reactor_ticks(true);
   reactor_idle0_ = reactor_ticks(false);
   target_busy0_ = target_->target_busy_ns();
+  target_core_busy0_ = target_->target_core_busy_ns();
   target_commands0_ = target_->target_commands();
   rec_ = std::make_unique<Recorder>(sc_.end_ns(), o_.buckets);
   for (size_t i = 0; i < sc_.workloads.size(); ++i) {

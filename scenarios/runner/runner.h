@@ -94,7 +94,8 @@ struct RunResult {
   uint64_t host_busy_ns = 0, host_idle_ns = 0;
   // A fabric target's cores over the run (virtual time, summed; 0 where none is modelled).
   uint64_t target_busy_ns = 0, target_commands = 0;
-  uint32_t target_cores = 1;
+  uint32_t target_cores = 0;                  // 0: no fabric target
+  std::vector<uint64_t> target_core_busy_ns;  // each core's share of target_busy_ns
   // Realtime: the most the emulated devices' model lagged behind the wall clock; beyond
   // kRealtimeLagWarnNs the run's timings are this machine's, not the profiles' (a warning).
   uint64_t realtime_max_lag_ns = 0;

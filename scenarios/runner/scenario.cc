@@ -276,10 +276,10 @@ Status parse_fabric_host(const YAML::Node& n, Section& s, const std::string& pre
   POLLUX_TRY(duration_ns(s, "ctrlr_loss_timeout", &f->ctrlr_loss_timeout_ns));
   POLLUX_TRY(duration_ns(s, "fast_io_fail_timeout", &f->fast_io_fail_timeout_ns));
   POLLUX_TRY(duration_ns(s, "target_command_cost", &f->target_command_ns));
-  POLLUX_TRY(s.uint("target_cores", 1, 8, &f->target_cores));
   if (f->target_command_ns > 1'000'000) {
     return err(prefix + ".target_command_cost: at most 1ms" + where(n));
   }
+  POLLUX_TRY(s.uint("target_cores", 1, 8, &f->target_cores));
   // SPDK's rules for the three knobs (bdev_nvme_attach_controller).
   if (f->ctrlr_loss_timeout_ns != 0) {
     if (f->reconnect_delay_ns == 0 || f->reconnect_delay_ns > f->ctrlr_loss_timeout_ns) {

@@ -94,7 +94,8 @@ class Target {
   // Realtime, emulated devices: the most their model lagged behind the wall clock (0: none).
   virtual uint64_t realtime_max_lag_ns() const { return 0; }
   virtual uint64_t target_commands() const { return 0; }
-  virtual uint32_t target_cores() const { return 1; }  // its reactors (busy: their sum)
+  virtual uint32_t target_cores() const { return 0; }  // its reactors (busy: their sum)
+  virtual std::vector<uint64_t> target_core_busy_ns() const { return {}; }  // each core's
   virtual uint64_t trace_records() const { return 0; }
   virtual uint64_t steps() const = 0;
   // What the run's set-up went through, for the report ("fabric: ..."), in words.

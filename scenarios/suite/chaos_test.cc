@@ -81,14 +81,16 @@ TEST(Chaos, SameSeedSameRun) {
               static_cast<unsigned long>(c.trace_hash));
 }
 
-// cores: the target's (0: drawn from the seed). A campaign seed's regression test keeps the
-// one core its campaign ran before the draw existed.
+// The replay command's flag for a target's cores (0: drawn from the seed, no flag).
 std::string cores_flag(uint32_t cores) {
   return cores != 0 ? " --target-cores " + std::to_string(cores) : "";
 }
 
+// cores: the target's (0: drawn from the seed). A campaign seed's regression test keeps the
+// one core its campaign ran before the draw existed.
 RunResult fabric_chaos(uint64_t seed, uint32_t cores = 0) {
-  const Scenario s = make_chaos_scenario({seed, kDurationNs, 6, /*fabric=*/true, false, cores});
+  const Scenario s = make_chaos_scenario(
+      {.seed = seed, .duration_ns = kDurationNs, .fabric = true, .target_cores = cores});
   RunOptions o;
   o.seed = seed;
   o.replay = "bazel run //scenarios/runner:pollux-scenario -- chaos --seed " +
@@ -128,15 +130,29 @@ TEST(Chaos, TwoTargetCoresAreDrawnAndReplayFromTheSeed) {
     ASSERT_TRUE(s.fabric->target_cores == 1 || s.fabric->target_cores == 2);
     two += s.fabric->target_cores == 2;
     // The draw leaves the rest of the seed's scenario as it was.
-    const Scenario one = make_chaos_scenario({seed, kDurationNs, 6, true, false, 1});
+    const Scenario one = make_chaos_scenario(
+        {.seed = seed, .duration_ns = kDurationNs, .fabric = true, .target_cores = 1});
     ASSERT_EQ(one.faults.size(), s.faults.size());
     for (size_t i = 0; i < s.faults.size(); ++i) EXPECT_EQ(one.faults[i].at_ns, s.faults[i].at_ns);
   }
   EXPECT_GT(two, 60u);
   EXPECT_LT(two, 140u);
+  // Seed 11's scenario as it was drawn before the cores were (pollux-scenario chaos --seed 11
+  // --duration 8ms --faults 6 --fabric, 2026-11-29): the draw took nothing from its streams.
+  const Scenario s11 = make_chaos_scenario({11, kDurationNs, 6, true});
+  ASSERT_EQ(s11.devices.size(), 1u);
+  EXPECT_EQ(s11.host.io_timeout_us, 6560u);
+  EXPECT_EQ(s11.host.timeout_action, "reset");
+  ASSERT_EQ(s11.faults.size(), 4u);
+  const uint64_t at_ns[] = {2'548'853, 2'656'252, 4'244'005, 5'740'010};  // as scheduled
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(s11.faults[i].at_ns, at_ns[i]) << "fault " << i;
   const RunResult a = fabric_chaos(11, 2), b = fabric_chaos(11, 2), c = fabric_chaos(11, 1);
   expect_recovered(a, 11);
   EXPECT_EQ(a.target_cores, 2u);
+  // Both cores' poll groups carried commands (connections were spread over them).
+  ASSERT_EQ(a.target_core_busy_ns.size(), 2u);
+  EXPECT_GT(a.target_core_busy_ns[0], 0u);
+  EXPECT_GT(a.target_core_busy_ns[1], 0u);
   EXPECT_EQ(a.trace_hash, b.trace_hash);
   EXPECT_EQ(a.ios, b.ios);
   EXPECT_NE(a.trace_hash, c.trace_hash);
@@ -164,8 +180,11 @@ TEST(Chaos, AFabricSuiteScenarioReplaysFromItsSeed) {
 }
 
 RunResult rdma_chaos(uint64_t seed, uint32_t cores = 0) {
-  const Scenario s =
-      make_chaos_scenario({seed, kDurationNs, 6, /*fabric=*/true, /*rdma=*/true, cores});
+  const Scenario s = make_chaos_scenario({.seed = seed,
+                                          .duration_ns = kDurationNs,
+                                          .fabric = true,
+                                          .rdma = true,
+                                          .target_cores = cores});
   RunOptions o;
   o.seed = seed;
   o.replay = "bazel run //scenarios/runner:pollux-scenario -- chaos --seed " +

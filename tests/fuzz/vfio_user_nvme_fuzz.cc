@@ -7,8 +7,8 @@
 // first: VERSION, 256 KiB of guest memory DMA-mapped from a memfd at IOVA 1 MiB, bus
 // mastering on, the admin queues in that memory, CC.EN = 1. The memfd is twice as long as the
 // mapping; the unmapped half holds a canary that must survive, but for the pages the input
-// DMA-maps itself (its fd is the whole memfd, so such a map is legitimate and the device may
-// write there). Then the input is a list of
+// DMA-maps writable itself (its fd is the whole memfd, so such a map is legitimate and the
+// device may write there). Then the input is a list of
 // records, each starting with an opcode byte:
 //   0 LEN(2) BYTES  a vfio-user message, no fd        1 LEN(2) BYTES  the same with an fd
 //   2 OFF(3) LEN(1) BYTES  written into guest memory  3 SQE(64)  an admin command, rung in
@@ -62,11 +62,17 @@ struct Harness {
     if (len) std::memcpy(msg.data() + sizeof h, payload, len);
     raw(msg.data(), msg.size(), fds, nfds);
   }
-  void raw(const uint8_t* bytes, size_t len, const int* fds, size_t nfds) {
+  // False if the server answered with an error (a message flagged "no reply" gets no answer
+  // either way: true).
+  bool raw(const uint8_t* bytes, size_t len, const int* fds, size_t nfds) {
     std::vector<uint8_t> reply;
     std::vector<int> reply_fds;
     dev->server().handle(bytes, len, fds, nfds, reply, reply_fds);
     for (int fd : reply_fds) close(fd);  // region fds the client would mmap
+    vu::Header h{};
+    if (reply.size() < sizeof h) return true;
+    std::memcpy(&h, reply.data(), sizeof h);
+    return (h.flags & vu::flags::kError) == 0;
   }
   void region_write(uint32_t region, uint64_t offset, const void* value, uint32_t count) {
     std::vector<uint8_t> p(sizeof(vu::RegionAccess) + count);
@@ -120,8 +126,8 @@ struct Harness {
     return n;
   }
 
-  // A DMA_MAP the input sends with the memfd may map canary pages (whether or not the server
-  // accepts it): the device may write those.
+  // A writable DMA_MAP of the input's, sent with the memfd and not refused, may map canary
+  // pages: the device may write those. (A map the server refused leaves them checked.)
   void note_own_map(const uint8_t* bytes, size_t len) {
     vu::Header hdr;
     vu::DmaMap m;
@@ -129,6 +135,7 @@ struct Harness {
     std::memcpy(&hdr, bytes, sizeof hdr);
     if (hdr.command != vu::cmd::kDmaMap) return;
     std::memcpy(&m, bytes + sizeof hdr, sizeof m);
+    if ((m.flags & vu::kDmaWrite) == 0) return;
     const uint64_t end = m.size > UINT64_MAX - m.offset ? UINT64_MAX : m.offset + m.size;
     for (size_t i = 0; i < exposed.size(); ++i) {
       const uint64_t page = kMapped + i * kPage;
@@ -179,8 +186,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         // With an fd: the guest memory again (a second map, an overlap), or one the message
         // does not expect.
         const int fds[1] = {op % 6 == 1 ? dup(h.memfd) : -1};  // the server owns it
-        if (op % 6 == 1) h.note_own_map(msg.data(), msg.size());
-        h.raw(msg.data(), msg.size(), op % 6 == 1 ? fds : nullptr, op % 6 == 1 ? 1 : 0);
+        const bool ok =
+            h.raw(msg.data(), msg.size(), op % 6 == 1 ? fds : nullptr, op % 6 == 1 ? 1 : 0);
+        if (ok && op % 6 == 1) h.note_own_map(msg.data(), msg.size());
         break;
       }
       case 2: {

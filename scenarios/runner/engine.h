@@ -121,6 +121,7 @@ class Engine {
   uint64_t target_busy0_ = 0, target_commands0_ = 0;  // a fabric target's core, likewise
   std::vector<uint64_t> target_core_busy0_;
   uint64_t reactor_ticks(bool busy) const;
+  uint64_t host_resets() const;  // resets the host's bdev_nvme controllers completed, summed
   bool expectations_judged_ = false, passed_ = false;
   uint64_t expectation_failures_ = 0;
 };

@@ -65,6 +65,15 @@ uint64_t Engine::reactor_ticks(bool busy) const {
   return t;
 }
 
+uint64_t Engine::host_resets() const {
+  if (!mgr_) return 0;
+  uint64_t n = 0;
+  for (const std::string& name : bdev::nvme_controller_names(*mgr_)) {
+    if (auto s = bdev::nvme_controller_stats(*mgr_, name)) n += s.value().resets;
+  }
+  return n;
+}
+
 void Engine::sample_pollers(size_t next_bucket) {
   const size_t buckets = rec_->buckets().size();
   const env::Clock& cpu = target_->framework().cpu_clock();

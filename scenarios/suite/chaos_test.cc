@@ -379,6 +379,44 @@ TEST(Chaos, FabricSeeds7931519And7931827EndAConnectInFlightSafely) {
     expect_recovered(fabric_chaos(seed, 1), seed);
 }
 
+// Fabric campaign seed 9320967 (2026-11-29): a target restart lost two writes the host had
+// just sent; the host's reset held them for KATO + CQT (128 ms) as it must, and when they
+// were sent again the drive lost them (a never_complete fault), so a second reset fenced them
+// for another 128 ms. Two fences back to back outlasted the runner's grace (one fence + 50 ms)
+// and the run was called a hang; a reset the host completed since the last I/O ended now buys
+// one more grace (a few at most). On one core and on two.
+TEST(Chaos, FabricSeed9320967WaitsOutTwoWriteFencesInARow) {
+  for (const uint32_t cores : {1u, 2u}) {
+    const RunResult r = fabric_chaos(9320967, cores);
+    expect_recovered(r, 9320967);
+    EXPECT_GT(r.simulated_ns, 256'000'000u) << "the writes wait out two fences";
+  }
+}
+
+// A fabric run whose I/O never ends (the drive loses two commands, and no timeout action
+// ends them): the hang is reported, and the host stack is left in memory rather than freed
+// under that I/O. Before, the run crashed as it tore the rig down: the host's pollers still
+// ran and polled connections on a network already freed.
+TEST(Chaos, AHungFabricRunIsReportedWithoutACrash) {
+  auto s = parse_scenario(R"(name: fabric-hang
+seed: 5
+topology:
+  fabric: {transport: tcp, keep_alive_timeout: 20ms, reconnect_delay: 1ms, ctrlr_loss_timeout: 1s}
+  devices: [{name: nvme0, profile: p4800x}]
+host: {io_timeout_us: 2000, timeout_action: none}
+workloads:
+  - {name: w, bdev: nvme0n1, read_percent: 50, queue_depth: 2, duration: 4ms, range: 2MiB}
+faults:
+  - {at: 1ms, device: nvme0, action: never_complete, count: 2, label: lost}
+)");
+  ASSERT_TRUE(s.ok()) << s.error();
+  const RunResult r = run_scenario(s.value(), RunOptions{});
+  EXPECT_FALSE(r.passed);
+  bool hang = false;
+  for (const std::string& f : r.failures) hang |= f.find("(a hang)") != std::string::npos;
+  EXPECT_TRUE(hang) << testing::PrintToString(r.failures);
+}
+
 // Campaign seed 7881664 (device faults): a spontaneous disable right as the host's reset
 // enabled the drive; the reset waited out CAP.TO (10.5 s) for a RDY that never came, as
 // Linux's would, then recovered — but in one step of the run, which then called it a hang

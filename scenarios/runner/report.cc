@@ -281,7 +281,8 @@ std::string result_table(const RunResult& r) {
     const std::string cores =
         r.target_cores == 1 ? std::string("core") : fmt::format("{} cores", r.target_cores);
     s += fmt::format("target CPU: {} busy {:.1f}% ({} commands, {:.0f} ns each)\n", cores,
-                     100.0 * double(r.target_busy_ns) / double(r.simulated_ns) / r.target_cores,
+                     100.0 * double(r.target_busy_ns) / double(r.simulated_ns) /
+                         std::max<uint32_t>(1, r.target_cores),
                      r.target_commands,
                      double(r.target_busy_ns) / double(std::max<uint64_t>(1, r.target_commands)));
   }

@@ -1,6 +1,7 @@
 // The NVMe/RDMA target against a raw RDMA host (the CM and verbs, no NVMe driver): connect
 // requests with bad private data rejected with the status the specification names; malformed
-// capsules and SGLs failing their command with the right NVMe status; a bad remote key ending
+// capsules and SGLs failing their command with the right NVMe status (a short capsule's buffer
+// back in the SRQ); a bad remote key ending
 // only that connection, with every data buffer back in the pool while the driver's host keeps
 // working; a host queue larger than the target allows refused at attach.
 #include <gtest/gtest.h>
@@ -280,11 +281,14 @@ TEST(RdmaTarget, MalformedSglsFailTheCommandWithTheRightStatus) {
   EXPECT_EQ(sc_of(h.send(c, 32)), sn::sc::kSglDescriptorTypeInvalid);
   EXPECT_EQ(w.group().stats().bad_sgls, 8u);
   EXPECT_EQ(w.group().connections(), 1u) << "bad SGLs fail commands, not the connection";
-  // A capsule shorter than a command ends the connection.
+  // A capsule shorter than a command ends the connection, and its buffer goes back to the
+  // group's SRQ (it used to stay out: every short capsule took one for good).
+  ASSERT_NE(w.group().srq(), nullptr);
   c = write_cmd(7);
   EXPECT_EQ(h.send(c, 0, 40).status, 0xffff);
   for (int i = 0; i < 10000 && w.group().connections() != 0; ++i) w.pump();
   EXPECT_EQ(w.group().connections(), 0u);
+  EXPECT_EQ(w.group().stats().srq_posted, w.transport().options().max_srq_depth);
 }
 
 TEST(RdmaTarget, BadRemoteKeyEndsOnlyThatConnectionAndLeaksNoBuffer) {

@@ -676,10 +676,103 @@ def jsonrpc():
     }
 
 
+# ------------------------------------------------------------------ nvmf_rdma ---
+RDMA_NQN = b"nqn.2026-11.io.pollux:rdma-fuzz"
+KEYED = 1  # command record modes (opcode bits 3-4): keyed SGL with the host's key,
+BAD_KEY = 2  # ... with a wrong key,
+IN_CAPSULE = 3  # ... in-capsule data from the input
+
+
+def rdma_connect(h, qid, size=32):
+    return bytes([1, h]) + struct.pack("<HH", qid, size)
+
+
+def rdma_connect_raw(h, private_data):
+    return bytes([0, h, len(private_data)]) + private_data
+
+
+def rdma_capsule(h, b):
+    return bytes([2, h]) + struct.pack("<H", len(b)) + b
+
+
+def rdma_cmd(h, sqe, mode=0, data=b""):
+    return bytes([3 | mode << 3, h]) + sqe + struct.pack("<H", len(data)) + data
+
+
+def rdma_turn(n=32):
+    return bytes([4, n])
+
+
+def rdma_leave(h, qp_error=False):
+    return bytes([6 | (8 if qp_error else 0), h])
+
+
+def rdma_reposting(h, on):
+    return bytes([7 | (8 if on else 0), h])
+
+
+def rdma_admin_up(h=0):
+    """An admin queue: the CM exchange, Connect (in-capsule data), CC.EN = 1."""
+    return (rdma_connect(h, 0) + rdma_turn()
+            + rdma_cmd(h, connect_sqe(1, 0, 31), IN_CAPSULE,
+                       connect_data(subnqn=RDMA_NQN)) + rdma_turn()
+            + rdma_cmd(h, property_set(2, 0x14, CC_ENABLE), IN_CAPSULE) + rdma_turn())
+
+
+def rdma_io_up(h=1, qid=1, cntlid=1):
+    return (rdma_connect(h, qid) + rdma_turn()
+            + rdma_cmd(h, connect_sqe(3, qid, 31), IN_CAPSULE,
+                       connect_data(cntlid=cntlid, subnqn=RDMA_NQN)) + rdma_turn())
+
+
+def nvmf_rdma():
+    up = rdma_admin_up() + rdma_io_up()
+    block = bytes(range(256)) * 16  # 4 KiB
+    io = (rdma_cmd(1, nvme_sqe(0x01, 10, nsid=1, cdw12=7, sgl_len=4096, sgl_addr=0), KEYED)
+          + rdma_cmd(1, nvme_sqe(0x02, 11, nsid=1, cdw12=7, sgl_len=4096, sgl_addr=8192), KEYED)
+          + rdma_cmd(1, nvme_sqe(0x01, 12, nsid=1, cdw10=8, cdw12=7), IN_CAPSULE, block)
+          + rdma_cmd(1, nvme_sqe(0x02, 13, nsid=1, cdw10=8, cdw12=255, sgl_len=131072,
+                                 sgl_addr=65536), KEYED)
+          + rdma_turn(200))
+    identify = rdma_cmd(0, nvme_sqe(0x06, 5, cdw10=1, sgl_len=4096, sgl_addr=16384), KEYED)
+    bad_recfmt = bytearray(32)
+    bad_recfmt[0:10] = struct.pack("<HHHHH", 1, 0, 32, 31, 0xffff)
+    return {
+        "admin_identify": bytes([0]) + rdma_admin_up() + identify + rdma_turn(100),
+        "io_keyed_and_in_capsule": bytes([0]) + up + io,
+        "io_no_srq": bytes([1]) + up + io,
+        "io_no_in_capsule_data": bytes([2]) + up + io,
+        "io_pool_runs_dry": bytes([5]) + up + b"".join(
+            rdma_cmd(1, nvme_sqe(0x02, 40 + i, nsid=1, cdw12=255, sgl_len=131072,
+                                 sgl_addr=i * 4096), KEYED) for i in range(8)) + rdma_turn(255),
+        "bad_private_data": bytes([0]) + rdma_connect_raw(0, bytes(8)) + rdma_turn()
+                            + rdma_connect_raw(1, bytes(bad_recfmt)) + rdma_turn()
+                            + rdma_connect(2, 128) + rdma_turn() + rdma_connect(2, 1, 0)
+                            + rdma_turn(),
+        "regression_short_capsule_kept_its_srq_buffer": bytes([0]) + rdma_admin_up()
+                                                        + rdma_capsule(0, bytes(40)) + rdma_turn(),
+        "wrong_key": bytes([0]) + up + rdma_cmd(
+            1, nvme_sqe(0x01, 20, nsid=1, cdw12=7, sgl_len=4096), BAD_KEY) + rdma_turn(255),
+        "qp_error_in_flight": bytes([0]) + up + rdma_cmd(
+            1, nvme_sqe(0x01, 21, nsid=1, cdw12=255, sgl_len=131072), KEYED)
+            + rdma_leave(1, qp_error=True) + rdma_turn(255) + bytes([5, 27]),
+        "disconnect_in_flight": bytes([0]) + up + rdma_cmd(
+            1, nvme_sqe(0x02, 22, nsid=1, cdw12=255, sgl_len=131072), KEYED) + rdma_leave(1)
+            + rdma_leave(0) + rdma_turn(255),
+        "receives_not_reposted": bytes([8]) + rdma_admin_up() + rdma_reposting(0, False)
+                                 + b"".join(rdma_cmd(0, property_get(50 + i, 0x1c), IN_CAPSULE)
+                                            for i in range(40))
+                                 + rdma_turn(255) + rdma_reposting(0, True) + rdma_turn(255),
+        "in_capsule_too_long": bytes([0]) + up + rdma_cmd(
+            1, nvme_sqe(0x01, 30, nsid=1, cdw12=15), IN_CAPSULE, bytes(8000)) + rdma_turn(),
+    }
+
+
 TARGETS = {
     "vfio_user_nvme": vfio_user_nvme,
     "nvmf_tcp": nvmf_tcp,
     "nvmf_commands": nvmf_commands,
+    "nvmf_rdma": nvmf_rdma,
     "rnic": rnic,
     "blob_load": blob_load,
     "nvmf_config": nvmf_config,

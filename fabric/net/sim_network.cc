@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <memory>
 
 namespace pollux::fabric::net {
 
@@ -34,9 +35,12 @@ struct Segment {
   uint64_t arrival;
 };
 // One direction of a connection: a ring of window_bytes holds what was sent and not yet read;
-// [read, delivered) is readable, [delivered, sent) in flight.
+// [read, delivered) is readable, [delivered, sent) in flight. Its bytes are read only once
+// written, so it is not zeroed: a connection that carries little (a CM exchange) touches
+// little of its 2 x 256 KiB.
 struct Direction {
-  std::vector<uint8_t> ring;
+  std::unique_ptr<uint8_t[]> ring;
+  uint64_t ring_size = 0;
   uint64_t sent = 0, delivered = 0, read = 0;
   std::deque<Segment> segments;  // in flight, arrival non-decreasing
   uint64_t last_arrival = 0;
@@ -93,7 +97,7 @@ class SimNetwork::SimSocket final : public Socket {
     if (back.fin && now >= back.fin_at && !c.open[1 - side_]) return -EPIPE;
     Direction& d = c.dir[side_];
     if (d.fin) return -EPIPE;  // this side shut its writing down
-    const uint64_t size = d.ring.size();
+    const uint64_t size = d.ring_size;
     uint64_t room = size - (d.sent - d.read);
     const uint64_t from = d.sent;
     for (int i = 0; i < iovcnt && room > 0; ++i) {
@@ -124,7 +128,7 @@ class SimNetwork::SimSocket final : public Socket {
       if (d.fin && d.delivered == d.sent && now >= d.fin_at) return kEof;
       return kAgain;
     }
-    const uint64_t size = d.ring.size();
+    const uint64_t size = d.ring_size;
     const uint64_t start = d.read;
     for (int i = 0; i < iovcnt && d.read < d.delivered; ++i) {
       auto* p = static_cast<uint8_t*>(iov[i].iov_base);
@@ -318,7 +322,7 @@ void SimNetwork::transmit(Conn& c, int dir, uint64_t from, uint64_t len) {
       const uint64_t pos =
           off + std::min<uint64_t>(n - 1, static_cast<uint64_t>(draw() * double(n)));
       const auto mask = static_cast<uint8_t>(1 + std::min<uint64_t>(254, uint64_t(draw() * 255)));
-      d.ring[pos % d.ring.size()] ^= mask;
+      d.ring[pos % d.ring_size] ^= mask;
       flipped = (pos << 8) | mask;
       ++stats_.corrupted;
     }
@@ -372,7 +376,10 @@ Result<std::unique_ptr<Socket>> SimNetwork::connect(const std::string& address,
   c->link = &l;
   c->names[0] = "sim-host:" + std::to_string(next_port_++);
   c->names[1] = address + ":" + port;
-  for (Direction& d : c->dir) d.ring.assign(l.cfg.window_bytes, 0);
+  for (Direction& d : c->dir) {
+    d.ring.reset(new uint8_t[l.cfg.window_bytes]);
+    d.ring_size = l.cfg.window_bytes;
+  }
   const uint64_t latency = l.cfg.latency_ns + (now < l.extra_until ? l.extra_latency_ns : 0);
   c->syn_arrival = std::max(now, l.partition_until) + latency;
   c->established_at = c->syn_arrival + latency;

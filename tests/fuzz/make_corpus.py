@@ -768,11 +768,39 @@ def nvmf_rdma():
     }
 
 
+# ------------------------------------------------------------------ nvmf_tcp_host ---
+def mitm_pass(n=1):
+    return bytes([0]) * n
+
+
+def nvmf_tcp_host():
+    """The man in the middle: PDUs passed as they are, then one changed, dropped, cut..."""
+    seeds = {
+        "pass_through": bytes([0]),
+        "pass_through_digests": bytes([3]),
+        "pass_through_r2t_no_c2h_success": bytes([4 | 8]),
+    }
+    for k in (0, 1, 2, 4, 7, 11, 16, 22, 25, 28, 31, 34):
+        seeds[f"flip_pdu{k}_header"] = bytes([0]) + mitm_pass(k) + bytes([1]) + struct.pack(
+            "<HB", 2 + k, 0x40)
+        seeds[f"flip_pdu{k}_body"] = bytes([1]) + mitm_pass(k) + bytes([1]) + struct.pack(
+            "<HB", 30 + 3 * k, 0)
+        seeds[f"drop_pdu{k}"] = bytes([0]) + mitm_pass(k) + bytes([3])
+        seeds[f"close_after_pdu{k}"] = bytes([0]) + mitm_pass(k) + bytes([5])
+        seeds[f"plen_pdu{k}"] = bytes([0]) + mitm_pass(k) + bytes([7]) + struct.pack(
+            "<I", 0xffffffff if k % 2 else 9)
+    seeds["garbage_first"] = bytes([0, 4, 8]) + bytes(range(8))
+    seeds["desync"] = bytes([0]) + mitm_pass(3) + bytes([2]) + struct.pack("<H", 5)
+    seeds["late"] = bytes([0]) + mitm_pass(5) + bytes([6, 26]) + mitm_pass(2) + bytes([6, 29])
+    return seeds
+
+
 TARGETS = {
     "vfio_user_nvme": vfio_user_nvme,
     "nvmf_tcp": nvmf_tcp,
     "nvmf_commands": nvmf_commands,
     "nvmf_rdma": nvmf_rdma,
+    "nvmf_tcp_host": nvmf_tcp_host,
     "rnic": rnic,
     "blob_load": blob_load,
     "nvmf_config": nvmf_config,

@@ -118,9 +118,9 @@ struct Host {
     auto r = env::DmaRegion::create(m.registry, kHostMemory, env::DmaOptions{false});
     check(r.ok(), "host memory");
     mem = std::move(r).value();
-    auto k = m.ctx->reg_mr(*pd, mem->data(), kHostMemory,
-                           verbs::access::kLocalWrite | verbs::access::kRemoteRead |
-                               verbs::access::kRemoteWrite);
+    auto k = m.ctx->reg_mr(
+        *pd, mem->data(), kHostMemory,
+        verbs::access::kLocalWrite | verbs::access::kRemoteRead | verbs::access::kRemoteWrite);
     check(k.ok(), "an MR");
     mr = std::move(k).value();
   }
@@ -313,8 +313,9 @@ struct Rig {
     }
     const uint64_t now = w.clock.now();
     uint64_t next = now + 100;
-    if (!work) next = std::max(now + 1, std::min({now + 1'000'000, cluster.next_event_ns(),
-                                                  net.next_event_ns()}));
+    if (!work)
+      next = std::max(now + 1,
+                      std::min({now + 1'000'000, cluster.next_event_ns(), net.next_event_ns()}));
     w.clock.set(next);
   }
   void turn(int n) {
@@ -345,8 +346,7 @@ struct Rig {
       std::fprintf(stderr, "data buffers back: %zu of %u\n", buffers, opts.num_shared_buffers);
     check(buffers == opts.num_shared_buffers, "a data buffer was not given back");
     if (group().srq() != nullptr)
-      check(group().stats().srq_posted == opts.max_srq_depth,
-            "an SRQ buffer was not given back");
+      check(group().stats().srq_posted == opts.max_srq_depth, "an SRQ buffer was not given back");
   }
   // A well-behaved host still gets in: an admin queue, then a Fabrics Connect that succeeds.
   void check_still_serves() {

@@ -321,8 +321,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     }
     (void)ctrl->free_io_qpair(std::move(qp));
     for (int i = 0; i < 4; ++i) {
-      if (g_debug) std::fprintf(stderr, "io %d: rc %d calls %d status %#x\n", i, rc[i], d[i].calls,
-                                d[i].status);
+      if (g_debug)
+        std::fprintf(stderr, "io %d: rc %d calls %d status %#x\n", i, rc[i], d[i].calls,
+                     d[i].status);
       if (rc[i] == 0) check(d[i].calls == 1, "an I/O did not end exactly once");
     }
   }

@@ -795,12 +795,57 @@ def nvmf_tcp_host():
     return seeds
 
 
+# ------------------------------------------------------------------ nvme_qpair ---
+def q_submit(n=7, lba=0, write=False):
+    return bytes([8 if write else 0, n]) + struct.pack("<H", lba)
+
+
+def q_post(cid, status=0, sqhd=0, sqid=1, dw0=0, wrong_phase=False):
+    return bytes([9 if wrong_phase else 1]) + struct.pack("<HHHHI", cid, status, sqhd, sqid, dw0)
+
+
+def q_take(status=0):
+    return bytes([2]) + struct.pack("<H", status)
+
+
+def q_poll(n=0):
+    return bytes([4, n])
+
+
+def nvme_qpair():
+    media_error = (0x81 << 1) | (2 << 9)
+    four = b"".join(q_submit(7, i * 8, i % 2 == 1) for i in range(4))
+    return {
+        "honest": bytes([2]) + four + q_poll() + q_take() * 4 + q_poll(),
+        "honest_unbatched": bytes([2 | 8]) + four + q_take() * 4 + q_poll(),
+        "errors": bytes([2]) + four + q_poll() + q_take(media_error) + q_take(0x4000 | 2)
+                  + q_take() * 2 + q_poll(),
+        "duplicates": bytes([2]) + four + q_poll() + q_take() * 2 + bytes([3, 0, 3, 1])
+                      + q_poll() + q_take() * 2 + bytes([3, 3]) + q_poll(),
+        "unknown_ids": bytes([2]) + four + q_poll() + q_post(999) + q_post(0xffff)
+                       + q_post(1, sqid=2) + q_post(2, sqhd=500) + q_post(3, wrong_phase=True)
+                       + q_poll() + q_take() * 4 + q_poll(),
+        "timeouts": bytes([2 | 4]) + four + q_poll() + bytes([5, 20]) * 3 + q_take()
+                    + bytes([5, 25]) + q_poll(),
+        "fail_all_then_stale": bytes([2]) + four + q_poll() + q_take() * 3 + bytes([6])
+                               + q_poll() + four + q_poll() + q_take() * 4 + q_poll(),
+        "unplugged_mid_flight": bytes([2]) + four + q_poll() + q_take() + q_poll() + bytes([7])
+                                + q_poll(),
+        "queue_full": bytes([0]) + b"".join(q_submit(0, i) for i in range(12)) + q_poll()
+                      + q_take() * 3 + q_poll() + q_take() * 3 + q_poll() + q_take() * 3
+                      + q_poll(),
+        "batches": bytes([3]) + b"".join(q_submit(15, i * 16) for i in range(40)) + q_poll()
+                   + q_take() * 40 + q_poll(16) + q_poll(),
+    }
+
+
 TARGETS = {
     "vfio_user_nvme": vfio_user_nvme,
     "nvmf_tcp": nvmf_tcp,
     "nvmf_commands": nvmf_commands,
     "nvmf_rdma": nvmf_rdma,
     "nvmf_tcp_host": nvmf_tcp_host,
+    "nvme_qpair": nvme_qpair,
     "rnic": rnic,
     "blob_load": blob_load,
     "nvmf_config": nvmf_config,

@@ -240,8 +240,8 @@ void RdmaConnection::on_completion(const verbs::WorkCompletion& wc) {
 
 void RdmaConnection::on_recv(RecvSlot& s) {
   if (s.byte_len < kSqe) {
-    // No SQE to answer: the host is not speaking NVMe/RDMA. Its buffer goes back (an SRQ's
-    // to the group: kept, every short capsule would take one from every connection's pool).
+    // No SQE to answer: the host is not speaking NVMe/RDMA. Its buffer goes back: kept, an
+    // SRQ's would be lost to every connection of the group, one per short capsule.
     ++stats_.bad_capsules;
     begin_close("a capsule shorter than a command");
     post_recv(s);

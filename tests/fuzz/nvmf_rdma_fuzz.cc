@@ -273,14 +273,7 @@ struct Rig {
       check(tr.ok(), "the RDMA transport");
       transport = tr.value().get();
       check(w.tgt->add_transport(std::move(tr).value()).ok(), "add the transport");
-      pollux::fabric::target::SubsystemOptions so;
-      so.nqn = kNqn;
-      so.allow_any_host = true;
-      check(w.tgt->create_subsystem(so).ok(), "the subsystem");
-      pollux::fabric::target::NamespaceOptions no;
-      no.bdev_name = "Malloc0";
-      check(w.tgt->add_namespace(kNqn, no).ok(), "the namespace");
-      check(w.tgt->add_listener(kNqn, {"RDMA", "IPv4", kAddress, "4420"}).ok(), "the listener");
+      w.add_open_subsystem(kNqn, "Malloc0", {"RDMA", "IPv4", kAddress, "4420"});
     });
     bool settled = false;
     w.on_app([&] { w.tgt->when_settled([&] { settled = true; }); });
@@ -291,12 +284,7 @@ struct Rig {
   // then finds no target and stops only the framework).
   ~Rig() {
     for (auto& h : hosts) h.reset();
-    bool stopped = false;
-    w.on_app([&] { w.tgt->stop([&] { stopped = true; }); });
-    for (uint64_t i = 0; i < kMaxPumps && !stopped; ++i) pump();
-    check(stopped, "the target stops");
-    w.on_app([&] { w.tgt.reset(); });
-    w.settle();
+    w.stop_target([this] { pump(); });
   }
 
   fr::RdmaTargetGroup& group() { return *transport->group_of(*w.tgt->groups().at(0)); }

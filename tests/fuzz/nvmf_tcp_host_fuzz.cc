@@ -104,14 +104,7 @@ struct Rig {
       auto tr = tcp::TcpTargetTransport::create(*w.tgt, o, &net);
       check(tr.ok(), "the TCP transport");
       check(w.tgt->add_transport(std::move(tr).value()).ok(), "add the transport");
-      pollux::fabric::target::SubsystemOptions so;
-      so.nqn = kNqn;
-      so.allow_any_host = true;
-      check(w.tgt->create_subsystem(so).ok(), "the subsystem");
-      pollux::fabric::target::NamespaceOptions no;
-      no.bdev_name = "Malloc0";
-      check(w.tgt->add_namespace(kNqn, no).ok(), "the namespace");
-      check(w.tgt->add_listener(kNqn, {"TCP", "IPv4", kTarget, "4420"}).ok(), "the listener");
+      w.add_open_subsystem(kNqn, "Malloc0", {"TCP", "IPv4", kTarget, "4420"});
     });
     w.settle();
     auto l = net.listen("IPv4", kFront, "4420");
@@ -121,12 +114,7 @@ struct Rig {
   }
   ~Rig() {
     relays.clear();
-    bool stopped = false;
-    w.on_app([&] { w.tgt->stop([&] { stopped = true; }); });
-    for (int i = 0; i < 200000 && !stopped; ++i) pump();
-    check(stopped, "the target stops");
-    w.on_app([&] { w.tgt.reset(); });
-    w.settle();
+    w.stop_target([this] { pump(); });
   }
 
   // The next PDU's length in `down`, or 0 while its header has not all come.

@@ -57,20 +57,39 @@ struct TargetWorld {
     settle();
   }
   ~TargetWorld() {
-    if (tgt) {
-      bool stopped = false;
-      on_app([&] { tgt->stop([&] { stopped = true; }); });
-      for (uint64_t i = 0; i < kMaxSteps && !stopped; ++i) step_or_tick();
-      check(stopped, "the target stops");
-      on_app([&] { tgt.reset(); });
-      settle();
-    }
+    stop_target([this] { step_or_tick(); });
     fw->stop(0);
     for (uint64_t i = 0; i < 10000 && !fw->finished(); ++i) fw->step();
     on_app([&] { mgr.reset(); });  // as the target's own test rig ends
   }
   TargetWorld(const TargetWorld&) = delete;
   TargetWorld& operator=(const TargetWorld&) = delete;
+
+  // Stops the target, turning the world with `turn` until it has, and lets it go. A rig whose
+  // transports need more than the framework stepped (a network, NICs it owns) calls it with
+  // its own turn before those go; the destructor then finds no target.
+  void stop_target(const std::function<void()>& turn) {
+    if (!tgt) return;
+    bool stopped = false;
+    on_app([&] { tgt->stop([&] { stopped = true; }); });
+    for (uint64_t i = 0; i < kMaxSteps && !stopped; ++i) turn();
+    check(stopped, "the target stops");
+    on_app([&] { tgt.reset(); });
+    settle();
+  }
+  // On the app thread: a subsystem any host may connect to, `bdev` its namespace 1, listening
+  // at `at` (its transport added before).
+  void add_open_subsystem(const std::string& nqn, const std::string& bdev,
+                          const fabric::target::ListenAddress& at) {
+    fabric::target::SubsystemOptions so;
+    so.nqn = nqn;
+    so.allow_any_host = true;
+    check(tgt->create_subsystem(so).ok(), "the subsystem");
+    fabric::target::NamespaceOptions no;
+    no.bdev_name = bdev;
+    check(tgt->add_namespace(nqn, no).ok(), "the namespace");
+    check(tgt->add_listener(nqn, at).ok(), "the listener");
+  }
 
   void add_malloc(const std::string& name, uint64_t blocks, uint32_t block_size) {
     on_app([&] {

@@ -6,6 +6,11 @@
 // The device is a PCI function with one memory BAR:
 //   BAR0 0x0000-0x0fff  registers (trapped accesses, 32/64-bit, aligned)
 //   BAR0 0x1000-0x1fff  doorbells (plain memory the host may map; the device polls it)
+//   BAR0 0x10000-0x1ffff push window: two SendWqe slots per QP (plain memory as the
+//                       doorbells). A host that posts a single WQE may also write it into the
+//                       QP's slot before ringing the doorbell; the device then takes it from
+//                       there instead of reading the ring by DMA (the idea of Mellanox's
+//                       BlueFlame: the WQE rides with the doorbell's MMIO write)
 // Set-up goes through a command mailbox in host memory; work goes through rings in host
 // memory that the device reaches only by DMA:
 //   send queue    SendWqe[2^n]   host produces, rings the QP's SQ doorbell (producer count)
@@ -25,7 +30,7 @@ namespace pollux::spec::rnic {
 inline constexpr uint16_t kPciVendorId = 0x1b36;  // placeholder ids for an emulated device
 inline constexpr uint16_t kPciDeviceId = 0x00fe;
 inline constexpr uint32_t kPciClassCode = 0x020000;  // network controller, Ethernet
-inline constexpr uint64_t kBar0Size = 0x2000;
+inline constexpr uint64_t kBar0Size = 0x20000;
 
 // ------------------------------------------------------------------------ registers ---
 namespace reg {
@@ -38,6 +43,8 @@ inline constexpr uint32_t kCmdDoorbell = 0x018;  // WO any value: execute the ma
 inline constexpr uint32_t kPortAddress = 0x020;  // RO 64-bit: this port's address on the wire
 inline constexpr uint32_t kDoorbellBase = 0x1000;
 inline constexpr uint32_t kDoorbellSize = 0x1000;
+inline constexpr uint32_t kPushBase = 0x10000;
+inline constexpr uint32_t kPushSize = 0x10000;  // kMaxQp x 2 slots x 128 bytes
 inline constexpr uint32_t kIdValue = 0x494e5250;  // "PRNI" little-endian
 inline constexpr uint32_t kVersionValue = 0x00010000;
 
@@ -54,6 +61,12 @@ constexpr uint32_t cq_doorbell(uint32_t cqn) {
 constexpr uint32_t srq_doorbell(uint32_t srqn) {
   return kDoorbellBase + 0xc00 + srqn * 4;
 }
+// The push slot (offset in BAR0) for the WQE a QP's SQ producer count reaches `count` with
+// (count = its index + 1). The two slots alternate, so the host can fill the next while the
+// device still reads the last.
+constexpr uint32_t push_slot(uint32_t qpn, uint32_t count) {
+  return kPushBase + qpn * 256 + (count & 1) * 128;
+}
 }  // namespace reg
 
 namespace status {
@@ -66,6 +79,7 @@ inline constexpr uint32_t kEnable = 1u << 0;  // 1: run; 0: reset every resource
 
 // Hard limits of this device (QUERY_DEVICE reports the same values).
 inline constexpr uint32_t kMaxQp = 256;  // QPN 0 and 1 are reserved (IB's SMI/GSI): 2..255
+static_assert(reg::kPushSize == kMaxQp * 256 && reg::kPushBase + reg::kPushSize <= kBar0Size);
 inline constexpr uint32_t kFirstQpn = 2;
 inline constexpr uint32_t kMaxCq = 256;
 inline constexpr uint32_t kMaxSrq = 256;
@@ -187,10 +201,15 @@ struct SendWqe {
   uint64_t wr_id;
   uint64_t remote_addr;  // RDMA WRITE/READ target virtual address
   uint32_t rkey;
-  uint32_t reserved1;
+  // In a push slot: the SQ producer count this WQE brings the queue to (its index + 1; 0 is
+  // never valid). The host stores 0 here, then the rest of the slot, then the count (release);
+  // the device takes the slot only if it reads the same count before and after copying it.
+  // In the ring: ignored.
+  uint32_t push_count;
   Sge sge[kMaxSge];
 };
 static_assert(sizeof(SendWqe) == 128);
+static_assert(offsetof(SendWqe, push_count) == 28);
 static_assert(offsetof(SendWqe, wr_id) == 8);
 static_assert(offsetof(SendWqe, remote_addr) == 16);
 static_assert(offsetof(SendWqe, rkey) == 24);

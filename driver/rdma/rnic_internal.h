@@ -10,6 +10,7 @@
 #include "driver/env/dma_memory.h"
 #include "driver/env/memory_registry.h"
 #include "driver/env/pci_device.h"
+#include "driver/rdma/rnic_provider.h"
 #include "driver/rdma/verbs.h"
 #include "spec/rnic.h"
 
@@ -33,7 +34,8 @@ struct Ring {
 
 class RnicContext final : public Context {
  public:
-  RnicContext(std::unique_ptr<env::PciDevice> pci, env::MemoryRegistry& registry);
+  RnicContext(std::unique_ptr<env::PciDevice> pci, env::MemoryRegistry& registry,
+              RnicOptions options);
   ~RnicContext() override;
   int init();  // 0 or a negative errno; why() says more
 
@@ -68,6 +70,11 @@ class RnicContext final : public Context {
   volatile uint32_t* doorbell(uint32_t offset) const {
     return reinterpret_cast<volatile uint32_t*>(doorbells_ + (offset - sr::reg::kDoorbellBase));
   }
+  // A QP's two push slots (sr::reg::push_slot), or nullptr: WQEs go by the ring only (push
+  // is off, or the window cannot be mapped).
+  volatile uint8_t* push_slots(uint32_t qpn) const {
+    return push_ ? push_ + (sr::reg::push_slot(qpn, 0) - sr::reg::kPushBase) : nullptr;
+  }
   env::MemoryRegistry& registry() { return registry_; }
   // Completions name QPs by number; the CQ finds the QP's queues here to free their slots.
   std::array<RnicQp*, sr::kMaxQp> qps{};
@@ -83,8 +90,10 @@ class RnicContext final : public Context {
   std::unique_ptr<env::PciDevice> pci_;
   const std::atomic<bool>* removed_;
   env::MemoryRegistry& registry_;
+  RnicOptions options_;
   std::unique_ptr<env::DmaRegion> mailbox_;
   volatile uint8_t* doorbells_ = nullptr;
+  volatile uint8_t* push_ = nullptr;
   Ring<sr::EventEntry> eq_;
   uint32_t eq_consumed_ = 0;
   DeviceAttr attr_;
@@ -179,6 +188,7 @@ class RnicQp final : public Qp {
   WorkQueue sq_, rq_;
   volatile uint32_t* sq_doorbell_;
   volatile uint32_t* rq_doorbell_;
+  volatile uint8_t* push_slots_;  // nullptr: no push window
   // The state as of the last modify/query: what post_send/post_recv check.
   std::atomic<QpState> state_{QpState::kReset};
 };

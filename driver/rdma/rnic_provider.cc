@@ -86,8 +86,12 @@ bool stale(const RnicContext& ctx, const T& object) {
 
 }  // namespace
 
-RnicContext::RnicContext(std::unique_ptr<env::PciDevice> pci, env::MemoryRegistry& registry)
-    : pci_(std::move(pci)), removed_(&pci_->removed_flag()), registry_(registry) {}
+RnicContext::RnicContext(std::unique_ptr<env::PciDevice> pci, env::MemoryRegistry& registry,
+                         RnicOptions options)
+    : pci_(std::move(pci)),
+      removed_(&pci_->removed_flag()),
+      registry_(registry),
+      options_(options) {}
 
 RnicContext::~RnicContext() {
   if (pci_ != nullptr) pci_->write32(0, sr::reg::kControl, 0);  // the NIC forgets everything
@@ -118,6 +122,11 @@ int RnicContext::init() {
   if (doorbells_ == nullptr) {
     why_ = "the doorbell page cannot be mapped";
     return -ENXIO;
+  }
+  // Optional: without it (or where the window cannot be mapped) every WQE is read from the ring.
+  if (options_.push_wqes) {
+    push_ = static_cast<volatile uint8_t*>(
+        pci_->bar_map(0, sr::reg::kPushBase, sr::reg::kPushSize));
   }
   auto mb = env::DmaRegion::create(registry_, 4096, env::DmaOptions{false});
   if (!mb.ok()) {
@@ -348,9 +357,9 @@ bool RnicContext::get_async_event(AsyncEvent* event) {
 }  // namespace rnic
 
 Result<std::unique_ptr<Context>> open_rnic(std::unique_ptr<env::PciDevice> pci,
-                                           env::MemoryRegistry& registry) {
+                                           env::MemoryRegistry& registry, RnicOptions options) {
   if (pci == nullptr) return make_error(-EINVAL, "no device");
-  auto ctx = std::make_unique<rnic::RnicContext>(std::move(pci), registry);
+  auto ctx = std::make_unique<rnic::RnicContext>(std::move(pci), registry, options);
   if (int rc = ctx->init(); rc != 0) return make_error(rc, ctx->why());
   return std::unique_ptr<Context>(std::move(ctx));
 }

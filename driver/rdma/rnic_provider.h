@@ -14,10 +14,18 @@
 
 namespace pollux::rdma {
 
+struct RnicOptions {
+  // A lone work request's WQE also goes into the QP's push slot, so the NIC takes it with the
+  // doorbell instead of reading the ring (spec/rnic.h, "push window"; mlx5's BlueFlame, which
+  // its provider uses by default for one WQE). Off: every WQE is read from the ring by DMA.
+  bool push_wqes = false;
+};
+
 // Enables the function (memory space, bus mastering), resets and enables the NIC, sets up the
 // command mailbox and the event queue, and queries the device. Rings and the mailbox come
 // from `registry` (which the PciDevice maps for DMA); MRs must lie in its regions too.
 Result<std::unique_ptr<Context>> open_rnic(std::unique_ptr<env::PciDevice> pci,
-                                           env::MemoryRegistry& registry);
+                                           env::MemoryRegistry& registry,
+                                           RnicOptions options = {});
 
 }  // namespace pollux::rdma

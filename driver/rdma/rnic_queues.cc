@@ -1,5 +1,6 @@
 // The Pollux RNIC provider's hot path: posting WQEs and ringing doorbells, polling CQEs by
 // phase. No locks, no allocation, no system calls.
+#include <cstddef>
 #include <cstring>
 
 #include "driver/rdma/rnic_internal.h"
@@ -11,6 +12,23 @@ namespace {
 void ring_doorbell(volatile uint32_t* db, uint32_t count) {
   std::atomic_thread_fence(std::memory_order_release);
   *db = count;
+}
+
+// A lone WQE also goes into the QP's push slot, so the device need not read it back by DMA
+// (as mlx5's BlueFlame for a single work request): count 0 first, the body, the count last.
+void push_wqe(volatile uint8_t* slots, const sr::SendWqe& w, uint32_t count) {
+  static_assert(offsetof(sr::SendWqe, push_count) == 28 && sizeof(sr::SendWqe) == 128);
+  volatile uint8_t* slot = slots + (count & 1) * sizeof(sr::SendWqe);
+  auto* words = reinterpret_cast<volatile uint64_t*>(slot);  // 128-byte aligned
+  auto* tag = reinterpret_cast<volatile uint32_t*>(slot + 28);
+  __atomic_store_n(tag, 0u, __ATOMIC_RELAXED);
+  std::atomic_thread_fence(std::memory_order_release);
+  uint64_t src[16];
+  std::memcpy(src, &w, sizeof w);
+  for (int i = 0; i < 16; ++i)
+    if (i != 3) words[i] = src[i];
+  *reinterpret_cast<volatile uint32_t*>(slot + 24) = w.rkey;  // word 3's other half
+  __atomic_store_n(tag, count, __ATOMIC_RELEASE);
 }
 
 bool copy_sges(sr::Sge* dst, const Sge* src, int n) {
@@ -148,7 +166,8 @@ RnicQp::RnicQp(RnicContext& ctx, uint32_t qpn, const QpInitAttr& init, Ring<sr::
       sq_ring_(std::move(sq)),
       rq_ring_(std::move(rq)),
       sq_doorbell_(ctx.doorbell(sr::reg::sq_doorbell(qpn))),
-      rq_doorbell_(ctx.doorbell(sr::reg::rq_doorbell(qpn))) {
+      rq_doorbell_(ctx.doorbell(sr::reg::rq_doorbell(qpn))),
+      push_slots_(ctx.push_slots(qpn)) {
   sq_.log = sq_ring_.log;
   sq_.max_sge = init.cap.max_send_sge;
   rq_.log = rq_ring_.log;  // 0 with an SRQ
@@ -265,7 +284,10 @@ int RnicQp::post_send(const SendWr& first, const SendWr** bad_wr) {
     ++sq_.produced;
   }
   if (rc != 0 && bad_wr != nullptr) *bad_wr = wr;
-  if (sq_.produced != before) ring_doorbell(sq_doorbell_, sq_.produced);
+  if (sq_.produced == before) return rc;
+  if (sq_.produced - before == 1 && push_slots_ != nullptr && sq_.produced != 0)
+    push_wqe(push_slots_, *sq_ring_.at(before), sq_.produced);
+  ring_doorbell(sq_doorbell_, sq_.produced);
   return rc;
 }
 

@@ -10,8 +10,12 @@ using spec::roce::Mtu;
 namespace attr = sr::attr;
 
 Rnic::Rnic(HostMemory& memory, volatile uint8_t* doorbells, uint64_t port_address,
-           RnicConfig config)
-    : mem_(memory), doorbells_(doorbells), port_address_(port_address), config_(config) {
+           RnicConfig config, volatile uint8_t* push)
+    : mem_(memory),
+      doorbells_(doorbells),
+      push_(push),
+      port_address_(port_address),
+      config_(config) {
   if (config_.timing) timing_ = std::make_unique<NicTiming>(*config_.timing);
   reset();
 }
@@ -34,6 +38,7 @@ void Rnic::destroy_all() {
   rx_.clear();
   completions_.clear();
   for (uint32_t i = 0; i < sr::reg::kDoorbellSize; ++i) doorbells_[i] = 0;
+  for (uint32_t qpn = 0; qpn < sr::kMaxQp; ++qpn) clear_push_slots(qpn);
 }
 
 uint32_t Rnic::read32(uint32_t offset) const {
@@ -322,6 +327,7 @@ sr::CmdStatus Rnic::run_command(sr::CommandMailbox& m) {
       if (srq) ++srqs_[in.srqn].qp_count;
       for (int b = 0; b < 8; ++b)
         doorbells_[sr::reg::sq_doorbell(i) - sr::reg::kDoorbellBase + b] = 0;
+      clear_push_slots(static_cast<uint32_t>(i));
       output(m, sr::HandleOut{static_cast<uint32_t>(i)});
       return St::kOk;
     }
@@ -424,6 +430,7 @@ sr::CmdStatus Rnic::modify_qp(const sr::QpAttrs& in, uint32_t* syndrome) {
     qp = fresh;
     for (int b = 0; b < 8; ++b)
       doorbells_[sr::reg::sq_doorbell(in.qpn) - sr::reg::kDoorbellBase + b] = 0;
+    clear_push_slots(in.qpn);
   } else if (from == S::kInit && to == S::kRtr) {
     qp.epsn = a.rq_psn;
   } else if (from == S::kRtr && to == S::kRts) {

@@ -27,6 +27,9 @@ class NicTiming {
   SimTime doorbell(SimTime now) const { return link_.mmio_write(now); }
   // A send WQE (128 bytes) read from host memory from `start` on, then checked and segmented.
   SimTime fetch_wqe(SimTime now, SimTime start);
+  // A send WQE that came with its doorbell (the push window): the MMIO write carries its 128
+  // bytes, then it is checked and segmented as a fetched one.
+  SimTime pushed_wqe(SimTime now) const;
   // A receive WQE read: its bytes use the link, but the NIC prefetches receive queues, so
   // nothing waits for it.
   void prefetch_recv_wqe(SimTime now);

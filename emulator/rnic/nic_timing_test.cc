@@ -141,6 +141,15 @@ TEST(NicTiming, WqeFetchIsAReadRoundTripThenTheWqeStage) {
   EXPECT_EQ(t.fetch_wqe(0, 0), 1'524u + 500'000 + 9'649 + 50'000);
 }
 
+TEST(NicTiming, APushedWqeComesWithItsDoorbellWithoutAReadRoundTrip) {
+  NicTiming t(cx5_like());
+  // The doorbell's MMIO write (150 ns), its 128 bytes in two TLPs of 24 B overhead, 50 ns.
+  const SimTime wc = timing::transfer_time(128 + 2 * 24, t.pcie().raw_bytes_per_second());
+  EXPECT_GT(wc, 0u);
+  EXPECT_EQ(t.pushed_wqe(0), 150'000 + wc + 50'000);
+  EXPECT_LT(t.pushed_wqe(0) + 400'000, t.fetch_wqe(0, t.doorbell(0))) << "a read round trip less";
+}
+
 TEST(NicTiming, PayloadReadIsSplitIntoReadRequestsAndCompletions) {
   NicTiming t(cx5_like());
   // 4 KiB: 8 requests of 512 B (8 * 24 B up = 12,188 ps), 500 ns, then 4,096 B in 16

@@ -2,6 +2,7 @@
 // path MTU with PSNs, go-back-N retransmission on timeout or NAK, RNR waits, READ responses
 // and the outstanding-READ limit.
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 #include "emulator/rnic/rnic.h"
@@ -35,9 +36,12 @@ bool Rnic::fetch_send_wqes(Qp& qp, uint32_t qpn) {
     SendOp o;
     o.wqe_counter = qp.sq_fetched;
     o.fetched_ns = now_;
+    const bool pushed = take_pushed_wqe(qpn, qp.sq_fetched + 1, &o.wqe);
     const uint8_t* w =
-        mem_.translate(qp.sq_iova + uint64_t{qp.sq_fetched & (size - 1)} * sizeof(sr::SendWqe),
-                       sizeof(sr::SendWqe));
+        pushed ? reinterpret_cast<const uint8_t*>(&o.wqe)
+               : mem_.translate(
+                     qp.sq_iova + uint64_t{qp.sq_fetched & (size - 1)} * sizeof(sr::SendWqe),
+                     sizeof(sr::SendWqe));
     ++qp.sq_fetched;
     did = true;
     sr::WcStatus bad = sr::WcStatus::kSuccess;
@@ -45,7 +49,7 @@ bool Rnic::fetch_send_wqes(Qp& qp, uint32_t qpn) {
       ++counters_.dma_faults;
       bad = sr::WcStatus::kLocQpOpErr;
     } else {
-      std::memcpy(&o.wqe, w, sizeof o.wqe);
+      if (!pushed) std::memcpy(&o.wqe, w, sizeof o.wqe);
       if (o.wqe.opcode > static_cast<uint8_t>(sr::WrOpcode::kRdmaRead) ||
           o.wqe.num_sge > sr::kMaxSge)
         bad = sr::WcStatus::kLocQpOpErr;
@@ -70,12 +74,45 @@ bool Rnic::fetch_send_wqes(Qp& qp, uint32_t qpn) {
     o.npkts = roce::packets_for(o.length, path_mtu(qp));
     o.first_psn = qp.next_psn;
     qp.next_psn = roce::psn_add(qp.next_psn, o.npkts);
-    // Timed: the doorbell crossed PCIe, then the WQE was read and checked (the checks above
-    // use its bytes at once; nothing of it leaves before this time).
-    if (timing_) o.ready_ps = timing_->fetch_wqe(now_ps(), timing_->doorbell(now_ps()));
+    // Timed: the doorbell crossed PCIe, then the WQE was read (unless it came with the
+    // doorbell) and checked (the checks above use its bytes at once; nothing of it leaves
+    // before this time).
+    if (timing_) {
+      o.ready_ps = pushed ? timing_->pushed_wqe(now_ps())
+                          : timing_->fetch_wqe(now_ps(), timing_->doorbell(now_ps()));
+    }
     qp.ops.push_back(o);
   }
   return did;
+}
+
+// The slot is the host's memory as much as ours: it may be filling it for a later post while
+// we read. A slot counts only if its count is the one asked for both before and after the
+// copy (the host zeroes the count before it rewrites a slot); anything else, and the WQE is
+// read from the ring as usual.
+bool Rnic::take_pushed_wqe(uint32_t qpn, uint32_t count, sr::SendWqe* out) {
+  if (push_ == nullptr || count == 0 || qpn >= sr::kMaxQp) return false;
+  volatile uint8_t* slot = push_ + (sr::reg::push_slot(qpn, count) - sr::reg::kPushBase);
+  auto* tag = reinterpret_cast<volatile uint32_t*>(slot + offsetof(sr::SendWqe, push_count));
+  if (__atomic_load_n(tag, __ATOMIC_ACQUIRE) != count) return false;
+  uint64_t words[sizeof *out / 8];
+  for (std::size_t i = 0; i < sizeof *out / 8; ++i)
+    words[i] = reinterpret_cast<volatile const uint64_t*>(slot)[i];
+  std::memcpy(out, words, sizeof *out);
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+  if (__atomic_load_n(tag, __ATOMIC_RELAXED) != count) return false;
+  out->push_count = 0;
+  ++counters_.pushed_wqes;
+  return true;
+}
+
+void Rnic::clear_push_slots(uint32_t qpn) {
+  if (push_ == nullptr || qpn >= sr::kMaxQp) return;
+  for (uint32_t count : {0u, 1u}) {
+    volatile uint8_t* slot = push_ + (sr::reg::push_slot(qpn, count) - sr::reg::kPushBase);
+    __atomic_store_n(reinterpret_cast<volatile uint32_t*>(slot + offsetof(sr::SendWqe, push_count)),
+                     0u, __ATOMIC_RELEASE);
+  }
 }
 
 void Rnic::arm_ack_timer(Qp& qp) {

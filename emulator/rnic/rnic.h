@@ -52,13 +52,16 @@ struct RnicCounters {
   uint64_t dma_faults = 0;
   uint64_t cq_overflows = 0;
   uint64_t commands = 0, command_errors = 0;
+  uint64_t pushed_wqes = 0;  // send WQEs taken from the push window (no DMA read)
 };
 
 class Rnic final : public WirePort {
  public:
-  // `doorbells`: the 4 KiB doorbell page (shared with the host, or owned by a test).
+  // `doorbells`: the 4 KiB doorbell page (shared with the host, or owned by a test);
+  // `push`: the push window (sr::reg::kPushSize bytes, BAR0 from kPushBase), or nullptr for a
+  // NIC that reads every WQE from the ring.
   Rnic(HostMemory& memory, volatile uint8_t* doorbells, uint64_t port_address,
-       RnicConfig config = {});
+       RnicConfig config = {}, volatile uint8_t* push = nullptr);
 
   void connect(Wire* wire) { wire_ = wire; }
   uint64_t port_address() const { return port_address_; }
@@ -155,6 +158,9 @@ class Rnic final : public WirePort {
 
   // requester.cc
   bool fetch_send_wqes(Qp& qp, uint32_t qpn);
+  // The WQE the host pushed for SQ count `count` (a whole, matching slot), if any.
+  bool take_pushed_wqe(uint32_t qpn, uint32_t count, sr::SendWqe* out);
+  void clear_push_slots(uint32_t qpn);
   bool transmit(Qp& qp, uint32_t qpn);
   void send_request_packet(Qp& qp, uint32_t qpn, SendOp& op, uint32_t pkt);
   void handle_response(Qp& qp, uint32_t qpn, const Packet& p);
@@ -190,6 +196,7 @@ class Rnic final : public WirePort {
 
   HostMemory& mem_;
   volatile uint8_t* doorbells_;
+  volatile uint8_t* push_;
   uint64_t port_address_;
   RnicConfig config_;
   Wire* wire_ = nullptr;

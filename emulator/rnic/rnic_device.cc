@@ -24,7 +24,8 @@ std::unique_ptr<RnicDevice> RnicDevice::create(uint64_t port_address, RnicConfig
   }
   std::unique_ptr<RnicDevice> d(new RnicDevice(fd, static_cast<uint8_t*>(p)));
   d->nic_ =
-      std::make_unique<Rnic>(d->dma_, d->bar0_ + sr::reg::kDoorbellBase, port_address, config);
+      std::make_unique<Rnic>(d->dma_, d->bar0_ + sr::reg::kDoorbellBase, port_address, config,
+                             d->bar0_ + sr::reg::kPushBase);
   return d;
 }
 
@@ -60,6 +61,7 @@ vfio_user::RegionDesc RnicDevice::region(uint32_t index) const {
     d.fd = memfd_;
     d.fd_offset = 0;
     d.sparse.push_back({sr::reg::kDoorbellBase, sr::reg::kDoorbellSize});
+    d.sparse.push_back({sr::reg::kPushBase, sr::reg::kPushSize});
   } else if (index == vu::region::kConfig) {
     d.size = device::PciConfigSpace::kSize;
     d.flags = vu::kRegionFlagRead | vu::kRegionFlagWrite;

@@ -34,7 +34,8 @@ struct RawHost {
   IdentityHostMemory mem;
   Buffer doorbells{4096};
   Buffer mailbox{4096};
-  Rnic nic{mem, doorbells.p, 1};
+  Buffer push{sr::reg::kPushSize};
+  Rnic nic{mem, doorbells.p, 1, {}, push.p};
   sr::CommandMailbox& mb() { return *reinterpret_cast<sr::CommandMailbox*>(mailbox.p); }
 
   RawHost() {
@@ -290,6 +291,58 @@ TEST(Rnic, WqesWrittenByHandAreSentWithPsnsFromSqPsn) {
   EXPECT_EQ(roce::load_be32(peer.got[2].data() + 12), 0x01020304u);  // ImmDt
   EXPECT_EQ(packet_icrc(peer.got[2].data(), peer.got[2].size() - 4),
             roce::load_be32(peer.got[2].data() + peer.got[2].size() - 4));
+}
+
+// The push window: a WQE the host also wrote into its QP's slot, with the count it brings the
+// SQ to, is taken from there (no DMA read of the ring); a slot with another count (stale, or
+// half rewritten) is not, and neither is one left from before the QP went back to Reset.
+TEST(Rnic, APushedWqeIsTakenFromItsSlotAndAStaleOneIsNot) {
+  RawHost h;
+  RawQp q(h);
+  Wire wire(1, {}, 0);
+  struct Count : WirePort {
+    int packets = 0;
+    void receive(uint64_t, const uint8_t*, std::size_t) override { ++packets; }
+  } peer;
+  wire.attach(2, &peer);
+  h.nic.connect(&wire);
+  auto* ring = reinterpret_cast<sr::SendWqe*>(q.rings.p + 4096);
+  auto slot = [&](uint32_t count) {
+    return reinterpret_cast<sr::SendWqe*>(h.push.p + sr::reg::push_slot(q.qpn, count) -
+                                          sr::reg::kPushBase);
+  };
+  sr::SendWqe send{};
+  send.opcode = static_cast<uint8_t>(sr::WrOpcode::kSend);
+  send.flags = sr::wqe_flag::kSignaled;
+  // WQE 0: only the slot holds a valid SEND; the ring's copy has a bad opcode.
+  ring[0].opcode = 0xee;
+  *slot(1) = send;
+  slot(1)->push_count = 1;
+  h.ring(sr::reg::sq_doorbell(q.qpn), 1);
+  h.nic.process(0);
+  wire.deliver_until(0);
+  EXPECT_EQ(h.nic.counters().pushed_wqes, 1u);
+  EXPECT_EQ(peer.packets, 1);
+  EXPECT_EQ(h.nic.qp_state(q.qpn), sr::QpState::kRts);
+  // WQE 1: its slot carries count 4 (a later post's, or garbage): the ring's bad WQE is read.
+  ring[1].opcode = 0xee;
+  *slot(2) = send;
+  slot(2)->push_count = 4;
+  h.ring(sr::reg::sq_doorbell(q.qpn), 2);
+  h.nic.process(0);
+  EXPECT_EQ(h.nic.counters().pushed_wqes, 1u);
+  EXPECT_EQ(h.nic.qp_state(q.qpn), sr::QpState::kErr) << "the ring's WQE was used";
+  // Back to Reset and up again: the counts start over, the slots are cleared.
+  *slot(1) = send;
+  slot(1)->push_count = 1;
+  q.bring_up();
+  EXPECT_EQ(slot(1)->push_count, 0u);
+  EXPECT_EQ(slot(2)->push_count, 0u);
+  ring[0] = send;
+  h.ring(sr::reg::sq_doorbell(q.qpn), 1);
+  h.nic.process(0);
+  EXPECT_EQ(h.nic.counters().pushed_wqes, 1u);
+  EXPECT_EQ(h.nic.qp_state(q.qpn), sr::QpState::kRts);
 }
 
 // Per-QP counters (what metrics export): a SEND's packets, its ACK and the latency from fetch

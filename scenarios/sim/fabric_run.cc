@@ -57,7 +57,8 @@ RunReport run_rdma_perf(const RunSpec& spec) {
   net.set_default_link(cm);
   auto fab = RdmaFabric::create(rig->clock(), rig->registry(),
                                 RdmaFabricOptions{spec.seed, spec.wire_latency_ns, 0,
-                                                  spec.nic_profile ? &*spec.nic_profile : nullptr},
+                                                  spec.nic_profile ? &*spec.nic_profile : nullptr,
+                                                  spec.rnic_push},
                                 &rep.error);
   if (!fab) return rep;
   FabricTargetOptions fo;

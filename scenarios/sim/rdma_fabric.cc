@@ -44,7 +44,7 @@ std::unique_ptr<RdmaFabric> RdmaFabric::create(const env::Clock& clock,
       *error = std::string("RDMA: ") + to_string(s) + "'s NIC: " + pci.error().message;
       return nullptr;
     }
-    auto ctx = rdma::open_rnic(std::move(pci).value(), registry);
+    auto ctx = rdma::open_rnic(std::move(pci).value(), registry, {options.push_wqes});
     if (!ctx) {
       *error = std::string("RDMA: ") + to_string(s) + "'s NIC: " + ctx.error().message;
       return nullptr;

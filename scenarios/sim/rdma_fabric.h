@@ -33,6 +33,8 @@ struct RdmaFabricOptions {
   // Timed NICs (PCIe, pipelines, the profile's ports, cables and switch) instead of functional
   // ones on a fixed-latency wire: emulator/rnic's NicProfile, e.g. cx4lx-25g or cx5-100g.
   const emu::rnic::NicProfile* nic_profile = nullptr;
+  // Both hosts' providers push lone WQEs to their NIC (rdma::RnicOptions::push_wqes).
+  bool push_wqes = false;
 };
 
 class RdmaFabric {

@@ -61,7 +61,7 @@ class RdmaTest : public ::testing::Test {
     ASSERT_NE(h.device, nullptr);
     auto pci = env::VfioUserDevice::attach(h.device->connect(), h.registry);
     ASSERT_TRUE(pci.ok()) << pci.error().message;
-    auto ctx = open_rnic(std::move(pci).value(), h.registry);
+    auto ctx = open_rnic(std::move(pci).value(), h.registry, rnic_options_);
     ASSERT_TRUE(ctx.ok()) << ctx.error().message;
     h.ctx = std::move(ctx).value();
     auto buf = env::DmaRegion::create(h.registry, kBufBytes, env::DmaOptions{false});
@@ -171,6 +171,7 @@ class RdmaTest : public ::testing::Test {
   }
 
   emu::rnic::Cluster cluster_;
+  RnicOptions rnic_options_;  // for the hosts opened from now on
   Host a_, b_;
 };
 

@@ -135,6 +135,51 @@ TEST_F(Verbs, SendRecvWithAndWithoutImmediate) {
   EXPECT_EQ(tx[1].status, WcStatus::kSuccess);
 }
 
+// A lone work request goes to the NIC through the push window too (its WQE comes with the
+// doorbell, as mlx5's BlueFlame); a chain of two is read from the ring, as BlueFlame is used
+// only for one. Either way the messages arrive whole and in order.
+TEST_F(Verbs, LoneWorkRequestsArePushedAndChainsAreNot) {
+  rnic_options_.push_wqes = true;
+  open_pair();
+  fill(a_.at(0), 300, 5);
+  for (uint64_t i = 0; i < 4; ++i) ASSERT_EQ(post_recv(*b_.qp, {b_.sge(i * 4096, 4096)}, i), 0);
+  const uint64_t before = a_.device->nic().counters().pushed_wqes;
+  ASSERT_EQ(post_send(*a_.qp, WrOpcode::kSend, {a_.sge(0, 100)}, 1), 0);
+  ASSERT_EQ(post_send(*a_.qp, WrOpcode::kSend, {a_.sge(100, 100)}, 2), 0);
+  Sge s3 = a_.sge(200, 50), s4 = a_.sge(250, 50);
+  SendWr second;
+  second.wr_id = 4;
+  second.opcode = WrOpcode::kSend;
+  second.sg_list = &s4;
+  second.num_sge = 1;
+  second.send_flags = send_flag::kSignaled;
+  SendWr first = second;
+  first.wr_id = 3;
+  first.sg_list = &s3;
+  first.next = &second;
+  const SendWr* bad = nullptr;
+  ASSERT_EQ(a_.qp->post_send(first, &bad), 0);
+  auto rx = drain(b_);
+  ASSERT_EQ(rx.size(), 4u);
+  const std::size_t offset[] = {0, 100, 200, 250}, length[] = {100, 100, 50, 50};
+  for (uint64_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(rx[i].status, WcStatus::kSuccess);
+    EXPECT_EQ(rx[i].wr_id, i);
+    EXPECT_EQ(rx[i].byte_len, length[i]);
+    EXPECT_EQ(std::memcmp(a_.at(offset[i]), b_.at(i * 4096), length[i]), 0) << i;
+  }
+  EXPECT_EQ(drain(a_).size(), 4u);
+  EXPECT_EQ(a_.device->nic().counters().pushed_wqes - before, 2u);
+}
+
+TEST_F(Verbs, WithoutPushEveryWqeIsReadFromTheRing) {
+  open_pair();
+  ASSERT_EQ(post_recv(*b_.qp, {b_.sge(0, 4096)}, 1), 0);
+  ASSERT_EQ(post_send(*a_.qp, WrOpcode::kSend, {a_.sge(0, 100)}, 1), 0);
+  ASSERT_EQ(drain(b_).size(), 1u);
+  EXPECT_EQ(a_.device->nic().counters().pushed_wqes, 0u);
+}
+
 // 10,000 bytes at a 256-byte path MTU: 40 packets, gathered from three SGEs and scattered into
 // three others of different sizes.
 TEST_F(Verbs, SendSegmentsAcrossTheMtuWithScatterGather) {

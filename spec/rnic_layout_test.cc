@@ -15,7 +15,17 @@ TEST(RnicSpec, DoorbellsDoNotOverlapAndFitThePage) {
   EXPECT_LE(reg::rq_doorbell(kMaxQp - 1) + 4, reg::cq_doorbell(0));
   EXPECT_LE(reg::cq_doorbell(kMaxCq - 1) + 4, reg::srq_doorbell(0));
   EXPECT_LE(reg::srq_doorbell(kMaxSrq - 1) + 4, reg::kDoorbellBase + reg::kDoorbellSize);
-  EXPECT_EQ(reg::kDoorbellBase + reg::kDoorbellSize, kBar0Size);
+  EXPECT_LE(reg::kDoorbellBase + reg::kDoorbellSize, reg::kPushBase);
+}
+
+TEST(RnicSpec, PushSlotsAlternateWithinEachQpsPairAndFillTheWindow) {
+  EXPECT_EQ(reg::push_slot(0, 0), reg::kPushBase);
+  EXPECT_EQ(reg::push_slot(0, 1), reg::kPushBase + sizeof(SendWqe));
+  EXPECT_EQ(reg::push_slot(0, 2), reg::kPushBase) << "count 2 reuses count 0's slot";
+  EXPECT_EQ(reg::push_slot(3, 7), reg::kPushBase + 3 * 256 + 128);
+  EXPECT_EQ(reg::push_slot(kMaxQp - 1, 1) + sizeof(SendWqe), reg::kPushBase + reg::kPushSize);
+  EXPECT_EQ(reg::kPushBase + reg::kPushSize, kBar0Size);
+  EXPECT_EQ(kBar0Size & (kBar0Size - 1), 0u) << "a BAR's size is a power of two";
 }
 
 TEST(RnicSpec, PhaseFlipsOnEveryPassOverTheRing) {

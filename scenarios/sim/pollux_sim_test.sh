@@ -32,7 +32,10 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["per_device"][0]; sy
 timeout 60 "$sim" -p null -q 1 --time-ms 0.5 --json >"$err.out" || fail "null QD1 run"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["per_device"][0]; sys.exit(0 if d["mean_us"] < 1 else 1)' \
   "$err.out" || fail "null profile QD1 is not near zero latency: $(cat "$err.out")"
-"$sim" --help | grep -q -- "-p,--profile TEXT=p4800x .*gen4-tlc.*p3700" || fail "--help names no profiles or defaults"
+# (Read whole first: grep -q stops at its match, and a help longer than one pipe write would
+# then die of SIGPIPE under pipefail.)
+help=$("$sim" --help)
+grep -q -- "-p,--profile TEXT=p4800x .*gen4-tlc.*p3700" <<<"$help" || fail "--help names no profiles or defaults"
 refused "--interval-ms" -S 0
 # -S: the write cliff of a full TLC drive in time: fast while the cache absorbs writes, then
 # GC stalls them (a whole-run average hides both). With the TLC program time of the profile

@@ -10,7 +10,8 @@
 // bits):
 //   0 OPC(1) IN(56)            a mailbox command (written at the mailbox, then the doorbell)
 //   1 OFF(2) LEN(1) BYTES      bytes written into host memory at OFF (WQEs, SGE data, rings)
-//   2 OFF(2) VAL(4)            a store to the doorbell page at OFF (aligned to 4)
+//   2 OFF(2) VAL(4)            a store to the doorbell page at OFF (aligned to 4); opcode bit
+//                              3: to the push window at OFF * 4 instead (WQEs and their counts)
 //   3 SRC(1) LEN(2) BYTES      a packet from port SRC % 4 (ICRC appended; opcode bit 3: as is)
 //   4 N(1)                     N rounds of work: process, the wire delivers, 1 us passes
 //   5 E(1)                     virtual time moves on 2^(E % 32) ns (ACK and RNR timers)
@@ -105,10 +106,11 @@ struct Range {
 struct Rig {
   std::unique_ptr<uint8_t[]> mem{new uint8_t[kMemory]()};
   std::unique_ptr<uint8_t[]> doorbells{new uint8_t[sr::reg::kDoorbellSize]()};
+  std::unique_ptr<uint8_t[]> push{new uint8_t[sr::reg::kPushSize]()};
   FuzzMemory host{mem.get()};
   Wire wire{1};
   CheckingPort peer, other;
-  Rnic nic{host, doorbells.get(), kNic};
+  Rnic nic{host, doorbells.get(), kNic, {}, push.get()};
   uint64_t now = 0;
   uint64_t cmd_addr = kIova;
 
@@ -373,7 +375,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
         uint16_t off = 0;
         uint32_t v = 0;
         if (!in.get(&off) || !in.get(&v)) break;
-        std::memcpy(rig.doorbells.get() + (off % sr::reg::kDoorbellSize) / 4 * 4, &v, 4);
+        if (code & 8) {
+          std::memcpy(rig.push.get() + (uint32_t{off} * 4) % sr::reg::kPushSize, &v, 4);
+        } else {
+          std::memcpy(rig.doorbells.get() + (off % sr::reg::kDoorbellSize) / 4 * 4, &v, 4);
+        }
         break;
       }
       case 3: {

@@ -327,6 +327,10 @@ Scenario make_chaos_scenario(const ChaosOptions& o) {
     Rng cr(o.seed ^ 0xc0de5c0de5ull);
     const auto drawn = static_cast<uint32_t>(uniform(cr, 1, 2));
     s.fabric->target_cores = o.target_cores != 0 ? o.target_cores : drawn;
+    // RDMA: the hosts push lone WQEs in half the seeds (a stream of its own too), so faults
+    // also meet WQEs that came through the push window.
+    Rng pr(o.seed ^ 0x9055bf1a3eull);
+    s.fabric->nic.push = rdma && uniform(pr, 0, 1) == 1;
     s.name = (rdma ? "chaos-rdma-" : "chaos-fabric-") + std::to_string(o.seed);
   }
   for (uint32_t i = 0; i < n; ++i) {

@@ -176,6 +176,7 @@ class FabricScenarioTarget final : public EmulatedTarget {
       ro.seed = seed_;
       ro.latency_ns = spec_.link.latency_ns;
       ro.loss = spec_.link.loss;
+      ro.push_wqes = spec_.nic.push;
       if (!spec_.nic.profile.empty()) {  // validated when the file was read
         auto p = emu::rnic::load_nic_profile(spec_.nic.profile);
         if (!p) return "topology.fabric.nic.profile: " + p.error();
@@ -510,6 +511,7 @@ class FabricScenarioTarget final : public EmulatedTarget {
       out.emplace_back(who + " ACK timeouts", c.timeouts);
       out.emplace_back(who + " RNR NAKs", c.rnr_naks_received);
       out.emplace_back(who + " ICRC errors", c.icrc_errors);
+      out.emplace_back(who + " WQEs pushed", c.pushed_wqes);
     }
     out.emplace_back("wire drops", rdma_->cluster().wire().stats().dropped);
     out.emplace_back("bad rkeys sent", bad_rkeys);

@@ -183,6 +183,7 @@ Status parse_rdma_fabric(const YAML::Node& n, Section& s, const std::string& pre
                    "switch set it)" + where(p));
       }
     }
+    POLLUX_TRY(ns.boolean("push", &f->nic.push));
     uint32_t retry = f->nic.retry_count, rnr = f->nic.rnr_retry;
     POLLUX_TRY(ns.uint("retry_count", 0, 7, &retry));
     POLLUX_TRY(ns.uint("rnr_retry", 0, 7, &rnr));

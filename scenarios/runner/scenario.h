@@ -79,6 +79,9 @@ struct FabricNicSpec {
   // PCIe, pipelines, link rate, cables and switch take their time and the link's latency is
   // theirs; "": functional NICs on a wire of link.latency.
   std::string profile;
+  // The hosts' providers push a lone WQE to the NIC with its doorbell (mlx5's BlueFlame;
+  // rdma::RnicOptions::push_wqes) instead of the NIC reading every WQE from the ring.
+  bool push = false;
 };
 
 struct FabricSpec {

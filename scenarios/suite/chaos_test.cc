@@ -158,6 +158,22 @@ TEST(Chaos, TwoTargetCoresAreDrawnAndReplayFromTheSeed) {
   EXPECT_NE(a.trace_hash, c.trace_hash);
 }
 
+// RDMA seeds push lone WQEs through the NICs' push window in about half the runs, drawn from
+// a stream of their own (a seed replays its choice); TCP seeds never do.
+TEST(Chaos, RdmaSeedsDrawThePushWindowFromTheSeed) {
+  uint32_t pushed = 0;
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    ChaosOptions o{.seed = seed, .duration_ns = kDurationNs, .fabric = true, .rdma = true};
+    const Scenario s = make_chaos_scenario(o);
+    pushed += s.fabric->nic.push;
+    EXPECT_EQ(make_chaos_scenario(o).fabric->nic.push, s.fabric->nic.push);
+    o.rdma = false;
+    EXPECT_FALSE(make_chaos_scenario(o).fabric->nic.push);
+  }
+  EXPECT_GT(pushed, 60u);
+  EXPECT_LT(pushed, 140u);
+}
+
 // A suite scenario with a fabric: the same seed replays the same run (device and network
 // traces), another seed differs.
 TEST(Chaos, AFabricSuiteScenarioReplaysFromItsSeed) {

@@ -422,6 +422,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     }
   }
   rig.work(32);
+  if (g_debug) {
+    std::fprintf(stderr, "WQEs pushed: %llu\n",
+                 static_cast<unsigned long long>(rig.nic.counters().pushed_wqes));
+  }
   // The NIC still answers, and honestly: QUERY_DEVICE at a mailbox of its own.
   rig.register_write(sr::reg::kControl, sr::control::kEnable);  // (re-)enabled if it was not
   rig.register_write(sr::reg::kCmdAddr, static_cast<uint32_t>(kIova));

@@ -18,6 +18,7 @@
 #include "driver/env/dma_memory.h"
 #include "driver/env/vfio_user_client.h"
 #include "driver/rdma/rnic_provider.h"
+#include "spec/rnic.h"
 
 extern char** environ;
 
@@ -87,6 +88,10 @@ class PolluxRnicProcess : public ::testing::Test {
   void open(Host& h, int nic, bool push = false) {
     auto pci = env::VfioUserDevice::connect("vfio-user:" + sock(nic), h.registry);
     ASSERT_TRUE(pci.ok()) << pci.error().message;
+    if (push) {  // the window is shared memory across the process boundary, as the doorbells
+      ASSERT_NE(pci.value()->bar_map(0, spec::rnic::reg::kPushBase, spec::rnic::reg::kPushSize),
+                nullptr);
+    }
     auto ctx = open_rnic(std::move(pci).value(), h.registry, RnicOptions{push});
     ASSERT_TRUE(ctx.ok()) << ctx.error().message;
     h.ctx = std::move(ctx).value();

@@ -4,19 +4,14 @@
 // program publishes them from there and its endpoint serves the last published set.
 #pragma once
 
-#include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include <prometheus/metric_family.h>
 
+#include "emulator/device/metrics_endpoint.h"
 #include "emulator/nvme/controller.h"
 #include "emulator/timing/timed_ssd.h"
-
-namespace prometheus {
-class Exposer;
-}
 
 namespace pollux::emu::device {
 
@@ -32,21 +27,5 @@ struct DeviceMetricsInput {
 // Appends the device's samples to `out` (families of the same name are merged).
 void append_device_metrics(const DeviceMetricsInput& in,
                            std::vector<prometheus::MetricFamily>& out);
-
-// An HTTP pull endpoint that serves whatever was published last.
-class MetricsEndpoint {
- public:
-  // "host:port" (port 0: any free one). Empty string and an error on failure.
-  static std::unique_ptr<MetricsEndpoint> start(const std::string& address, std::string* error);
-  ~MetricsEndpoint();
-  void publish(std::vector<prometheus::MetricFamily> families);
-  int port() const { return port_; }
-
- private:
-  struct Published;
-  std::shared_ptr<Published> published_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
-  int port_ = 0;
-};
 
 }  // namespace pollux::emu::device

@@ -5,6 +5,7 @@
 // pipeline, frame and switch hop takes its modelled time, in realtime: nothing is seen before
 // the wall clock reaches its time. A driver attaches with "vfio-user:DIR/rnicN.sock".
 //   pollux-rnic --dir /tmp/rnic --nics 2 [--profile cx5-100g] [--seed 1] [--loss 0.01]
+//               [--metrics 127.0.0.1:9466]   (Prometheus: per NIC, per QP and the wire's)
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <csignal>
@@ -14,7 +15,9 @@
 #include <string>
 
 #include "common/cli.h"
+#include "emulator/device/metrics_endpoint.h"
 #include "emulator/rnic/cluster.h"
+#include "emulator/rnic/metrics.h"
 
 namespace {
 volatile std::sig_atomic_t g_stop = 0;
@@ -51,6 +54,9 @@ int main(int argc, char** argv) {
   app.add_option("--flap-down-ns", faults.flap_down_ns, "... and time down per flap");
   app.add_flag("-q,--quiet", quiet, "no start-up banner");
   app.add_option("--socket-group", socket_group, "let this group use the sockets too (0660)");
+  std::string metrics_addr;
+  app.add_option("--metrics", metrics_addr,
+                 "serve Prometheus metrics on host:port (e.g. 127.0.0.1:9466; port 0: any)");
   if (auto rc = pollux::cli::parse(app, argc, argv)) return *rc;
 
   std::optional<NicProfile> profile;
@@ -77,14 +83,41 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  std::unique_ptr<pollux::emu::device::MetricsEndpoint> metrics;
+  if (!metrics_addr.empty()) {
+    std::string err;
+    metrics = pollux::emu::device::MetricsEndpoint::start(metrics_addr, &err);
+    if (!metrics) {
+      std::fprintf(stderr, "pollux-rnic: --metrics %s\n", err.c_str());
+      return 2;
+    }
+  }
+  // The counters belong to this thread: a snapshot is published for the endpoint now and then.
+  auto publish = [&] {
+    std::vector<prometheus::MetricFamily> families;
+    for (std::size_t i = 0; i < cluster.count(); ++i) {
+      const Rnic& nic = cluster.nic(i).nic();
+      append_nic_metrics({&nic, "rnic" + std::to_string(i), nic.port_address(),
+                          cluster.wire().link_up(nic.port_address())},
+                         families);
+    }
+    append_wire_metrics(cluster.wire().stats(), families);
+    metrics->publish(std::move(families));
+  };
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   if (!quiet)
     std::printf("pollux-rnic: %u NICs in %s, seed %llu, %s\n", nics, dir.c_str(),
                 (unsigned long long)seed,
                 profile ? ("profile " + profile->name).c_str() : "functional (no timing)");
+  if (metrics) {
+    publish();
+    std::printf("pollux-rnic: metrics on http://%s:%d/metrics\n",
+                metrics_addr.substr(0, metrics_addr.rfind(':')).c_str(), metrics->port());
+  }
   std::fflush(stdout);
   const auto start = std::chrono::steady_clock::now();
+  auto published = start;
   while (!g_stop) {
     bool any_client = false;
     for (std::size_t i = 0; i < cluster.count(); ++i)
@@ -100,6 +133,10 @@ int main(int argc, char** argv) {
     const auto now = std::chrono::steady_clock::now() - start;
     cluster.step_at(
         static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()));
+    if (metrics && std::chrono::steady_clock::now() - published > std::chrono::milliseconds(100)) {
+      publish();
+      published = std::chrono::steady_clock::now();
+    }
   }
   if (!quiet) {
     const auto& w = cluster.wire().stats();

@@ -2,7 +2,8 @@
 # NVMe/RDMA across processes, as a user runs it: pollux-rnic serves two emulated NICs, pollux-tgt
 # takes the first (nvmf_create_transport trtype RDMA, rdma_device) and pollux-perf the second
 # (POLLUX_RDMA_DEVICE); verified random I/O in the capsule (4 KiB writes) and by keyed SGL
-# (128 KiB: RDMA READ and WRITE), the target's counters saying which, SIGTERM ending with 0.
+# (128 KiB: RDMA READ and WRITE), the target's counters saying which, pollux-rnic's Prometheus
+# metrics counting the traffic per NIC and QP, SIGTERM ending with 0.
 set -euo pipefail
 tgt=$1 perf=$2 rpc=$3 rnic=$4
 dir=${TEST_TMPDIR:-$(mktemp -d)}
@@ -22,7 +23,7 @@ fail() {
 }
 nqn=nqn.2026-11.io.pollux:rdma1
 
-"$rnic" --dir "$run" --nics 2 -q >"$dir/rnic.out" 2>&1 &
+"$rnic" --dir "$run" --nics 2 -q --metrics 127.0.0.1:0 >"$dir/rnic.out" 2>&1 &
 rnic_pid=$!
 for _ in $(seq 200); do
   [ -S "$run/rnic0.sock" ] && [ -S "$run/rnic1.sock" ] && break
@@ -78,6 +79,30 @@ sys.exit(0 if s("in_capsule") > 0 and s("rdma_reads") > 0 and s("rdma_writes") >
          and s("error_completions") == 0 else 1)
 PY
 echo "ok: the target counted in-capsule data, RDMA READs and WRITEs, no error completion"
+
+metrics_url=$(sed -n 's/^pollux-rnic: metrics on \(http:[^ ]*\)$/\1/p' "$dir/rnic.out" | head -1)
+[ -n "$metrics_url" ] || fail "pollux-rnic printed no metrics address: $(cat "$dir/rnic.out")"
+python3 - "$metrics_url" <<'PY' || fail "pollux-rnic's metrics"
+import re, sys, time, urllib.request
+def value(text, name, labels):
+    for line in text.splitlines():
+        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+deadline = time.time() + 5
+while True:  # published every 100 ms: the last counts may take one more turn
+    text = urllib.request.urlopen(sys.argv[1], timeout=5).read().decode()
+    tx = [value(text, "pollux_rnic_tx_bytes_total", {"nic": f"rnic{i}"}) for i in (0, 1)]
+    # (The hosts have gone: their QPs, and so the per-QP series, with them.)
+    qps = value(text, "pollux_rnic_qps", {"nic": "rnic1", "state": "reset"})
+    if all(t and t > 128 * 1024 for t in tx) and qps is not None:
+        break
+    if time.time() > deadline:
+        print(text[:3000]); sys.exit(1)
+    time.sleep(0.2)
+print("rnic0 sent", tx[0], "bytes, rnic1", tx[1])
+PY
+echo "ok: pollux-rnic's metrics counted both NICs' traffic"
 
 kill -TERM "$pid"
 rc=0

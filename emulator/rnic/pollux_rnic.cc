@@ -6,6 +6,7 @@
 // the wall clock reaches its time. A driver attaches with "vfio-user:DIR/rnicN.sock".
 //   pollux-rnic --dir /tmp/rnic --nics 2 [--profile cx5-100g] [--seed 1] [--loss 0.01]
 //               [--metrics 127.0.0.1:9466]   (Prometheus: per NIC, per QP and the wire's)
+//               [--control DIR/control.sock] (fault commands as JSON lines: control.h)
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <csignal>
@@ -15,8 +16,10 @@
 #include <string>
 
 #include "common/cli.h"
+#include "emulator/device/control_socket.h"
 #include "emulator/device/metrics_endpoint.h"
 #include "emulator/rnic/cluster.h"
+#include "emulator/rnic/control.h"
 #include "emulator/rnic/metrics.h"
 
 namespace {
@@ -54,7 +57,10 @@ int main(int argc, char** argv) {
   app.add_option("--flap-down-ns", faults.flap_down_ns, "... and time down per flap");
   app.add_flag("-q,--quiet", quiet, "no start-up banner");
   app.add_option("--socket-group", socket_group, "let this group use the sockets too (0660)");
-  std::string metrics_addr;
+  std::string metrics_addr, control_path;
+  app.add_option("--control", control_path,
+                 "a control socket for fault commands (JSON lines: link_down, loss, qp_error, "
+                 "nic_reset, stats...)");
   app.add_option("--metrics", metrics_addr,
                  "serve Prometheus metrics on host:port (e.g. 127.0.0.1:9466; port 0: any)");
   if (auto rc = pollux::cli::parse(app, argc, argv)) return *rc;
@@ -79,6 +85,16 @@ int main(int argc, char** argv) {
     std::string why;
     if (const int rc = d->server().listen(path, socket_group, &why); rc != 0) {
       std::fprintf(stderr, "pollux-rnic: listen %s: %s\n", path.c_str(),
+                   why.empty() ? std::strerror(-rc) : why.c_str());
+      return 1;
+    }
+  }
+  RnicControl control(cluster, faults);
+  pollux::emu::device::ControlSocket control_socket;
+  if (!control_path.empty()) {
+    std::string why;
+    if (const int rc = control_socket.listen(control_path, socket_group, &why); rc != 0) {
+      std::fprintf(stderr, "pollux-rnic: control socket %s: %s\n", control_path.c_str(),
                    why.empty() ? std::strerror(-rc) : why.c_str());
       return 1;
     }
@@ -131,8 +147,13 @@ int main(int argc, char** argv) {
       }
     }
     const auto now = std::chrono::steady_clock::now() - start;
-    cluster.step_at(
-        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()));
+    const auto now_ns =
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
+    if (!control_path.empty()) {
+      control.tick(now_ns);
+      control_socket.poll([&](const std::string& line) { return control.apply(line, now_ns); });
+    }
+    cluster.step_at(now_ns);
     if (metrics && std::chrono::steady_clock::now() - published > std::chrono::milliseconds(100)) {
       publish();
       published = std::chrono::steady_clock::now();

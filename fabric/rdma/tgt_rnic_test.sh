@@ -3,7 +3,8 @@
 # takes the first (nvmf_create_transport trtype RDMA, rdma_device) and pollux-perf the second
 # (POLLUX_RDMA_DEVICE); verified random I/O in the capsule (4 KiB writes) and by keyed SGL
 # (128 KiB: RDMA READ and WRITE), the target's counters saying which, pollux-rnic's Prometheus
-# metrics counting the traffic per NIC and QP, SIGTERM ending with 0.
+# metrics counting the traffic, its control socket taking fault commands (1 % of packets lost
+# under verified I/O), SIGTERM ending with 0.
 set -euo pipefail
 tgt=$1 perf=$2 rpc=$3 rnic=$4
 dir=${TEST_TMPDIR:-$(mktemp -d)}
@@ -23,7 +24,8 @@ fail() {
 }
 nqn=nqn.2026-11.io.pollux:rdma1
 
-"$rnic" --dir "$run" --nics 2 -q --metrics 127.0.0.1:0 >"$dir/rnic.out" 2>&1 &
+"$rnic" --dir "$run" --nics 2 -q --metrics 127.0.0.1:0 --control "$run/control.sock" \
+  >"$dir/rnic.out" 2>&1 &
 rnic_pid=$!
 for _ in $(seq 200); do
   [ -S "$run/rnic0.sock" ] && [ -S "$run/rnic1.sock" ] && break
@@ -103,6 +105,31 @@ while True:  # published every 100 ms: the last counts may take one more turn
 print("rnic0 sent", tx[0], "bytes, rnic1", tx[1])
 PY
 echo "ok: pollux-rnic's metrics counted both NICs' traffic"
+
+# Fault commands: 1 % of the packets lost under verified I/O (the NICs resend what was lost),
+# a link flap and a bad command taken or refused, stats answered.
+control() {
+  python3 - "$run/control.sock" "$@" <<'PY'
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile("rw")
+for line in sys.argv[2:]:
+    f.write(line + "\n"); f.flush(); print(f.readline().strip())
+PY
+}
+control '{"cmd":"stats"}' '{"cmd":"link_down","nic":1,"duration_us":1}' '{"cmd":"lose","rate":1}' \
+  '{"cmd":"loss","rate":0.01}' >"$dir/control.out" || fail "control socket"
+grep -q '^{"nics":\[{' "$dir/control.out" || grep -q '"nics"' "$dir/control.out" ||
+  fail "stats: $(cat "$dir/control.out")"
+grep -q "cmd: 'lose' is not one of" "$dir/control.out" || fail "a bad command: $(cat "$dir/control.out")"
+perf_verify -q 8 -o 4096 -t 1
+control '{"cmd":"loss","rate":0}' '{"cmd":"stats"}' | tail -1 >"$dir/stats2.out"
+python3 - "$dir/stats2.out" <<'PY' || fail "no retransmission under loss: $(cat "$dir/stats2.out")"
+import json, sys
+j = json.loads(open(sys.argv[1]).read())
+print("under 1 % loss:", [n["retransmitted_packets"] for n in j["nics"]], "retransmitted")
+sys.exit(0 if j["ok"] and sum(n["retransmitted_packets"] for n in j["nics"]) > 0 else 1)
+PY
+echo "ok: pollux-rnic's control socket: verified I/O through 1 % loss, a bad command refused"
 
 kill -TERM "$pid"
 rc=0

@@ -6,7 +6,7 @@
 # metrics counting the traffic, its control socket taking fault commands (1 % of packets lost
 # under verified I/O), SIGTERM ending with 0.
 set -euo pipefail
-tgt=$1 perf=$2 rpc=$3 rnic=$4
+tgt=$1 perf=$2 rpc=$3 rnic=$4 ctl=$5
 dir=${TEST_TMPDIR:-$(mktemp -d)}
 run=$(mktemp -d /tmp/pollux-rdma-test.XXXXXX)  # UNIX socket paths must stay short
 pid= rnic_pid=
@@ -108,21 +108,17 @@ echo "ok: pollux-rnic's metrics counted both NICs' traffic"
 
 # Fault commands: 1 % of the packets lost under verified I/O (the NICs resend what was lost),
 # a link flap and a bad command taken or refused, stats answered.
-control() {
-  python3 - "$run/control.sock" "$@" <<'PY'
-import json, socket, sys
-s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile("rw")
-for line in sys.argv[2:]:
-    f.write(line + "\n"); f.flush(); print(f.readline().strip())
-PY
-}
+control() { "$ctl" "$run/control.sock" "$@"; }
+rc=0
 control '{"cmd":"stats"}' '{"cmd":"link_down","nic":1,"duration_us":1}' '{"cmd":"lose","rate":1}' \
-  '{"cmd":"loss","rate":0.01}' >"$dir/control.out" || fail "control socket"
+  '{"cmd":"loss","rate":0.01}' >"$dir/control.out" || rc=$?
+[ $rc -eq 1 ] || fail "pollux-ctl: status $rc with a refused command: $(cat "$dir/control.out")"
 grep -q '^{"nics":\[{' "$dir/control.out" || grep -q '"nics"' "$dir/control.out" ||
   fail "stats: $(cat "$dir/control.out")"
 grep -q "cmd: 'lose' is not one of" "$dir/control.out" || fail "a bad command: $(cat "$dir/control.out")"
 perf_verify -q 8 -o 4096 -t 1
-control '{"cmd":"loss","rate":0}' '{"cmd":"stats"}' | tail -1 >"$dir/stats2.out"
+control '{"cmd":"loss","rate":0}' '{"cmd":"stats"}' >"$dir/stats2.out" || fail "control socket"
+tail -1 "$dir/stats2.out" >"$dir/stats3.out" && mv "$dir/stats3.out" "$dir/stats2.out"
 python3 - "$dir/stats2.out" <<'PY' || fail "no retransmission under loss: $(cat "$dir/stats2.out")"
 import json, sys
 j = json.loads(open(sys.argv[1]).read())

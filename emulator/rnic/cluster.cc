@@ -24,7 +24,8 @@ RnicDevice* Cluster::add_nic(RnicConfig config) {
 
 bool Cluster::step() {
   bool did = wire_.deliver_until(now_) > 0;
-  for (auto& n : nics_) did |= n->process(now_);
+  for (std::size_t i = 0; i < nics_.size(); ++i)
+    did |= nics_[i]->process(now_, i < clocks_.size() && clocks_[i] ? clocks_[i]() : 0);
   return did;
 }
 

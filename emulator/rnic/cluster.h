@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -47,6 +48,12 @@ class Cluster {
     return step();
   }
   uint64_t next_event_ns() const;
+  // The CPU clock of the host driving NIC i (Rnic::process's stores_at): its doorbell stores
+  // are dated by it. None: now.
+  void set_host_clock(std::size_t i, std::function<uint64_t()> clock) {
+    if (clocks_.size() <= i) clocks_.resize(i + 1);
+    clocks_[i] = std::move(clock);
+  }
   // Steps and jumps from event to event until now + ns (now ends there).
   void run_for(uint64_t ns);
   // ... until nothing is pending at all, or `limit_ns` of virtual time went by. True if idle.
@@ -56,6 +63,7 @@ class Cluster {
   Wire wire_;
   std::optional<NicProfile> profile_;
   std::vector<std::unique_ptr<RnicDevice>> nics_;
+  std::vector<std::function<uint64_t()>> clocks_;
   uint64_t now_ = 0;
 };
 

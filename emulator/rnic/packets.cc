@@ -201,8 +201,9 @@ bool Rnic::scatter(const Qp& qp, const sr::Sge* sge, uint32_t nsge, uint32_t off
   return n == 0;
 }
 
-bool Rnic::process(uint64_t now_ns) {
+bool Rnic::process(uint64_t now_ns, uint64_t stores_at_ns) {
   now_ = std::max(now_, now_ns);
+  stores_at_ = stores_at_ns;
   if (!(control_ & sr::control::kEnable)) return false;
   bool did = false;
   while (!rx_.empty() && rx_.front().due <= now_ps()) {

@@ -78,8 +78,9 @@ bool Rnic::fetch_send_wqes(Qp& qp, uint32_t qpn) {
     // doorbell) and checked (the checks above use its bytes at once; nothing of it leaves
     // before this time).
     if (timing_) {
-      o.ready_ps = pushed ? timing_->pushed_wqe(now_ps())
-                          : timing_->fetch_wqe(now_ps(), timing_->doorbell(now_ps()));
+      const SimTime stored = stores_ps();
+      o.ready_ps = pushed ? timing_->pushed_wqe(stored)
+                          : timing_->fetch_wqe(now_ps(), timing_->doorbell(stored));
     }
     qp.ops.push_back(o);
   }

@@ -79,7 +79,11 @@ class Rnic final : public WirePort {
 
   // ---- device work ----
   // Returns true if it did anything (a caller loops while true before advancing time).
-  bool process(uint64_t now_ns);
+  // `stores_at_ns`: when the host's CPU made the doorbell stores this call finds (its clock at
+  // the end of the work that posted them; 0 or earlier than now: now). A lockstep host runs a
+  // whole step of software at one instant of virtual time; its doorbells reach the NIC when
+  // that software's modelled CPU time has passed, as the SSD's do (TimedSsd::scan's clock).
+  bool process(uint64_t now_ns, uint64_t stores_at_ns = 0);
   // Earliest retransmission or RNR timer (timed: or received packet through the pipeline, or
   // completion landing in host memory), or UINT64_MAX.
   uint64_t next_timer_ns() const;
@@ -188,6 +192,8 @@ class Rnic final : public WirePort {
             const spec::roce::Reth* reth, const spec::roce::Aeth* aeth, const uint32_t* imm,
             const uint8_t* payload, uint32_t len, SimTime ready);
   SimTime now_ps() const { return now_ * timing::kNs; }
+  // When the doorbell stores this process() call found were made (timed dating).
+  SimTime stores_ps() const { return std::max(now_, stores_at_) * timing::kNs; }
   // The port has room for another packet (the transmit window; always, functional).
   bool tx_room() const;
   // When a packet made now (an acknowledgement) reaches the MAC.
@@ -201,6 +207,7 @@ class Rnic final : public WirePort {
   RnicConfig config_;
   Wire* wire_ = nullptr;
   uint64_t now_ = 0;
+  uint64_t stores_at_ = 0;
 
   uint32_t control_ = 0;
   uint64_t cmd_addr_ = 0;

@@ -34,7 +34,9 @@ class RnicDevice final : public vfio_user::DeviceModel {
   Rnic& nic() { return *nic_; }
   const Rnic& nic() const { return *nic_; }
   const device::PciConfigSpace& config_space() const { return config_; }
-  bool process(uint64_t now_ns) { return nic_->process(now_ns); }
+  bool process(uint64_t now_ns, uint64_t stores_at_ns = 0) {
+    return nic_->process(now_ns, stores_at_ns);
+  }
   // DMA the device wanted while the host had bus mastering off (refused, as a root port does).
   uint64_t dma_refused_no_bus_master() const { return dma_.refused_no_bus_master; }
 

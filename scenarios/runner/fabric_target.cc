@@ -193,6 +193,11 @@ class FabricScenarioTarget final : public EmulatedTarget {
     if (!target_) return err;
     sim::Lockstep& ls = rig_->lockstep();
     ls.add_world([this] { return world_step(); });
+    if (rdma_) {  // each side's NIC sees its doorbells when that side's software has run
+      rdma_->set_cpu_clock(sim::RdmaSide::kHost, [&ls] { return ls.cpu_now_ns(); });
+      rdma_->set_cpu_clock(sim::RdmaSide::kTarget,
+                           [this] { return target_ ? target_->stores_at_ns() : 0; });
+    }
     ls.add_event_source([this] { return next_event_ns(); });
     // A set-up path's wait steps the world (the target must answer the connect) instead of
     // blocking.

@@ -91,6 +91,7 @@ uint64_t FabricTarget::next_event_ns() const {
 bool FabricTarget::step() {
   const bool model = o_.costs && !realtime_;
   bool work = false;
+  stores_at_ = 0;
   for (size_t i = 0; i < cores_.size(); ++i) {
     Core& c = cores_[i];
     if (model && clock_.now() < c.busy_until) continue;
@@ -104,6 +105,9 @@ bool FabricTarget::step() {
     c.drives.charge(&charged);
     c.commands_charged = n;
     c.busy_until = clock_.now() + cost;
+    // Its doorbell stores: when the iteration's work is done (SPDK's target posts a poll's
+    // work requests together at its end; at QD 1 an iteration holds one command).
+    stores_at_ = std::max(stores_at_, c.busy_until);
     c.busy_with_work = did || charged;
     if (c.busy_with_work) c.busy_ns += cost;
   }

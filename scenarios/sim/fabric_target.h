@@ -94,6 +94,9 @@ class FabricTarget {
   bool step();
   // Until the core is free again after an iteration that did work; UINT64_MAX: not busy.
   uint64_t next_event_ns() const;
+  // When the cores that ran in the last step() made their doorbell stores: the latest end of
+  // their iterations (0: none ran, or realtime).
+  uint64_t stores_at_ns() const { return stores_at_; }
   // Realtime: the TSC measures the target's CPU time and nothing waits for it.
   void set_realtime(bool on);
   // For the target's bdev_nvme (NvmeBdevOptions::qpair_observer): the drives' queue pairs,
@@ -149,6 +152,7 @@ class FabricTarget {
   };
   std::vector<Core> cores_;
   size_t current_ = 0;  // the core whose reactor runs (the framework's CPU clock is its)
+  uint64_t stores_at_ = 0;
   bool realtime_ = false;
   WallNs wall_;
   struct ReadCpu {

@@ -59,10 +59,10 @@ int main(int argc, char** argv) {
                  "with --transport rdma: the target's in-capsule data size (default 4096; 0: "
                  "writes' data fetched by RDMA READ, as the SPDK paper's 2017 host did)")
       ->check(CLI::Range(0u, 65536u));
-  bool rnic_push = false;
-  app.add_flag("--rnic-push", rnic_push,
-               "with --transport rdma: lone WQEs go to the NIC with their doorbell (mlx5's "
-               "BlueFlame) instead of being read from the ring by DMA");
+  bool no_push = false;
+  app.add_flag("--no-rnic-push", no_push,
+               "with --transport rdma: the NIC reads every WQE from the ring by DMA (by default "
+               "a lone WQE comes with its doorbell, as mlx5's provider sends it by BlueFlame)");
   uint64_t host_stack_ns = 0;
   app.add_option("--host-stack-ns", host_stack_ns,
                  "the host's I/O stack per I/O beyond the polled driver, in latency (not CPU): "
@@ -171,9 +171,9 @@ int main(int argc, char** argv) {
   if (in_capsule && transport != "rdma")
     return pollux::cli::bad_input(app, "--in-capsule-data-size needs --transport rdma");
   spec.in_capsule_data_size = in_capsule;
-  if (rnic_push && transport != "rdma")
-    return pollux::cli::bad_input(app, "--rnic-push needs --transport rdma");
-  spec.rnic_push = rnic_push;
+  if (no_push && transport != "rdma")
+    return pollux::cli::bad_input(app, "--no-rnic-push needs --transport rdma");
+  spec.rnic_push = !no_push;
   if (host_stack_ns && transport == "rdma")
     return pollux::cli::bad_input(app,
                                   "--host-stack-ns is for local runs (the fabric's host is polled)");

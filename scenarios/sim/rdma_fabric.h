@@ -73,6 +73,11 @@ class RdmaFabric {
 
   // What the wire decided, packet by packet (time, ports, opcode, PSN, length, fate): same
   // seed, same hash. Packet bytes are left out: they carry host virtual addresses.
+  // The CPU clock of the machine on side s: its NIC dates that machine's doorbell stores by it
+  // (emu::rnic::Cluster::set_host_clock). None: the NIC sees them at the step's time.
+  void set_cpu_clock(RdmaSide s, std::function<uint64_t()> clock) {
+    cluster_.set_host_clock(index(s), std::move(clock));
+  }
   uint64_t trace_hash() const { return cluster_.wire().decision_hash(); }
   uint64_t trace_records() const { return cluster_.wire().decisions(); }
 

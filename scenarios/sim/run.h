@@ -39,9 +39,10 @@ struct RunSpec {
   // write's data is fetched by RDMA READ, as SPDK's 2017 host did (it sent no in-capsule
   // data); nullopt: the transport's default (4 KiB).
   std::optional<uint32_t> in_capsule_data_size;
-  // With "rdma": the hosts' providers push lone WQEs to the NIC with the doorbell (mlx5's
-  // BlueFlame) instead of the NIC reading every WQE from the ring.
-  bool rnic_push = false;
+  // With "rdma": the hosts' providers push lone WQEs to the NIC with the doorbell, as mlx5's
+  // provider sends a single work request by BlueFlame; false: the NIC reads every WQE from the
+  // ring.
+  bool rnic_push = true;
   // false: the simulation without fast forward (emu::timing::Simulation::set_fast_forward):
   // the same results, more slowly; for checking that.
   bool fast_forward = true;

@@ -63,6 +63,12 @@ struct RawHost {
   }
 };
 
+// The far end of the wire, counting what arrives.
+struct CountingPort : WirePort {
+  int packets = 0;
+  void receive(uint64_t, const uint8_t*, std::size_t) override { ++packets; }
+};
+
 // A bit-at-a-time CRC-32 with the ICRC's mask, to check the table-driven one against.
 uint32_t reference_icrc(const uint8_t* p, std::size_t n, bool mask = true) {
   uint32_t c = ~0u;
@@ -300,10 +306,7 @@ TEST(Rnic, APushedWqeIsTakenFromItsSlotAndAStaleOneIsNot) {
   RawHost h;
   RawQp q(h);
   Wire wire(1, {}, 0);
-  struct Count : WirePort {
-    int packets = 0;
-    void receive(uint64_t, const uint8_t*, std::size_t) override { ++packets; }
-  } peer;
+  CountingPort peer;
   wire.attach(2, &peer);
   h.nic.connect(&wire);
   auto* ring = reinterpret_cast<sr::SendWqe*>(q.rings.p + 4096);
@@ -354,10 +357,7 @@ TEST(Rnic, PerQpCountersAndAForcedQpError) {
   ASSERT_EQ(h.cmd(sr::CmdOpcode::kCreateEq, sr::CreateEqIn{eq.iova(), 4}), St::kOk);
   RawQp q(h);
   Wire wire(1, {}, 0);
-  struct Capture : WirePort {
-    int got = 0;
-    void receive(uint64_t, const uint8_t*, std::size_t) override { ++got; }
-  } peer;
+  CountingPort peer;
   wire.attach(2, &peer);
   h.nic.connect(&wire);
   Buffer data(4096);
@@ -415,7 +415,7 @@ TEST(Rnic, PerQpCountersAndAForcedQpError) {
     EXPECT_EQ(c.errors, 0u);
   });
   EXPECT_EQ(seen, 1);
-  EXPECT_EQ(peer.got, 0) << "nothing was delivered yet: the wire was not stepped";
+  EXPECT_EQ(peer.packets, 0) << "nothing was delivered yet: the wire was not stepped";
   // The fault: the outstanding SEND is flushed, the QP is in Error, the driver hears QP_FATAL.
   EXPECT_TRUE(h.nic.force_qp_error(q.qpn));
   EXPECT_FALSE(h.nic.force_qp_error(q.qpn)) << "in Error already";

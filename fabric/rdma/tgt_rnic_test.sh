@@ -113,12 +113,11 @@ rc=0
 control '{"cmd":"stats"}' '{"cmd":"link_down","nic":1,"duration_us":1}' '{"cmd":"lose","rate":1}' \
   '{"cmd":"loss","rate":0.01}' >"$dir/control.out" || rc=$?
 [ $rc -eq 1 ] || fail "pollux-ctl: status $rc with a refused command: $(cat "$dir/control.out")"
-grep -q '^{"nics":\[{' "$dir/control.out" || grep -q '"nics"' "$dir/control.out" ||
-  fail "stats: $(cat "$dir/control.out")"
+grep -q '"nics"' "$dir/control.out" || fail "stats: $(cat "$dir/control.out")"
 grep -q "cmd: 'lose' is not one of" "$dir/control.out" || fail "a bad command: $(cat "$dir/control.out")"
 perf_verify -q 8 -o 4096 -t 1
-control '{"cmd":"loss","rate":0}' '{"cmd":"stats"}' >"$dir/stats2.out" || fail "control socket"
-tail -1 "$dir/stats2.out" >"$dir/stats3.out" && mv "$dir/stats3.out" "$dir/stats2.out"
+out=$(control '{"cmd":"loss","rate":0}' '{"cmd":"stats"}') || fail "control socket: $out"
+tail -n 1 <<<"$out" >"$dir/stats2.out"
 python3 - "$dir/stats2.out" <<'PY' || fail "no retransmission under loss: $(cat "$dir/stats2.out")"
 import json, sys
 j = json.loads(open(sys.argv[1]).read())

@@ -345,12 +345,14 @@ void Qpair::place_in_sq(Request* r) {
   out_tail_ = r;
   doorbell_pending_ = true;
   ++stats_.submitted;
+  if (work_group_) ++work_group_->submitted;
 }
 
 void Qpair::ring_sq_doorbell() {
   if (!doorbell_pending_) return;
   doorbell_pending_ = false;
   ++stats_.doorbells;
+  if (work_group_) ++work_group_->doorbells;
   if (unstamped_ != 0) {  // the newest requests are at the tail of the outstanding list
     const uint64_t now = ctx_.clock->now();
     for (Request* r = out_tail_; r != nullptr && unstamped_ != 0; r = r->prev, --unstamped_)
@@ -423,6 +425,7 @@ inline void Qpair::complete(const sn::CompletionEntry& entry, uint64_t* now) {
   unlink_outstanding(r);
   --outstanding_;
   ++stats_.completed;
+  if (work_group_) ++work_group_->completed;
   if (options_.track_latency) {
     // A request stamped after `now` was read (an unbatched doorbell rung by a callback of
     // this batch) needs a fresh reading.
@@ -441,6 +444,7 @@ inline void Qpair::complete(const sn::CompletionEntry& entry, uint64_t* now) {
 
 int Qpair::process_completions(uint32_t max) {
   ++stats_.polls;  // what a simulator charges host time for (scenarios/sim's Lockstep)
+  if (work_group_) ++work_group_->polls;
   if (gone()) [[unlikely]] {
     if (!removal_handled_) fail_removed();
     return -ENODEV;
@@ -682,6 +686,7 @@ uint32_t Qpair::deliver_injected(uint32_t max) {
     --inj_count_;
     ++delivered;
     ++stats_.completed;
+    if (work_group_) ++work_group_->completed;
     if ((r->inject_status & 0xfffe) != 0) count_error(r->inject_status);
     end_request(r, r->inject_status);
   }

@@ -43,6 +43,14 @@ struct QpairOptions {
   void* timeout_ctx = nullptr;
 };
 
+// The counts a CPU-time model weighs, summed where they are counted over a group of queue
+// pairs (as SPDK's PCIe poll groups share one statistics structure): reading a group's costs
+// the same however many queue pairs it has (a simulator reads it at every CPU-clock reading).
+// Written by the queue pairs' owner thread; readable from any thread.
+struct QpairWorkCounts {
+  env::OwnerCounter polls = 0, submitted = 0, completed = 0, doorbells = 0;
+};
+
 // Written by the queue pair's owner; readable from any thread (metrics).
 struct QpairStats {
   env::OwnerCounter polls = 0;      // process_completions() calls
@@ -118,6 +126,9 @@ class Qpair {
   uint32_t queue_size() const { return size_; }
   QueueTransport& transport() { return *transport_; }
   const QpairStats& stats() const { return stats_; }
+  // From now on its polls, submissions, completions and doorbells are also counted into
+  // `group` (nullptr: no longer). Owner thread; the group must outlive the membership.
+  void count_work_into(QpairWorkCounts* group) { work_group_ = group; }
   uint32_t outstanding() const { return outstanding_; }  // submitted or queued, not completed
 
   // I/O. 0, or -ENOMEM (no free request: retry after completions), -EINVAL (bad
@@ -271,6 +282,7 @@ class Qpair {
   uint32_t num_rules_ = 0;
   ErrorInjection rules_[kMaxErrorInjections];
   QpairStats stats_;
+  QpairWorkCounts* work_group_ = nullptr;
 };
 
 }  // namespace pollux::nvme

@@ -55,6 +55,30 @@ TEST_F(Harness, UnbatchedModeRingsOnEverySubmit) {
   EXPECT_EQ(qp->stats().doorbells, 2u);
 }
 
+// Two queue pairs counting into one group (a simulator's CPU-time model reads the group):
+// each poll, submission, doorbell and completion lands in the group too, until it leaves.
+TEST_F(Harness, QueuePairsCountTheirWorkIntoAGroupUntilTheyLeave) {
+  auto a = make();
+  QpairWorkCounts group;
+  Done d;
+  ASSERT_EQ(a->read(ns, buf(), 0, 1, Done::cb, &d), 0);  // before joining: not counted
+  a->count_work_into(&group);
+  ASSERT_EQ(a->read(ns, buf(), 1, 1, Done::cb, &d), 0);
+  a->flush_doorbell();
+  EXPECT_EQ(group.submitted, 1u);
+  EXPECT_EQ(group.doorbells, 1u);
+  post(fetch().cid);
+  post(fetch().cid);
+  EXPECT_EQ(a->process_completions(), 2);
+  EXPECT_EQ(group.polls, 1u);
+  EXPECT_EQ(group.completed, 2u);
+  EXPECT_EQ(a->stats().submitted, 2u);  // its own statistics count everything
+  a->count_work_into(nullptr);
+  EXPECT_EQ(a->process_completions(), 0);
+  EXPECT_EQ(group.polls, 1u);
+  EXPECT_EQ(a->stats().polls, 2u);
+}
+
 TEST_F(Harness, DoorbellsWithoutAMappingGoThroughBarWrites) {
   dev.mapped_doorbells = false;
   auto qp = make();

@@ -45,7 +45,7 @@ class EmulatedTarget : public Target {
     const emu::timing::CacheProfile& cache = profiles_[d].cache;
     return cache.bytes == 0 || cache.power_loss_protection;
   }
-  void watch(const nvme::Qpair* qp, bool created) override {
+  void watch(nvme::Qpair* qp, bool created) override {
     if (created)
       rig_->lockstep().watch(qp);
     else

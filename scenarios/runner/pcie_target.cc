@@ -147,7 +147,7 @@ class PcieTarget final : public Target {
   // target has no power-loss fault.
   bool power_loss_protected(uint32_t) const override { return true; }
   bool starts_zeroed() const override { return false; }  // an earlier run's data is there
-  void watch(const nvme::Qpair*, bool) override {}
+  void watch(nvme::Qpair*, bool) override {}
 
   void step() override {
     for (auto& [path, m] : monitors_) {

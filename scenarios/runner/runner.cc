@@ -77,7 +77,7 @@ std::string Engine::setup() {
   // Every queue pair is charged to host time; with metrics on, it is also registered (under
   // its controller's name, also for controllers the hot-plug poller attaches later).
   const bool watch_metrics = o_.metrics != nullptr;
-  base.qpair_observer = [target, this, watch_metrics](const nvme::Qpair* qp, bool created,
+  base.qpair_observer = [target, this, watch_metrics](nvme::Qpair* qp, bool created,
                                                       const std::string& controller) {
     if (created) {
       target->watch(qp, true);

@@ -52,7 +52,7 @@ class Target {
   // the workloads' span before the run.
   virtual bool starts_zeroed() const { return true; }
   // Every queue pair the host stack creates (true) and destroys (false).
-  virtual void watch(const nvme::Qpair* qp, bool created) = 0;
+  virtual void watch(nvme::Qpair* qp, bool created) = 0;
 
   // One turn of the host (and, emulated, of the devices' time).
   virtual void step() = 0;

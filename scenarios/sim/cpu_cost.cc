@@ -4,49 +4,37 @@
 
 namespace pollux::sim {
 
-void QpairCharges::watch(const nvme::Qpair* qp) {
-  const Counts c = counts_of(qp->stats());
-  watched_.push_back(&qp->stats());
-  charged_each_.push_back(c);
-  charged_ += c;
+QpairCharges::~QpairCharges() {
+  for (nvme::Qpair* qp : watched_) qp->count_work_into(nullptr);
 }
 
-void QpairCharges::unwatch(const nvme::Qpair* qp) {
-  for (size_t i = 0; i < watched_.size(); ++i) {
-    if (watched_[i] != &qp->stats()) continue;
-    Counts since = counts_of(*watched_[i]);
-    since -= charged_each_[i];
-    retired_ += since;
-    charged_ -= charged_each_[i];
-    watched_.erase(watched_.begin() + static_cast<std::ptrdiff_t>(i));
-    charged_each_.erase(charged_each_.begin() + static_cast<std::ptrdiff_t>(i));
-    return;
-  }
+void QpairCharges::watch(nvme::Qpair* qp) {
+  if (std::find(watched_.begin(), watched_.end(), qp) != watched_.end()) return;
+  qp->count_work_into(&work_);
+  watched_.push_back(qp);
 }
 
-// Counters only grow, so each sum minus what was charged is the counts since (modulo 2^64
-// like the weighed totals it replaces: the same figure to the nanosecond).
+void QpairCharges::unwatch(nvme::Qpair* qp) {
+  const auto it = std::find(watched_.begin(), watched_.end(), qp);
+  if (it == watched_.end()) return;
+  qp->count_work_into(nullptr);
+  watched_.erase(it);
+}
+
+// Counters only grow, so the sums minus what was charged are the counts since (modulo 2^64).
 uint64_t QpairCharges::uncharged_ns(bool* work) const {
-  Counts d;
-  for (const nvme::QpairStats* s : watched_) d += counts_of(*s);
+  Counts d = counts();
   d -= charged_;
-  d += retired_;
   *work |= any_work(d);
   return cost_of(d);
 }
 
 uint64_t QpairCharges::charge(bool* work) {
-  Counts now;
-  for (size_t i = 0; i < watched_.size(); ++i) {
-    charged_each_[i] = counts_of(*watched_[i]);
-    now += charged_each_[i];
-  }
+  const Counts now = counts();
   Counts d = now;
   d -= charged_;
-  d += retired_;
   *work |= any_work(d);
   charged_ = now;
-  retired_ = {};
   return cost_of(d);
 }
 

@@ -37,35 +37,37 @@ struct TargetCostModel {
   HostCostModel drive;
 };
 
-// The modelled CPU time of watched queue pairs' work not charged yet. A reading (one per poller
-// run: with 8 drives the framework reads it ~10 times a step) adds up each counter the model
-// weighs over the watched queue pairs — four loads per queue pair — and weighs the sums once;
-// what was charged is kept as the same four sums.
+// The modelled CPU time of watched queue pairs' work not charged yet. The queue pairs count
+// their work into one group (nvme::QpairWorkCounts, summed where it is counted), so a reading
+// (one per poller run: with 8 drives the framework reads it ~10 times a step) is four loads
+// however many queue pairs are watched; what was charged is kept as the same four sums.
 class QpairCharges {
  public:
   explicit QpairCharges(const HostCostModel& costs) : costs_(costs) {}
-  // Unwatch a queue pair before it is freed: its work so far stays to be charged.
-  void watch(const nvme::Qpair* qp);
-  void unwatch(const nvme::Qpair* qp);
+  // Leaves the queue pairs still watched (they must still exist).
+  ~QpairCharges();
+  QpairCharges(const QpairCharges&) = delete;
+  QpairCharges& operator=(const QpairCharges&) = delete;
+  // On the queue pair's owner thread. Unwatch a queue pair before it is freed: its work so
+  // far stays to be charged. Unwatching one this does not watch does nothing.
+  void watch(nvme::Qpair* qp);
+  void unwatch(nvme::Qpair* qp);
   // Since the last charge(); *work |= any command submitted or completed.
   uint64_t uncharged_ns(bool* work) const;
   // The same, and it is charged: the next reading starts from zero.
   uint64_t charge(bool* work);
 
  private:
-  struct Counts {  // the counters the model weighs (nvme::QpairStats keeps them in one line)
+  struct Counts {  // the counters the model weighs
     uint64_t polls = 0, submitted = 0, completed = 0, doorbells = 0;
-    Counts& operator+=(const Counts& o) {
-      polls += o.polls, submitted += o.submitted, completed += o.completed, doorbells += o.doorbells;
-      return *this;
-    }
     Counts& operator-=(const Counts& o) {
       polls -= o.polls, submitted -= o.submitted, completed -= o.completed, doorbells -= o.doorbells;
       return *this;
     }
   };
-  static Counts counts_of(const nvme::QpairStats& s) {
-    return {s.polls.load(), s.submitted.load(), s.completed.load(), s.doorbells.load()};
+  Counts counts() const {
+    return {work_.polls.load(), work_.submitted.load(), work_.completed.load(),
+            work_.doorbells.load()};
   }
   // The modelled cost of counts, and whether any command was submitted or completed.
   uint64_t cost_of(const Counts& c) const {
@@ -74,10 +76,9 @@ class QpairCharges {
   }
   static bool any_work(const Counts& c) { return c.submitted != 0 || c.completed != 0; }
   const HostCostModel& costs_;
-  std::vector<const nvme::QpairStats*> watched_;
-  std::vector<Counts> charged_each_;  // per watched queue pair, at the last charge (or watch)
-  Counts charged_;                    // their sum
-  Counts retired_;  // uncharged counts of queue pairs unwatched since the last charge
+  nvme::QpairWorkCounts work_;  // the watched queue pairs' (and unwatched ones' until then)
+  Counts charged_;              // work_ at the last charge
+  std::vector<nvme::Qpair*> watched_;
 };
 
 // The TSC in nanoseconds from a base: realtime CPU clocks on a virtual clock's scale.

@@ -17,7 +17,6 @@ std::unique_ptr<FabricTarget> FabricTarget::create(const env::Clock& clock,
     return nullptr;
   }
   std::unique_ptr<FabricTarget> t(new FabricTarget(clock, net, std::move(options)));
-  t->cores_.reserve(t->o_.cores);
   for (uint32_t i = 0; i < t->o_.cores; ++i) t->cores_.emplace_back(t->drive_costs_);
   std::vector<int> mask(t->o_.cores);
   for (uint32_t i = 0; i < t->o_.cores; ++i) mask[i] = static_cast<int>(i);
@@ -134,8 +133,8 @@ void FabricTarget::set_realtime(bool on) {
 
 // A drive's queue pair is charged to the core of the thread that made it (a poll group's
 // channel to the drive); one made elsewhere to core 0.
-std::function<void(const nvme::Qpair*, bool, const std::string&)> FabricTarget::qpair_observer() {
-  return [this](const nvme::Qpair* qp, bool created, const std::string&) {
+std::function<void(nvme::Qpair*, bool, const std::string&)> FabricTarget::qpair_observer() {
+  return [this](nvme::Qpair* qp, bool created, const std::string&) {
     if (!created) {
       for (Core& c : cores_) c.drives.unwatch(qp);
       return;

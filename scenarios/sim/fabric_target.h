@@ -17,6 +17,7 @@
 // set-up path (a reconnect's ICReq) may step the target and come back to its own thread.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -101,7 +102,7 @@ class FabricTarget {
   void set_realtime(bool on);
   // For the target's bdev_nvme (NvmeBdevOptions::qpair_observer): the drives' queue pairs,
   // whose work the cost model's `drive` part charges.
-  std::function<void(const nvme::Qpair*, bool, const std::string&)> qpair_observer();
+  std::function<void(nvme::Qpair*, bool, const std::string&)> qpair_observer();
   // The CPU clock (ns) of the core whose reactor runs now, and the cores' modelled busy time
   // so far (all of them; busy_ns(i): core i's).
   uint64_t cpu_now_ns() const;
@@ -150,7 +151,7 @@ class FabricTarget {
     bool busy_with_work = false;  // that iteration did work: the lockstep stops at busy_until
     uint64_t busy_ns = 0;
   };
-  std::vector<Core> cores_;
+  std::deque<Core> cores_;  // never moved: their queue pairs count into them
   size_t current_ = 0;  // the core whose reactor runs (the framework's CPU clock is its)
   uint64_t stores_at_ = 0;
   bool realtime_ = false;

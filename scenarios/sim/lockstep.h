@@ -47,10 +47,10 @@ class Lockstep {
   ~Lockstep();
   Lockstep(const Lockstep&) = delete;
   Lockstep& operator=(const Lockstep&) = delete;
-  // Queue pairs whose work is charged to host time (their stats are read at every reading of
-  // the CPU clock): unwatch one before it is freed.
-  void watch(const nvme::Qpair* qp);
-  void unwatch(const nvme::Qpair* qp);
+  // Queue pairs whose work is charged to host time (they count it into one group, read at
+  // every reading of the CPU clock): on their owner thread; unwatch one before it is freed.
+  void watch(nvme::Qpair* qp);
+  void unwatch(nvme::Qpair* qp);
 
   // One host step and device catch-up. Returns whether the host did any work.
   bool step();

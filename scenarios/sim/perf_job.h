@@ -63,6 +63,7 @@ class PerfJob {
   void start(event::Thread& thread);
   bool done() const { return state_ == State::kDone; }
   const nvme::Qpair* qpair() const { return qp_.get(); }
+  nvme::Qpair* qpair() { return qp_.get(); }
   JobResult result() const;
   bool ok() const { return qp_ != nullptr; }
   // With JobOptions::stack_ns: when the next I/O waiting out the host stack is due

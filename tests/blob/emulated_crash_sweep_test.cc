@@ -47,7 +47,7 @@ TEST(EmulatedCrashSweep, EveryCommandOnATimedDriveWithAVolatileCache) {
     o.registry = &rig->registry();
     o.admin_poll_period_us = 1000;
     sim::Lockstep* ls = &rig->lockstep();
-    o.qpair_observer = [ls](const nvme::Qpair* qp, bool created, const std::string&) {
+    o.qpair_observer = [ls](nvme::Qpair* qp, bool created, const std::string&) {
       if (created) ls->watch(qp);
       else ls->unwatch(qp);
     };

@@ -67,8 +67,9 @@ struct NvmeBdevOptions {
   // device follows. nullptr: env::MemoryRegistry::global().
   env::MemoryRegistry* registry = nullptr;
   // Told when a channel creates (true) or frees (false) its queue pair — e.g. a virtual-time
-  // simulator that charges host cost per queue pair. Called on the channel's thread.
-  std::function<void(const nvme::Qpair*, bool created, const std::string& controller)>
+  // simulator that charges host cost per queue pair (and has it count its work into a group:
+  // Qpair::count_work_into). Called on the channel's thread.
+  std::function<void(nvme::Qpair*, bool created, const std::string& controller)>
       qpair_observer;
   // Recovery of a lost controller (SPDK's bdev_nvme knobs; made for fabrics, where a lost
   // connection may come back). From the moment it is lost (its health check fails, a reset

@@ -146,8 +146,10 @@ bool PerfJob::submit_due() {
   return any;
 }
 
-event::PollStatus PerfJob::poll(void* arg) {
-  PerfJob& j = *static_cast<PerfJob*>(arg);
+event::PollStatus PerfJob::poll(void* arg) { return static_cast<PerfJob*>(arg)->poll_once(); }
+
+event::PollStatus PerfJob::poll_once() {
+  PerfJob& j = *this;
   switch (j.state_) {
     case State::kIdle:
       j.start_ns_ = j.clock_.now();
@@ -185,6 +187,25 @@ JobResult PerfJob::result() const {
   r.window_ns = o_.duration_ns ? o_.duration_ns
                                : (last_done_ns_ > measure_from_ns_ ? last_done_ns_ - measure_from_ns_ : 0);
   return r;
+}
+
+PerfWorker::~PerfWorker() { stop(); }
+
+void PerfWorker::start(event::Thread& thread) {
+  thread_ = &thread;
+  poller_ = thread.register_poller(&PerfWorker::poll, this, 0, "perf-worker");
+}
+
+void PerfWorker::stop() {
+  if (poller_) thread_->unregister_poller(poller_);
+  poller_ = nullptr;
+}
+
+event::PollStatus PerfWorker::poll(void* arg) {
+  bool busy = false;
+  for (PerfJob* j : static_cast<PerfWorker*>(arg)->jobs_)
+    busy |= j->poll_once() == event::PollStatus::kBusy;
+  return busy ? event::PollStatus::kBusy : event::PollStatus::kIdle;
 }
 
 }  // namespace pollux::sim

@@ -1,6 +1,7 @@
 // A perf-style workload on one queue pair (what SPDK's perf does per namespace): keeps
 // `queue_depth` I/Os outstanding, resubmitting from each completion, and measures latency and
-// IOPS on the host's clock. Runs as a poller on an event-framework thread.
+// IOPS on the host's clock. Runs as a poller on an event-framework thread, its own or its
+// worker's (PerfWorker: one poller for all of a core's jobs, as SPDK's perf has).
 #pragma once
 
 #include <cstdint>
@@ -61,6 +62,8 @@ class PerfJob {
   ~PerfJob();
   // Registers the poller on `thread` and starts at the next step.
   void start(event::Thread& thread);
+  // One poll (what the poller runs; a PerfWorker calls it for each of its jobs).
+  event::PollStatus poll_once();
   bool done() const { return state_ == State::kDone; }
   const nvme::Qpair* qpair() const { return qp_.get(); }
   nvme::Qpair* qpair() { return qp_.get(); }
@@ -105,6 +108,30 @@ class PerfJob {
   uint64_t submitted_ = 0, outstanding_ = 0, seq_lba_ = 0, blocks_ = 0, io_blocks_ = 0;
   uint64_t writes_ = 0;
   JobResult result_;
+};
+
+// SPDK perf's worker: one poller on a thread that polls each of its jobs in turn, as perf's
+// work_fn loops over its namespaces. The jobs' queue pairs are polled in the same order as
+// with a poller each, and what the host is charged for is the same; the reactor's per-poller
+// bookkeeping (a clock reading, the poller's statistics) is paid once per iteration, not once
+// per drive.
+class PerfWorker {
+ public:
+  PerfWorker() = default;
+  ~PerfWorker();
+  PerfWorker(const PerfWorker&) = delete;
+  PerfWorker& operator=(const PerfWorker&) = delete;
+  // Jobs not started on their own; they must outlive the worker's poller (the worker's
+  // destructor, or stop()).
+  void add(PerfJob* job) { jobs_.push_back(job); }
+  void start(event::Thread& thread);
+  void stop();
+
+ private:
+  static event::PollStatus poll(void* arg);
+  std::vector<PerfJob*> jobs_;
+  event::Thread* thread_ = nullptr;
+  event::Poller* poller_ = nullptr;
 };
 
 }  // namespace pollux::sim

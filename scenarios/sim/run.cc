@@ -84,7 +84,9 @@ RunReport run_perf(const RunSpec& spec) {
   const uint64_t t0 = rig->lockstep().now_ns();
   const uint64_t steps0 = rig->lockstep().steps();
   const uint64_t busy0 = rig->lockstep().host_busy_ns();
-  for (auto& j : jobs) j->start(rig->thread());
+  PerfWorker worker;  // one poller for the host core's jobs, as SPDK's perf
+  for (auto& j : jobs) worker.add(j.get());
+  worker.start(rig->thread());
   auto all_done = [&] {
     for (auto& j : jobs)
       if (!j->done()) return false;
@@ -114,6 +116,7 @@ RunReport run_perf(const RunSpec& spec) {
   rep.trace_records = rig->sim().trace().records();
   sources.reset();  // its sources read the rig and the queue pairs
   for (auto& j : jobs) rig->lockstep().unwatch(j->qpair());
+  worker.stop();
   jobs.clear();
   rig.reset();
   rep.wall_seconds =

@@ -15,10 +15,14 @@ Lockstep::~Lockstep() {
   if (&fw_.cpu_clock() == &cpu_clock_) fw_.set_cpu_clock(nullptr);
 }
 
-void Lockstep::watch(nvme::Qpair* qp) { charges_.watch(qp); }
+void Lockstep::watch(nvme::Qpair* qp) {
+  charges_.watch(qp);
+}
 
 // Its work so far stays charged to this step: the CPU clock never goes back.
-void Lockstep::unwatch(nvme::Qpair* qp) { charges_.unwatch(qp); }
+void Lockstep::unwatch(nvme::Qpair* qp) {
+  charges_.unwatch(qp);
+}
 
 // Virtual: the step's time so far, as the framework reads it between two of its pollers. The
 // work of the step is charged to the virtual clock when the step ends, so the reading does

@@ -146,7 +146,9 @@ bool PerfJob::submit_due() {
   return any;
 }
 
-event::PollStatus PerfJob::poll(void* arg) { return static_cast<PerfJob*>(arg)->poll_once(); }
+event::PollStatus PerfJob::poll(void* arg) {
+  return static_cast<PerfJob*>(arg)->poll_once();
+}
 
 event::PollStatus PerfJob::poll_once() {
   PerfJob& j = *this;
@@ -189,7 +191,9 @@ JobResult PerfJob::result() const {
   return r;
 }
 
-PerfWorker::~PerfWorker() { stop(); }
+PerfWorker::~PerfWorker() {
+  stop();
+}
 
 void PerfWorker::start(event::Thread& thread) {
   thread_ = &thread;

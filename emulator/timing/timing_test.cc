@@ -98,6 +98,29 @@ TEST(Timeline, ForgetsThePast) {
   EXPECT_EQ(t.reserve(3000, 2990, 5), 2995u);
 }
 
+// Time moving on: forgotten periods leave room at the front, which inserts use. Every
+// reservation is the one a plain list of the periods not yet over gives.
+TEST(Timeline, MatchesAPlainListAsTimeMovesOn) {
+  const uint64_t seed = 11;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  Timeline t;
+  std::vector<std::pair<SimTime, SimTime>> ref;  // [start, end), sorted, disjoint
+  SimTime now = 0;
+  for (int i = 0; i < 20000; ++i) {
+    now += rng() % 8;
+    const SimTime start = now + (rng() % 4 == 0 ? rng() % 2000 : rng() % 40);
+    const SimTime dur = 1 + rng() % 12;
+    std::erase_if(ref, [&](const auto& p) { return p.second <= now; });
+    SimTime at = start;
+    for (const auto& p : ref)
+      if (p.second > at && p.first < at + dur) at = p.second;
+    ref.emplace_back(at, at + dur);
+    std::sort(ref.begin(), ref.end());
+    ASSERT_EQ(t.reserve(now, start, dur), at + dur) << "reservation " << i;
+  }
+}
+
 TEST(Timeline, ManyRandomReservationsNeverOverlap) {
   // Reference: a bitmap of busy picoseconds.
   std::mt19937_64 rng(7);

@@ -196,7 +196,7 @@ void Rnic::send_request_packet(Qp& qp, uint32_t qpn, SendOp& o, uint32_t pkt) {
   if (n > 0 && !gather(qp, o.wqe.sge, o.wqe.num_sge, off, scratch_.data(), n)) {
     // The MR went away (or lost its mapping) after the WQE was fetched.
     const SendOp failed = o;
-    qp.ops.erase(qp.ops.begin() + static_cast<std::ptrdiff_t>(qp.tx_op));
+    qp.ops.erase_at(qp.tx_op);
     complete_send(qp, qpn, failed, sr::WcStatus::kLocProtErr);
     enter_error(qpn);
     return;

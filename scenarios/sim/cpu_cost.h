@@ -49,7 +49,8 @@ class QpairCharges {
   QpairCharges(const QpairCharges&) = delete;
   QpairCharges& operator=(const QpairCharges&) = delete;
   // On the queue pair's owner thread. Unwatch a queue pair before it is freed: its work so
-  // far stays to be charged. Unwatching one this does not watch does nothing.
+  // far stays to be charged. Unwatching one this does not watch does nothing. A queue pair
+  // counts into one group at a time: one model charges it (a drive's to one target core).
   void watch(nvme::Qpair* qp);
   void unwatch(nvme::Qpair* qp);
   // Since the last charge(); *work |= any command submitted or completed.

@@ -10,7 +10,6 @@ namespace pollux::blob {
 namespace {
 
 constexpr char kMagic[8] = {'P', 'L', 'X', 'B', 'L', 'O', 'B', 'S'};
-constexpr uint64_t kMaxBlobClusters = uint64_t{1} << 22;  // bounds what a bad page can allocate
 
 void put16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }  // the format is little-endian,
 void put32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }  // like every host Pollux runs on

@@ -19,6 +19,9 @@ inline constexpr uint32_t kPageSize = 4096;
 inline constexpr uint32_t kFormatVersion = 1;
 inline constexpr uint32_t kNoPage = 0xffffffffu;
 inline constexpr std::size_t kBstypeLen = 16;
+// The largest blob, in clusters: bounds the cluster map a bad metadata page (or a request) can
+// make the store allocate (32 MiB).
+inline constexpr uint64_t kMaxBlobClusters = uint64_t{1} << 22;
 
 uint32_t crc32c(const void* data, std::size_t len);
 

@@ -12,7 +12,6 @@
 namespace pollux::blob {
 namespace {
 
-constexpr uint64_t kMaxBlobClusters = uint64_t{1} << 22;
 const char kSnapshotOf[] = "pollux.snapshot_of";  // internal xattr: snapshot not yet complete
 const char kMergeInto[] = "pollux.merge_into";    // internal xattr: snapshot being merged
 

@@ -37,7 +37,10 @@ class LatencyHistogram {
   }
   void merge(const LatencyHistogram& o) {
     if (o.count_ == 0) return;  // most channels' histograms of some kind (a dead one's, often)
-    for (int i = 0; i < kBuckets; ++i) counts_[i] += o.counts_[i];
+    // Only the buckets between o's min and max can hold counts: a channel's latencies span a
+    // few hundred of the 1,920 buckets (a stats walk merges one histogram per channel).
+    for (int i = bucket_of(o.min_), last = bucket_of(o.max_); i <= last; ++i)
+      counts_[i] += o.counts_[i];
     count_ += o.count_;
     sum_ += o.sum_;
     min_ = std::min(min_, o.min_);

@@ -67,6 +67,31 @@ TEST(LatencyHistogram, MergeAddsCounts) {
 namespace pollux::env {
 namespace {
 
+// Merging adds every bucket, whatever the ranges of the two (merge visits only the source's
+// min..max buckets), and so does merging an interval taken with since().
+TEST(LatencyHistogram, MergeMatchesBucketByBucketSums) {
+  const uint64_t seed = 20261130;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  for (int round = 0; round < 200; ++round) {
+    LatencyHistogram a, b;
+    const int shift_a = static_cast<int>(rng() % 64), shift_b = static_cast<int>(rng() % 64);
+    for (int i = static_cast<int>(rng() % 50); i > 0; --i) a.record(rng() >> shift_a);
+    for (int i = static_cast<int>(rng() % 50); i > 0; --i) b.record(rng() >> shift_b);
+    const LatencyHistogram earlier = b;
+    for (int i = static_cast<int>(rng() % 20); i > 0; --i) b.record(rng() >> (rng() % 64));
+    const LatencyHistogram interval = b.since(earlier);
+    LatencyHistogram m = a;
+    m.merge(b);
+    m.merge(interval);
+    for (int k = 0; k < LatencyHistogram::kBuckets; ++k) {
+      ASSERT_EQ(m.bucket_count(k), a.bucket_count(k) + b.bucket_count(k) + interval.bucket_count(k))
+          << "round " << round << " bucket " << k;
+    }
+    EXPECT_EQ(m.count(), a.count() + b.count() + interval.count());
+  }
+}
+
 TEST(LatencyHistogram, SinceAnEarlierCopyIsWhatCameAfter) {
   LatencyHistogram h;
   for (uint64_t v = 1; v <= 1000; ++v) h.record(10);  // the first interval: all 10

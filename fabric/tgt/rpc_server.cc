@@ -6,11 +6,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 
-#include "common/unix_socket.h"
 #include "common/text.h"
+#include "common/unix_socket.h"
 
 namespace pollux::fabric::tgt {
 
@@ -20,33 +21,39 @@ constexpr int kParseError = -32700, kInvalidRequest = -32600, kMethodNotFound = 
               kInvalidParams = -32602;
 }  // namespace
 
-std::size_t json_value_end(const std::string& s) {
-  std::size_t i = 0;
-  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-  if (i == s.size()) return 0;
-  if (s[i] != '{' && s[i] != '[') return std::string::npos;
-  int depth = 0;
-  bool in_string = false, escape = false;
-  for (; i < s.size(); ++i) {
-    const char c = s[i];
-    if (in_string) {
-      if (escape)
-        escape = false;
+std::size_t JsonFramer::next(std::string_view s) {
+  for (; pos_ < s.size(); ++pos_) {
+    const char c = s[pos_];
+    ++scanned_;
+    if (!started_) {
+      if (std::isspace(static_cast<unsigned char>(c))) continue;
+      if (c != '{' && c != '[') return std::string::npos;
+      started_ = true;
+      depth_ = 1;
+    } else if (in_string_) {
+      if (escape_)
+        escape_ = false;
       else if (c == '\\')
-        escape = true;
+        escape_ = true;
       else if (c == '"')
-        in_string = false;
-      continue;
-    }
-    if (c == '"')
-      in_string = true;
-    else if (c == '{' || c == '[')
-      ++depth;
-    else if (c == '}' || c == ']') {
-      if (--depth == 0) return i + 1;
+        in_string_ = false;
+    } else if (c == '"') {
+      in_string_ = true;
+    } else if (c == '{' || c == '[') {
+      ++depth_;
+    } else if ((c == '}' || c == ']') && --depth_ == 0) {
+      const std::size_t end = pos_ + 1;
+      const uint64_t scanned = scanned_;
+      *this = JsonFramer{};
+      scanned_ = scanned;
+      return end;
     }
   }
   return 0;
+}
+
+std::size_t json_value_end(std::string_view s) {
+  return JsonFramer{}.next(s);
 }
 
 RpcServer::RpcServer(std::string path, int fd, event::Thread* thread)
@@ -200,25 +207,29 @@ void RpcServer::process(Client& c) {
     c.closing = true;
     return;
   }
-  for (;;) {
-    const std::size_t end = json_value_end(c.in);
-    if (end == 0) return;
+  // The requests are taken from the front of `in`, which moves once at the end (an erase per
+  // request would move the rest of a pipelined buffer each time).
+  std::size_t taken = 0;
+  while (!c.closing) {
+    const std::string_view rest = std::string_view(c.in).substr(taken);
+    const std::size_t end = c.framer.next(rest);
+    if (end == 0) break;
     if (end == std::string::npos) {
       respond(c, {{"jsonrpc", "2.0"},
                   {"id", nullptr},
                   {"error", {{"code", kParseError}, {"message", "expected a JSON object"}}}});
       c.closing = true;
-      return;
+      break;
     }
-    const std::string text = c.in.substr(0, end);
-    c.in.erase(0, end);
-    dispatch(c, text);
-    if (c.closing) return;
+    taken += end;
+    dispatch(c, rest.substr(0, end));
   }
+  c.in.erase(0, taken);
 }
 
-void RpcServer::dispatch(Client& c, const std::string& text) {
-  nlohmann::json req = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+void RpcServer::dispatch(Client& c, std::string_view text) {
+  nlohmann::json req =
+      nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (req.is_discarded()) {
     respond(c, {{"jsonrpc", "2.0"},
                 {"id", nullptr},

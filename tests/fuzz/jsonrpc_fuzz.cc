@@ -18,6 +18,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "driver/env/clock.h"
 #include "driver/event/framework.h"
@@ -141,14 +142,15 @@ std::size_t check_responses(const std::string& out) {
 }
 
 // How many complete JSON values (requests, as the server splits them) the stream holds.
-std::size_t count_requests(std::string s) {
+std::size_t count_requests(std::string_view s) {
   std::size_t n = 0;
+  tgt::JsonFramer framer;
   for (;;) {
-    const std::size_t end = tgt::json_value_end(s);
+    const std::size_t end = framer.next(s);
     if (end == 0) return n;
     ++n;
     if (end == std::string::npos) return n;  // answered with a parse error, then closed
-    s.erase(0, end);
+    s.remove_prefix(end);
   }
 }
 

@@ -42,8 +42,9 @@ int main(int argc, char** argv) {
     return 1;
   std::string in;
   char buf[4096];
+  pollux::fabric::tgt::JsonFramer framer;
   for (;;) {
-    const std::size_t end = pollux::fabric::tgt::json_value_end(in);
+    const std::size_t end = framer.next(in);
     if (end != 0 && end != std::string::npos) {
       in.resize(end);
       break;

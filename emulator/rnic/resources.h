@@ -5,52 +5,14 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <vector>
 
+#include "emulator/timing/ring.h"
 #include "spec/rnic.h"
 #include "spec/roce.h"
 
 namespace pollux::emu::rnic {
 
 namespace sr = spec::rnic;
-
-// What a QP keeps in order (its fetched WQEs, the responses it owes), on a vector: empty, it
-// owns no memory, so making or resetting a table of kMaxQp QPs allocates nothing (a std::deque
-// allocates on construction: that was most of a NIC's reset); pop_front moves an index, and a
-// drained queue reuses its storage. push_back and erase_at invalidate references to elements
-// (callers copy an element before either).
-template <class T>
-class Fifo {
- public:
-  bool empty() const { return head_ == v_.size(); }
-  std::size_t size() const { return v_.size() - head_; }
-  T& front() { return v_[head_]; }
-  const T& front() const { return v_[head_]; }
-  T& operator[](std::size_t i) { return v_[head_ + i]; }
-  const T& operator[](std::size_t i) const { return v_[head_ + i]; }
-  void push_back(const T& x) {
-    if (head_ != 0 && head_ * 2 >= v_.size()) {  // half is popped: move the rest down
-      v_.erase(v_.begin(), v_.begin() + static_cast<std::ptrdiff_t>(head_));
-      head_ = 0;
-    }
-    v_.push_back(x);
-  }
-  void pop_front() {
-    if (++head_ == v_.size()) clear();
-  }
-  void erase_at(std::size_t i) {
-    v_.erase(v_.begin() + static_cast<std::ptrdiff_t>(head_ + i));
-    if (head_ == v_.size()) clear();
-  }
-  void clear() {
-    v_.clear();
-    head_ = 0;
-  }
-
- private:
-  std::vector<T> v_;
-  std::size_t head_ = 0;
-};
 
 struct Pd {
   bool valid = false;
@@ -150,7 +112,10 @@ struct Qp {
 
   // ---- requester ----
   uint32_t sq_fetched = 0;  // SQ count up to which WQEs were fetched (or flushed)
-  Fifo<SendOp> ops;         // fetched, not yet completed, in order
+  // What a QP keeps in order is in rings that own no memory while empty: a table of kMaxQp
+  // QPs is made and reset without allocating (a std::deque allocates on construction: that
+  // was most of a NIC's reset).
+  timing::Ring<SendOp> ops{0};  // fetched, not yet completed, in order
   uint32_t next_psn = 0;    // PSN the next new WQE gets
   std::size_t tx_op = 0;    // transmit cursor: op index and packet within it
   uint32_t tx_pkt = 0;
@@ -175,7 +140,7 @@ struct Qp {
   uint32_t write_left = 0;
   uint32_t write_rkey = 0;
   uint32_t write_total = 0;
-  Fifo<Response> responses;  // owed, oldest first
+  timing::Ring<Response> responses{0};  // owed, oldest first
 
   mutable QpCounters counters;  // counted where the NIC's own are (emit() sees a const Qp)
 };

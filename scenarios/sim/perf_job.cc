@@ -151,31 +151,30 @@ event::PollStatus PerfJob::poll(void* arg) {
 }
 
 event::PollStatus PerfJob::poll_once() {
-  PerfJob& j = *this;
-  switch (j.state_) {
+  switch (state_) {
     case State::kIdle:
-      j.start_ns_ = j.clock_.now();
-      j.measure_from_ns_ = j.start_ns_ + j.o_.warmup_ns;
-      j.stop_ns_ = j.measure_from_ns_ + j.o_.duration_ns;
-      j.state_ = State::kRunning;
-      for (Io& io : j.ios_) {
-        if (j.o_.max_ios && j.submitted_ >= j.o_.max_ios) break;
-        j.submit(io);
+      start_ns_ = clock_.now();
+      measure_from_ns_ = start_ns_ + o_.warmup_ns;
+      stop_ns_ = measure_from_ns_ + o_.duration_ns;
+      state_ = State::kRunning;
+      for (Io& io : ios_) {
+        if (o_.max_ios && submitted_ >= o_.max_ios) break;
+        submit(io);
       }
-      j.qp_->flush_doorbell();
+      qp_->flush_doorbell();
       return event::PollStatus::kBusy;
     case State::kRunning:
     case State::kDraining: {
-      int n = j.qp_->process_completions();
+      int n = qp_->process_completions();
       if (n < 0) {
-        j.state_ = State::kDone;
+        state_ = State::kDone;
         return event::PollStatus::kIdle;
       }
-      if (j.waiting_ && j.submit_due()) {
-        j.qp_->flush_doorbell();
+      if (waiting_ && submit_due()) {
+        qp_->flush_doorbell();
         ++n;
       }
-      if (j.state_ == State::kDraining && j.outstanding_ == 0) j.state_ = State::kDone;
+      if (state_ == State::kDraining && outstanding_ == 0) state_ = State::kDone;
       return n > 0 ? event::PollStatus::kBusy : event::PollStatus::kIdle;
     }
     case State::kDone: return event::PollStatus::kIdle;

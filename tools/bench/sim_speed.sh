@@ -7,6 +7,7 @@
 # printed the same IOPS and trace hash (a speed change must not change a run). With none:
 # the current build, once per workload. For a figure that does not move with the machine's
 # load, count instructions: valgrind --tool=callgrind pollux-sim ARGS (docs/BENCHMARKS.md).
+# SIM_CONFIG=lto: with none, the build with link-time optimisation (bazel --config=lto).
 set -euo pipefail
 runs=${1:-5}
 cd "$(dirname "$0")/../.."
@@ -14,8 +15,13 @@ export SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1
 if [ $# -ge 3 ]; then
   bins=("$2" "$3")
 else
-  bazel build //scenarios/sim:pollux-sim >/dev/null 2>&1
-  bins=(bazel-bin/scenarios/sim/pollux-sim)
+  if [ -n "${SIM_CONFIG:-}" ]; then
+    bazel build --config="$SIM_CONFIG" //scenarios/sim:pollux-sim >/dev/null 2>&1
+    bins=("bazel-$SIM_CONFIG-bin/scenarios/sim/pollux-sim")
+  else
+    bazel build //scenarios/sim:pollux-sim >/dev/null 2>&1
+    bins=(bazel-bin/scenarios/sim/pollux-sim)
+  fi
   runs=1
 fi
 workloads=(

@@ -43,17 +43,12 @@ std::size_t JsonFramer::next(std::string_view s) {
       ++depth_;
     } else if ((c == '}' || c == ']') && --depth_ == 0) {
       const std::size_t end = pos_ + 1;
-      const uint64_t scanned = scanned_;
-      *this = JsonFramer{};
-      scanned_ = scanned;
+      pos_ = 0;  // the next value starts afresh (depth 0, outside a string already)
+      started_ = false;
       return end;
     }
   }
   return 0;
-}
-
-std::size_t json_value_end(std::string_view s) {
-  return JsonFramer{}.next(s);
 }
 
 RpcServer::RpcServer(std::string path, int fd, event::Thread* thread)

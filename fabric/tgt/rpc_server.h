@@ -39,9 +39,6 @@ class JsonFramer {
   uint64_t scanned_ = 0;
 };
 
-// The end of the first complete JSON value in `s` (JsonFramer::next, once).
-std::size_t json_value_end(std::string_view s);
-
 class RpcServer {
  public:
   using Reply = std::function<void(Result<nlohmann::json>)>;

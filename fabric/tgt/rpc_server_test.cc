@@ -6,8 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "driver/env/clock.h"
-#include "driver/event/framework.h"
+#include "driver/event/test_util.h"
 
 namespace pollux::fabric::tgt {
 namespace {
@@ -42,21 +41,14 @@ TEST(JsonFramer, SplitsBackToBackValuesAndRefusesWhatIsNotOne) {
   rest.remove_prefix(second);
   EXPECT_EQ(f.next(rest), 0u);  // only whitespace: nothing yet
   EXPECT_EQ(JsonFramer{}.next("  \"a string\""), std::string::npos);
-  EXPECT_EQ(json_value_end("{\"a\":1}{"), 7u);
+  EXPECT_EQ(JsonFramer{}.next("{\"a\":1}{"), 7u);
 }
 
 // An in-process server on a step-mode framework in virtual time (its poller is timed).
 class RpcServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    event::FrameworkOptions fo;
-    fo.core_mask = "0x1";
-    fo.step_mode = true;
-    fo.clock = &clock_;
-    auto f = event::Framework::create(fo);
-    ASSERT_TRUE(f.ok());
-    fw_ = std::move(f).value();
-    thread_ = fw_->create_thread("rpc", 0);
+    thread_ = w_.fw->create_thread("rpc", 0);
     on([&] {
       auto s = RpcServer::in_process();
       ASSERT_TRUE(s.ok());
@@ -67,8 +59,8 @@ class RpcServerTest : public ::testing::Test {
   }
   void TearDown() override {
     on([&] { rpc_.reset(); });
-    fw_->stop(0);
-    for (int i = 0; i < 10000 && !fw_->finished(); ++i) fw_->step();
+    w_.fw->stop(0);
+    for (int i = 0; i < 10000 && !w_.fw->finished(); ++i) w_.fw->step();
   }
   template <typename F>
   void on(F f) {
@@ -77,9 +69,8 @@ class RpcServerTest : public ::testing::Test {
   }
   // Lets the server's poller run once (it is timed: 1 ms).
   void poll() {
-    clock_.advance(1'000'000);
-    while (fw_->step()) {
-    }
+    w_.clock.advance(1'000'000);
+    w_.settle();
   }
   void deliver(const std::string& bytes) {
     on([&] { rpc_->deliver_local(client_, bytes); });
@@ -90,8 +81,7 @@ class RpcServerTest : public ::testing::Test {
     return out;
   }
 
-  env::VirtualClock clock_{1'000'000'000};
-  std::unique_ptr<event::Framework> fw_;
+  event::testing::StepFramework w_{"0x1"};
   event::Thread* thread_ = nullptr;
   std::unique_ptr<RpcServer> rpc_;
   uint64_t client_ = 0;

@@ -133,6 +133,10 @@ class Controller {
   bool weighted_round_robin_enabled() const {
     return spec::nvme::cc::ams(cc_) == spec::nvme::cc::kAmsWeightedRoundRobin;
   }
+  // The host reads its memory on the thread that runs this controller (a lockstep simulation):
+  // read data may then go there with streaming stores (host_stores.h), which only that thread
+  // is sure to see before the completion entry. Off by default.
+  void set_stream_to_host(bool on) { stream_to_host_ = on; }
   // Called after every completion entry is written to host memory: CQ, slot, phase tag.
   void set_cqe_observer(std::function<void(uint16_t cqid, uint32_t slot, bool phase)> fn) {
     cqe_observer_ = std::move(fn);
@@ -296,6 +300,7 @@ class Controller {
   DmaSpace& dma_;
   std::function<void(uint16_t)> irq_;
   std::function<void(uint16_t, uint32_t, bool)> cqe_observer_;
+  bool stream_to_host_ = false;
   uint64_t queue_generation_ = 0;
   FaultInjector faults_;
   uint64_t last_fault_delay_ns_ = 0;

@@ -81,7 +81,11 @@ uint16_t Controller::io_read_write(const sp::SubmissionEntry& sqe, Namespace& ns
     if (ok && (sqe.cdw12 & sp::nvm::kCdw12Fua)) ok = store.flush();  // force unit access
   } else {
     for (const Segment& s : segments_) {
-      if (s.ptr) ok &= store.read(off, s.ptr, s.len);
+      if (s.ptr && stream_to_host_) {
+        ok &= store.read_to_host(off, s.ptr, s.len);
+      } else if (s.ptr) {
+        ok &= store.read(off, s.ptr, s.len);
+      }
       off += s.len;
     }
   }

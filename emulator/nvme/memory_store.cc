@@ -4,6 +4,7 @@
 #include <new>
 
 #include "common/data_pattern.h"
+#include "emulator/nvme/host_stores.h"
 #include "emulator/nvme/namespace_store.h"
 
 namespace pollux::emu::nvme {
@@ -109,17 +110,27 @@ bool MemoryStore::store_block(uint64_t idx, const uint8_t* data) {
   return true;
 }
 
-bool MemoryStore::read(uint64_t off, void* dst, size_t len) {
+bool MemoryStore::read(uint64_t off, void* dst, size_t len, bool to_host) {
   auto* out = static_cast<uint8_t*>(dst);
   while (len) {
     const uint64_t idx = off >> kChunkShift;
     const size_t in = off & (kBlock - 1);
     const size_t n = std::min(len, kBlock - in);
     const BlockTable::Slot* s = table_.find(idx);
+    const bool stream = to_host && n == kBlock && host_stores::streamable(out, n) &&
+                        !host_stores::recently_written(out);
     if (!s) {
-      std::memset(out, 0, n);
+      if (stream) {
+        host_stores::zero(out, n);
+      } else {
+        std::memset(out, 0, n);
+      }
     } else if (s->kind() == BlockTable::kBytes) {
-      std::memcpy(out, s->bytes() + in, n);
+      if (stream) {
+        host_stores::copy(out, s->bytes(), n);
+      } else {
+        std::memcpy(out, s->bytes() + in, n);
+      }
     } else if (n == kBlock) {
       regenerate(*s, out);
     } else {

@@ -2,6 +2,7 @@
 // and that every block reads back exactly as written.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <unordered_map>
@@ -9,6 +10,7 @@
 
 #include "common/data_pattern.h"
 #include "emulator/nvme/block_table.h"
+#include "emulator/nvme/host_stores.h"
 #include "emulator/nvme/namespace_store.h"
 
 namespace pollux::emu::nvme {
@@ -148,6 +150,76 @@ TEST(MemoryStore, MemoryFollowsTheBlocksWrittenNotTheCapacity) {
   EXPECT_GT(s.pattern_blocks(), uint64_t{kWrites} * 99 / 100);  // a few repeats
   // At most 3/4 full, at least 3/8 after doubling: 24 B slots cost 32-64 B per block.
   EXPECT_LE(s.memory_bytes() / s.pattern_blocks(), 64u);
+}
+
+// read_to_host streams whole aligned blocks of zeroes or bytes past the caches and writes the
+// rest in place: whichever way, the destination holds exactly what read() gives. Random
+// ranges over zero, byte and pattern blocks, into destinations at every 16-byte alignment and
+// off it, each written twice (the second time it was written recently: plain stores).
+TEST(MemoryStore, ReadsToHostGiveWhatReadsGive) {
+  const uint64_t seed = std::random_device{}();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  MemoryStore s(kTiB);
+  constexpr uint64_t kBlocks = 64;
+  std::vector<uint8_t> bytes(kBlock);
+  for (uint64_t b = 0; b < kBlocks; ++b) {
+    switch (rng() % 3) {
+      case 0:  // never written: zeroes
+        break;
+      case 1:
+        for (auto& x : bytes) x = static_cast<uint8_t>(rng());
+        ASSERT_TRUE(s.write(b * kBlock, bytes.data(), kBlock));
+        break;
+      default: {
+        const auto p = pattern(b, 1, 4096, rng() % 5);
+        ASSERT_TRUE(s.write(b * kBlock, p.data(), kBlock));
+      }
+    }
+  }
+  ASSERT_GT(s.byte_blocks(), 0u);
+  ASSERT_GT(s.pattern_blocks(), 0u);
+  std::vector<uint8_t> dest(kBlocks * kBlock + 4 * kBlock);
+  for (int i = 0; i < 2000; ++i) {
+    const uint64_t off = (rng() % 2) ? (rng() % kBlocks) * kBlock : rng() % (kBlocks * kBlock);
+    const size_t len = 1 + rng() % std::min<uint64_t>(3 * kBlock, kBlocks * kBlock - off);
+    const size_t at = (rng() % 2) ? (rng() % 4) * kBlock : rng() % (4 * kBlock);
+    const std::vector<uint8_t> want = read(s, off, len);
+    for (int twice = 0; twice < 2; ++twice) {
+      std::memset(dest.data() + at, 0xee, len);
+      ASSERT_TRUE(s.read_to_host(off, dest.data() + at, len));
+      ASSERT_EQ(std::memcmp(dest.data() + at, want.data(), len), 0)
+          << "off " << off << " len " << len << " at " << at << " seed " << seed;
+    }
+  }
+}
+
+// A page written again within the last kRecentPages page writes is "recent" (likely still in
+// the cache); one whose reuse distance is longer, or never written, is not.
+TEST(HostStores, RecentlyWrittenFollowsTheReuseDistance) {
+  alignas(4096) static uint8_t pages[1024][4096];
+  // QD 1: one buffer again and again.
+  EXPECT_FALSE(host_stores::recently_written(pages[0]));
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(host_stores::recently_written(pages[0]));
+  // A pool of 128 buffers in turn (one drive at QD 128): recent from the second round on.
+  for (int round = 0; round < 3; ++round) {
+    for (int p = 256; p < 256 + 128; ++p) {
+      EXPECT_EQ(host_stores::recently_written(pages[p]), round > 0) << round << " " << p;
+    }
+  }
+  // 1,024 buffers in turn (eight drives at QD 128): never recent.
+  int recent = 0;
+  for (int round = 0; round < 3; ++round) {
+    for (auto& p : pages) recent += host_stores::recently_written(p);
+  }
+  EXPECT_EQ(recent, 0);
+  // The bound itself: written again after 255 other writes (one page's, in another slot of
+  // the record) is recent, after 256 it is not.
+  for (int others : {255, 256}) {
+    (void)host_stores::recently_written(pages[2]);
+    for (int i = 0; i < others; ++i) (void)host_stores::recently_written(pages[3]);
+    EXPECT_EQ(host_stores::recently_written(pages[2]), others < 256) << others;
+  }
 }
 
 TEST(BlockTable, InsertFindEraseAgreeWithAReferenceMap) {

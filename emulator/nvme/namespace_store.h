@@ -24,6 +24,9 @@ class NamespaceStore {
   uint64_t size() const { return size_; }
 
   virtual bool read(uint64_t off, void* dst, size_t len) = 0;
+  // The same into host memory read on this thread only: it may bypass the CPU's caches
+  // (host_stores.h).
+  virtual bool read_to_host(uint64_t off, void* dst, size_t len) { return read(off, dst, len); }
   virtual bool write(uint64_t off, const void* src, size_t len) = 0;
   // *equal = (stored bytes == src bytes).
   virtual bool compare(uint64_t off, const void* src, size_t len, bool* equal) = 0;
@@ -56,7 +59,11 @@ class MemoryStore final : public NamespaceStore {
   explicit MemoryStore(uint64_t size);
   ~MemoryStore() override;
 
-  bool read(uint64_t off, void* dst, size_t len) override;
+  bool read(uint64_t off, void* dst, size_t len) override { return read(off, dst, len, false); }
+  // Whole blocks of zeroes or bytes go to host memory with streaming stores.
+  bool read_to_host(uint64_t off, void* dst, size_t len) override {
+    return read(off, dst, len, true);
+  }
   bool write(uint64_t off, const void* src, size_t len) override;
   bool compare(uint64_t off, const void* src, size_t len, bool* equal) override;
   bool write_zeroes(uint64_t off, uint64_t len) override;
@@ -72,6 +79,7 @@ class MemoryStore final : public NamespaceStore {
   uint64_t memory_bytes() const { return table_.memory_bytes() + byte_blocks_ * kChunkSize; }
 
  private:
+  bool read(uint64_t off, void* dst, size_t len, bool to_host);
   // The bytes of block `idx` as they read now, into `out` (kChunkSize bytes).
   void materialise(uint64_t idx, uint8_t* out) const;
   // Keeps `data` (a whole block) as block `idx`: nothing, a pattern seed or bytes.

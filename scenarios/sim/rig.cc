@@ -20,6 +20,8 @@ std::unique_ptr<Rig> Rig::create(const RigOptions& o, std::string* error) {
       return nullptr;
     }
     rig->devices_.push_back(std::move(dev).value());
+    // The host stack runs on this thread too (the lockstep).
+    rig->devices_.back()->controller().set_stream_to_host(true);
     auto added = rig->sim_->add_device(rig->profiles_[i], rig->devices_.back()->controller());
     if (!added) {
       *error = added.error();

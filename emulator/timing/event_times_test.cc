@@ -64,5 +64,39 @@ TEST(EventTimes, MatchesAScanOverRandomUpdates) {
   }
 }
 
+// The slot of the earliest event, the lowest one among equal times (a device's due completions
+// before its engine's clock, devices in order: Simulation's direct dispatch).
+TEST(EventTimes, EarliestIsTheLowestSlotAtTheMinimum) {
+  EventTimes t;
+  t.reset(6);
+  t.set(4, 70);
+  EXPECT_EQ(t.earliest(), 4u);
+  t.set(3, 70);
+  EXPECT_EQ(t.earliest(), 3u);
+  t.set(5, 60);
+  EXPECT_EQ(t.earliest(), 5u);
+  t.set(5, EventTimes::kNever);
+  EXPECT_EQ(t.earliest(), 3u);
+}
+
+// Between runs, a slot set for the current time is fresh (the kernel would run it only at the
+// run after next); one set for later is not, nor one set while not marking.
+TEST(EventTimes, SlotsSetForNowBetweenRunsAreFresh) {
+  EventTimes t;
+  t.reset(4);
+  t.begin_fresh(100);
+  t.set(0, 100);
+  t.set(1, 101);
+  EXPECT_TRUE(t.fresh(0));
+  EXPECT_FALSE(t.fresh(1));
+  t.end_fresh();
+  t.set(2, 100);
+  EXPECT_FALSE(t.fresh(2));
+  t.clear_fresh();
+  EXPECT_FALSE(t.fresh(0));
+  EXPECT_EQ(t.at(0), 100u);
+  EXPECT_EQ(t.size(), 4u);
+}
+
 }  // namespace
 }  // namespace pollux::emu::timing

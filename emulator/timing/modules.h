@@ -33,13 +33,14 @@ inline sc_core::sc_time sc_ps(SimTime t) { return sc_core::sc_time::from_value(t
 // ---- time -------------------------------------------------------------------------------------
 //
 // The models' time can run ahead of the SystemC kernel's, for speed and never for effect:
-// Simulation::run_until moves time on without entering the kernel when no event is due up to
-// its target, and a queue engine works through clock edges no other event can come between in
-// one activation (QueueEngineModule::edge). No event is ever pending between the kernel's time
-// and the models' (the kernel is only left behind where none is), so the models' time is the
-// later of the two: the kernel's inside a process, the simulation's outside the kernel (a scan,
-// a fault), an edge's own while an engine runs ahead. Notifications are made at absolute model
-// times (notify_at), whatever the kernel's clock reads.
+// with the fast-forward (Simulation::set_fast_forward) the devices' events do not enter the
+// kernel at all — the simulation runs each at its time from the devices' own records of them
+// (kernel_events below; Simulation::dispatch_until) — and a queue engine works through clock
+// edges no other event can come between in one activation (QueueEngineModule::edge). No event
+// is ever pending between the kernel's time and the models', so the models' time is the later
+// of the two: the kernel's inside a kernel process, the simulation's otherwise (a dispatched
+// event, a scan, a fault), an edge's own while an engine runs ahead. Notifications are made at
+// absolute model times (notify_at), whatever the kernel's clock reads.
 namespace model_clock {
 // Raised by the simulation that runs on this thread (its time outside the kernel) and by an
 // engine's edges run ahead; 0 when no simulation runs.
@@ -47,6 +48,9 @@ inline thread_local SimTime floor = 0;
 // Engines may run edges ahead strictly before this (the end of the kernel run under way, 0:
 // none: outside a run, or once the run is to pause).
 inline thread_local SimTime run_ahead_limit = 0;
+// Whether the devices' events are the kernel's (notified to it: fast-forward off), or only
+// kept in their own records, which the simulation runs from directly (Simulation::run_until).
+inline thread_local bool kernel_events = true;
 }  // namespace model_clock
 
 inline SimTime kernel_now() { return sc_core::sc_get_curr_simcontext()->time_stamp().value(); }

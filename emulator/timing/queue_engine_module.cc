@@ -37,7 +37,7 @@ void QueueEngineModule::arm(SimTime t) {
 }
 
 void QueueEngineModule::tell() {
-  if (armed_ == told_) return;
+  if (!model_clock::kernel_events || armed_ == told_) return;
   if (armed_ > told_) clock_.cancel();  // SystemC keeps the earlier of two notifications
   if (armed_ != kNever) notify_at(clock_, armed_);
   told_ = armed_;
@@ -86,7 +86,7 @@ void QueueEngineModule::edge() {
   set_armed(kNever);
   told_ = kNever;  // this is the notification
   hold();
-  run_edges(kernel_now());
+  run_edges(sc_now());
   release();
 }
 

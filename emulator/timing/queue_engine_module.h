@@ -39,6 +39,9 @@ class QueueEngineModule final : public sc_core::sc_module {
   void run_ahead();
   void drop_pending();  // controller reset: forget queued doorbells and completion requests
   void wake(SimTime at);  // new work may exist
+  // The clock's event (SC_METHOD; run directly by the simulation without the kernel: edge
+  // time is sc_now() either way).
+  void edge();
   // The command processor can take a command again: that matters only to a busy engine (one
   // with commands it could fetch), which then clocks at the next edge.
   void slot_freed() {
@@ -69,7 +72,6 @@ class QueueEngineModule final : public sc_core::sc_module {
     uint16_t value;
   };
   static constexpr SimTime kNever = ~SimTime{0};
-  void edge();
   SimTime clock_edge(SimTime now);
   void run_edges(SimTime first);
   void arm(SimTime t);

@@ -25,6 +25,7 @@ Simulation::~Simulation() {
   if (model_clock::next_event_ctx == this) {
     model_clock::next_event_fn = nullptr;
     model_clock::next_event_ctx = nullptr;
+    model_clock::kernel_events = true;
   }
   devices_.clear();
   model_clock::floor = 0;
@@ -51,13 +52,11 @@ nvme::Result<uint32_t> Simulation::add_device(const Profile& profile, nvme::Cont
 void Simulation::elaborate_if_needed() {
   if (started_) return;
   started_ = true;
-  // One device answers for itself: keeping a minimum of two would only cost it.
-  if (devices_.size() > 1) {
-    event_times_.reset(2 * devices_.size());
-    for (size_t i = 0; i < devices_.size(); ++i)
-      devices_[i]->bind_event_slots(&event_times_, 2 * i);
-  }
+  event_times_.reset(2 * devices_.size());
+  for (size_t i = 0; i < devices_.size(); ++i) devices_[i]->bind_event_slots(&event_times_, 2 * i);
   model_clock::floor = 0;
+  model_clock::kernel_events = !fast_forward_;
+  if (fast_forward_) event_times_.begin_fresh(now_);
   model_clock::next_event_fn = [](void* sim) {
     return static_cast<const Simulation*>(sim)->next_kernel_event();
   };
@@ -70,42 +69,86 @@ void Simulation::scan(SimTime (*clock)(void* ctx), void* ctx) {
   for (auto& d : devices_) d->scan(clock, ctx);
 }
 
-// The kernel is entered only when an event is due up to t: otherwise the models' time moves on
-// alone (modules.h, "time") and the kernel catches up at its next run. Every event then lies at
-// or after the models' time, so running the kernel from its own, earlier, time changes nothing.
-// (sc_start(d) stops at now + d with the events due then triggered but not run: a run to t
-// followed by a run to a time <= t runs them, as the lockstep does after its scan; a
-// notification made outside the kernel for its current time needs two such runs.)
+// Without the fast-forward every run enters the kernel. (sc_start(d) stops at now + d with the
+// events due then triggered but not run: a run to t followed by a run to a time <= t runs
+// them, as the lockstep does after its scan; a notification made outside the kernel for its
+// current time needs two such runs.)
 void Simulation::run_until(SimTime t, bool stop_at_completion) {
   elaborate_if_needed();
-  const SimTime next = next_kernel_event();
-  if (t <= now_) {
-    // One run, as without the fast-forward: it runs what the last run reached at now_, and
-    // what was notified since (a doorbell seen by a scan, at now_) only becomes due, to run
-    // first at the next run. A kernel left behind reaches now_ the same way: what is due then
-    // (all of it notified since, by construction) is triggered and runs at the next run.
-    // (Asking the kernel for a run with nothing due makes SystemC warn, slowly.)
-    if (next <= now_) kernel_run(now_, false);
+  if (fast_forward_) {
+    dispatch_until(t, stop_at_completion);
     return;
   }
-  if (next > t && fast_forward_) {
-    set_now(t);
+  const SimTime next = next_kernel_event();
+  if (t <= now_) {
+    // One run: it runs what the last run reached at now_, and what was notified since (a
+    // doorbell seen by a scan, at now_) only becomes due, to run first at the next run.
+    // (Asking the kernel for a run with nothing due makes SystemC warn, slowly.)
+    if (next <= now_) kernel_run(now_, false);
     return;
   }
   kernel_run(t, stop_at_completion);
 }
 
-// Every kernel event is a device's (its engine's clock, its due completions), and each
-// device knows when its own are due (several keep them in event_times_ too): no query of the
-// kernel's queues.
+// The fast-forward's run: the devices' events are not the kernel's (model_clock::kernel_events)
+// but their own records' (event_times_), run here in time order — each as its SystemC process
+// would run, at its own time — exactly what a kernel run to t would run:
+//   t later than now: every event before t (those at t are the next run's);
+//   t not later (sc_start(0): one delta cycle): the events due now that were pending when the
+//   last run ended — not those notified since for now (by a scan: "fresh"), nor those the
+//   events run here notify for now; the next run runs them.
+// At equal times the lower slot goes first (a device's due completions before its engine's
+// clock edge, devices in order); the kernel orders such ties by its heap's history. With
+// stop_at_completion, it stops after the event that made a completion entry visible (the
+// kernel pauses at the end of that delta cycle: the host sees the same entries, and the rest
+// of the instant runs before its next step either way).
+void Simulation::dispatch_until(SimTime t, bool stop_at_completion) {
+  event_times_.end_fresh();
+  if (t <= now_) {
+    model_clock::run_ahead_limit = now_;  // (no edge runs ahead: none lies before now)
+    due_now_.clear();
+    for (size_t s = 0; s < event_times_.size(); ++s) {
+      if (event_times_.at(s) <= now_ && !event_times_.fresh(s)) due_now_.push_back(s);
+    }
+    event_times_.clear_fresh();
+    for (const size_t s : due_now_) {
+      if (event_times_.at(s) <= now_) devices_[s / 2]->run_event(s % 2 == 0);
+    }
+    model_clock::run_ahead_limit = 0;
+    event_times_.begin_fresh(now_);
+    return;
+  }
+  event_times_.clear_fresh();
+  const uint64_t seen = visible_events_;
+  pausing_ = stop_at_completion;
+  paused_at_ = 0;
+  model_clock::run_ahead_limit = t;
+  for (;;) {
+    const SimTime e = event_times_.next();
+    if (e >= t) break;
+    set_now(std::max(now_, e));
+    const size_t slot = event_times_.earliest();
+    devices_[slot / 2]->run_event(slot % 2 == 0);
+    if (stop_at_completion && visible_events_ != seen) {
+      set_now(std::max(now_, paused_at_));
+      break;
+    }
+  }
+  if (!stop_at_completion || visible_events_ == seen) set_now(t);
+  model_clock::run_ahead_limit = 0;
+  pausing_ = false;
+  event_times_.begin_fresh(now_);
+}
+
+// Every kernel event is a device's (its engine's clock, its due completions), and each device
+// keeps the time of its own in event_times_: no query of the kernel's queues.
 SimTime Simulation::next_kernel_event() const {
-  if (devices_.size() == 1) return devices_[0]->next_event_time();
   return event_times_.next();
 }
 
 void Simulation::kernel_run(SimTime t, bool stop_at_completion) {
   pausing_ = stop_at_completion;
-  model_clock::run_ahead_limit = fast_forward_ ? t : 0;
+  model_clock::run_ahead_limit = 0;  // every edge is an event of the kernel's
   paused_at_ = 0;
   sc_core::sc_start(sc_ps(t > kernel_now() ? t - kernel_now() : 0));
   model_clock::run_ahead_limit = 0;
@@ -124,7 +167,7 @@ void Simulation::host_visible_event() {
   if (pausing_) {
     model_clock::run_ahead_limit = 0;  // the host looks at the time of this completion
     paused_at_ = std::max(paused_at_, sc_now());
-    sc_core::sc_pause();
+    if (model_clock::kernel_events) sc_core::sc_pause();
   }
 }
 
@@ -134,6 +177,11 @@ SimTime Simulation::now() const {
 
 std::optional<SimTime> Simulation::next_event() const {
   if (!started_) return std::nullopt;
+  if (fast_forward_) {
+    const SimTime e = next_kernel_event();
+    if (e == EventTimes::kNever) return std::nullopt;
+    return std::max(now_, e);
+  }
   if (!sc_core::sc_pending_activity()) return std::nullopt;
   return std::max(now_, kernel_query_next_event());
 }

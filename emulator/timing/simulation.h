@@ -45,11 +45,14 @@ class Simulation {
   // early, at the time a device posted a completion entry (the host has something to see).
   void run_until(SimTime t, bool stop_at_completion = false);
   SimTime now() const;
-  // Fast forward (default on): time moves on without the kernel where nothing is due, and a
-  // queue engine runs the clock edges nothing can come between in one activation (modules.h,
-  // "time"). Off: every edge is a kernel event and every run enters the kernel, as before;
-  // the same run then gives the same trace (fast_forward_test) — only slower.
-  void set_fast_forward(bool on) { fast_forward_ = on; }
+  // Fast forward (default on): the devices' events never enter the SystemC kernel — the
+  // simulation runs them from the devices' own records in time order (dispatch_until), and
+  // a queue engine runs the clock edges nothing can come between in one activation (modules.h,
+  // "time"). Off: every event and every edge is the kernel's, as before; the same run then
+  // gives the same trace (fast_forward_test) — only slower. Only before the first run.
+  void set_fast_forward(bool on) {
+    if (!started_) fast_forward_ = on;
+  }
   bool fast_forward() const { return fast_forward_; }
   // The time of the next pending event, if any.
   std::optional<SimTime> next_event() const;
@@ -66,6 +69,7 @@ class Simulation {
  private:
   void elaborate_if_needed();
   void kernel_run(SimTime t, bool stop_at_completion);
+  void dispatch_until(SimTime t, bool stop_at_completion);
   SimTime next_kernel_event() const;  // absolute; ~0 for none
   void set_now(SimTime t);
   uint64_t seed_;
@@ -75,6 +79,7 @@ class Simulation {
   // Each device's two kernel events' times (bound when the simulation starts): the next
   // kernel event is their minimum, read without visiting the devices.
   EventTimes event_times_;
+  std::vector<size_t> due_now_;  // dispatch_until's snapshot
   bool started_ = false;
   uint64_t visible_events_ = 0;
   SimTime now_ = 0;  // the models' time (the kernel's may lag: modules.h, "time")

@@ -279,7 +279,7 @@ void TimedSsd::schedule(uint32_t slot, SimTime at) {
   due_.push_back(Due{at, seq_++, slot, epoch_});
   std::push_heap(due_.begin(), due_.end(), std::greater<Due>());
   if (due_.front().seq == seq_ - 1) {
-    notify_at(due_event_, at);
+    if (model_clock::kernel_events) notify_at(due_event_, at);
     set_due_armed(std::min(due_armed_, at));
   }
 }
@@ -346,7 +346,7 @@ void TimedSsd::complete_due() {
     if (f.sqid == 0 && ctrl_.queue_generation() != generation_) sync_configuration();
   }
   if (!due_.empty()) {
-    notify_at(due_event_, due_.front().at);
+    if (model_clock::kernel_events) notify_at(due_event_, due_.front().at);
     set_due_armed(std::min(due_armed_, due_.front().at));
   }
   if (freed) engine_->slot_freed();

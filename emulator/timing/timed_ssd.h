@@ -66,6 +66,15 @@ class TimedSsd final : public sc_core::sc_module, private FrontEndClient {
   // CSTS.RDY comes `delay` later than it otherwise would.
   void delay_next_ready(SimTime delay);
   const Profile& profile() const { return profile_; }
+  // Runs the event of the device's due completions (due) or of its engine's clock, due now
+  // (the simulation's direct dispatch: model_clock::kernel_events off).
+  void run_event(bool due) {
+    if (due) {
+      complete_due();
+    } else {
+      engine_->edge();
+    }
+  }
   // When the earliest of this device's pending kernel events is due (~0: none).
   SimTime next_event_time() const { return std::min(due_armed_, engine_->armed()); }
   // Keep the times of the device's two kernel events in `times` at slots `first` and

@@ -1,7 +1,7 @@
-// The times of the simulation's kernel events, one slot per event source (each device's due
-// completions and its queue engine's clock), and their minimum — the next kernel event, which
-// the lockstep asks for several times a step. The minimum is kept as slots change and found
-// again only when the slot that held it moves later.
+// The times of the simulation's events, one slot per event source (each device's due
+// completions and its queue engine's clock), and their minimum — the next event, which the
+// simulation runs next (the fast-forward) and the lockstep asks for several times a step. The
+// minimum is kept as slots change and found again only when the slot that held it moves later.
 #pragma once
 
 #include <algorithm>

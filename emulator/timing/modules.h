@@ -45,8 +45,8 @@ namespace model_clock {
 // Raised by the simulation that runs on this thread (its time outside the kernel) and by an
 // engine's edges run ahead; 0 when no simulation runs.
 inline thread_local SimTime floor = 0;
-// Engines may run edges ahead strictly before this (the end of the kernel run under way, 0:
-// none: outside a run, or once the run is to pause).
+// Engines may run edges ahead strictly before this (the end of the run under way, 0: none:
+// outside a run, without the fast-forward, or once the run is to pause).
 inline thread_local SimTime run_ahead_limit = 0;
 // Whether the devices' events are the kernel's (notified to it: fast-forward off), or only
 // kept in their own records, which the simulation runs from directly (Simulation::run_until).

@@ -26,7 +26,8 @@ void QueueEngineModule::wake(SimTime at) {
   arm(t);
 }
 
-// armed_ is when the next edge is wanted; the kernel is told (tell()) at once, or, while a
+// armed_ is when the next edge is wanted (in the simulation's EventTimes: with the fast-forward
+// that is the event). With kernel events, the kernel is told (tell()) at once, or, while a
 // process of the device holds notifications (hold()), when it ends: an edge that the process
 // then runs ahead never becomes a kernel event (SystemC allocates every timed notification and
 // keeps a cancelled one in its queue until its time).
@@ -48,7 +49,7 @@ void QueueEngineModule::release() {
   tell();
 }
 
-// Whether the kernel has no event up to t other than this engine's clock.
+// Whether no event is due up to t other than this engine's clock.
 bool QueueEngineModule::nothing_else_until(SimTime t) {
   if (!model_clock::next_event_fn) tell();  // the kernel's own answer must not see a stale one
   return next_kernel_event_time() > t;

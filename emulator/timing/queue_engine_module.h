@@ -51,8 +51,8 @@ class QueueEngineModule final : public sc_core::sc_module {
   uint64_t cycles() const { return cycles_; }
   // Edges run ahead inside another's activation (edge()): SystemC events saved.
   uint64_t run_ahead_edges() const { return run_ahead_; }
-  // When the next edge is wanted (~0: not before a wake): the kernel holds this notification
-  // whenever no process of the device is running.
+  // When the next edge is wanted (~0: not before a wake): the event the simulation runs (with
+  // kernel events: the kernel holds this notification whenever no process of the device runs).
   SimTime armed() const { return armed_; }
   // Keep armed() in `times` at `slot` from now on (the simulation's record of every kernel
   // event, whose minimum it reads without visiting each device).

@@ -92,13 +92,17 @@ void Simulation::run_until(SimTime t, bool stop_at_completion) {
 
 // The fast-forward's run: the devices' events are not the kernel's (model_clock::kernel_events)
 // but their own records' (event_times_), run here in time order — each as its SystemC process
-// would run, at its own time — exactly what a kernel run to t would run:
+// would run, at its own time — what a kernel run to t would run:
 //   t later than now: every event before t (those at t are the next run's);
 //   t not later (sc_start(0): one delta cycle): the events due now that were pending when the
 //   last run ended — not those notified since for now (by a scan: "fresh"), nor those the
 //   events run here notify for now; the next run runs them.
 // At equal times the lower slot goes first (a device's due completions before its engine's
-// clock edge, devices in order); the kernel orders such ties by its heap's history. With
+// clock edge, devices in order); the kernel orders such ties by its heap's history. Between
+// devices the order changes nothing (the trace folds an instant as a set); within one device a
+// completion due on its engine's clock edge is posted at that edge here, one period later were
+// the edge to run first: the kernel may do either, so fast_forward_test's workloads agreeing
+// with it shows such ties are rare, not that they cannot differ. With
 // stop_at_completion, it stops after the event that made a completion entry visible (the
 // kernel pauses at the end of that delta cycle: the host sees the same entries, and the rest
 // of the instant runs before its next step either way).

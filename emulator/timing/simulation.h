@@ -5,8 +5,9 @@
 // Time modes:
 //   virtual  — the owner advances time explicitly (run_until), in lockstep with a host stack
 //              stepped in the same process (see scenarios/sim). Deterministic.
-//   realtime — run_realtime() paces simulated time to the wall clock; a driver in another
-//              process sees completions when wall time reaches their simulated time.
+//   realtime — the owner runs it to the wall clock's time, scanning with a wall-clock read
+//              (pollux-emu, Lockstep::set_realtime); a driver in another process sees
+//              completions when wall time reaches their simulated time.
 #pragma once
 
 #include <cstdint>
@@ -41,15 +42,17 @@ class Simulation {
 
   // Every device notices doorbell writes made up to now (see TimedSsd::scan for `clock`).
   void scan(SimTime (*clock)(void* ctx) = nullptr, void* ctx = nullptr);
-  // Runs events up to and including time t (virtual mode). With stop_at_completion, returns
-  // early, at the time a device posted a completion entry (the host has something to see).
+  // Runs the events before time t — a run to a time not later than now, those pending now
+  // (dispatch_until). With stop_at_completion, returns early, at the time a device posted a
+  // completion entry (the host has something to see).
   void run_until(SimTime t, bool stop_at_completion = false);
   SimTime now() const;
   // Fast forward (default on): the devices' events never enter the SystemC kernel — the
   // simulation runs them from the devices' own records in time order (dispatch_until), and
   // a queue engine runs the clock edges nothing can come between in one activation (modules.h,
   // "time"). Off: every event and every edge is the kernel's, as before; the same run then
-  // gives the same trace (fast_forward_test) — only slower. Only before the first run.
+  // gives the same trace (fast_forward_test) — only slower. Ignored once the simulation has
+  // started (its first run or scan).
   void set_fast_forward(bool on) {
     if (!started_) fast_forward_ = on;
   }

@@ -75,9 +75,7 @@ class TimedSsd final : public sc_core::sc_module, private FrontEndClient {
       engine_->edge();
     }
   }
-  // When the earliest of this device's pending kernel events is due (~0: none).
-  SimTime next_event_time() const { return std::min(due_armed_, engine_->armed()); }
-  // Keep the times of the device's two kernel events in `times` at slots `first` and
+  // Keep the times of the device's two events in `times` at slots `first` and
   // `first` + 1 from now on (Simulation::next_kernel_event reads their minimum).
   void bind_event_slots(EventTimes* times, size_t first) {
     times_ = times;
@@ -154,7 +152,7 @@ class TimedSsd final : public sc_core::sc_module, private FrontEndClient {
     due_armed_ = t;
     if (times_) times_->set(slot_, t);
   }
-  SimTime due_armed_ = ~SimTime{0};  // due_event_'s pending notification (the kernel keeps the earliest)
+  SimTime due_armed_ = ~SimTime{0};  // when complete_due is next to run (~0: not armed)
   EventTimes* times_ = nullptr;
   size_t slot_ = 0;
 

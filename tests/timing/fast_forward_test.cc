@@ -1,9 +1,9 @@
 // The fast-forward (emulator/timing/simulation.h) is an optimisation and nothing else: with it
-// on, time moves on without the SystemC kernel where nothing is due and a queue engine runs the
-// clock edges nothing can come between inside one activation; with it off, every edge is a
-// kernel event and every lockstep step a kernel run. The same seed must give the same run both
-// ways: the same trace (every doorbell, fetch and completion at the same instant), the same
-// I/O count and latencies, the same device counters. The workloads cover what the engine's
+// on, the simulation runs the devices' events itself, without the SystemC kernel, and a queue
+// engine runs the clock edges nothing can come between inside one activation; with it off,
+// every edge is a kernel event and every lockstep step a kernel run. The same seed must give the
+// same run both ways: the same trace (every doorbell, fetch and completion at the same instant),
+// the same I/O count and latencies, the same device counters. The workloads cover what the engine's
 // edges meet: deep and shallow queues, reads, writes and mixes, NAND with its cache and FTL,
 // 3D XPoint, the verilated engine, several drives on one host core, a random seed.
 #include <gtest/gtest.h>

@@ -102,7 +102,8 @@ void Simulation::run_until(SimTime t, bool stop_at_completion) {
 // devices the order changes nothing (the trace folds an instant as a set); within one device a
 // completion due on its engine's clock edge is posted at that edge here, one period later were
 // the edge to run first: the kernel may do either, so fast_forward_test's workloads agreeing
-// with it shows such ties are rare, not that they cannot differ. With
+// with it shows such ties are rare, not that they cannot differ. Due first is what the model
+// does without a tie (a completion due on an edge not yet taken is served by that edge). With
 // stop_at_completion, it stops after the event that made a completion entry visible (the
 // kernel pauses at the end of that delta cycle: the host sees the same entries, and the rest
 // of the instant runs before its next step either way).

@@ -109,8 +109,7 @@ void Simulation::run_until(SimTime t, bool stop_at_completion) {
 // of the instant runs before its next step either way).
 void Simulation::dispatch_until(SimTime t, bool stop_at_completion) {
   event_times_.end_fresh();
-  if (t <= now_) {
-    model_clock::run_ahead_limit = now_;  // (no edge runs ahead: none lies before now)
+  if (t <= now_) {  // (no edge runs ahead: run_ahead_limit stays 0, none lies before now)
     due_now_.clear();
     for (size_t s = 0; s < event_times_.size(); ++s) {
       if (event_times_.at(s) <= now_ && !event_times_.fresh(s)) due_now_.push_back(s);
@@ -119,7 +118,6 @@ void Simulation::dispatch_until(SimTime t, bool stop_at_completion) {
     for (const size_t s : due_now_) {
       if (event_times_.at(s) <= now_) devices_[s / 2]->run_event(s % 2 == 0);
     }
-    model_clock::run_ahead_limit = 0;
     event_times_.begin_fresh(now_);
     return;
   }
@@ -151,15 +149,12 @@ SimTime Simulation::next_kernel_event() const {
   return event_times_.next();
 }
 
+// (run_ahead_limit stays 0: every edge is an event of the kernel's.)
 void Simulation::kernel_run(SimTime t, bool stop_at_completion) {
   pausing_ = stop_at_completion;
-  model_clock::run_ahead_limit = 0;  // every edge is an event of the kernel's
-  paused_at_ = 0;
   sc_core::sc_start(sc_ps(t > kernel_now() ? t - kernel_now() : 0));
-  model_clock::run_ahead_limit = 0;
   pausing_ = false;
-  // Paused at a completion an engine posted running ahead: the time is that edge's.
-  set_now(std::max({now_, kernel_now(), paused_at_}));
+  set_now(std::max(now_, kernel_now()));
 }
 
 void Simulation::set_now(SimTime t) {

@@ -2,15 +2,16 @@
 // bdev, lvol and nvmf configuration, the queries, save_config) fed any byte stream as one
 // client's connection, in process (RpcServer's in-process clients: no socket), on a step-mode
 // framework in virtual time. A NUL byte in the input is not sent: the client waits there until
-// the server is quiet (as a client that waits for each answer does), then sends what follows. Each input gets a fresh application. Methods that reach outside
-// the process (bdev_nvme_*, bdev_uring_*) are refused before they run, TCP transports listen
-// on a network that reaches nobody, and the sizes of what a method builds are bounded
+// the server is quiet (as a client that waits for each answer does), then sends what follows.
+// Each input gets a fresh application. Methods that reach outside the process (bdev_nvme_*,
+// bdev_uring_*, bdev_aio_*, keyring_file_add_key) are refused before they run, TCP transports
+// listen on a network that reaches nobody, and the sizes of what a method builds are bounded
 // (tests/fuzz/tgt_sandbox.h).
 //
 // What must hold: no crash, hang, sanitizer report or escaping exception; every line the
 // server writes is a JSON-RPC 2.0 response (jsonrpc "2.0", an id, a result or an error with an
 // integer code and a message), no more of them than requests; afterwards a new client still
-// gets rpc_get_methods answered; the application then stops cleanly.
+// gets keyring_get_keys answered; the application then stops cleanly.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -75,12 +76,15 @@ struct Rig {
       check(st.ok(), "the application starts");
       tgt::RpcServer& rpc = *app->rpc();
       for (const std::string& m : rpc.methods()) {
+        // Only the methods the sandbox changes are wrapped: wrapping all of them was a tenth
+        // of an input's time.
         if (pollux::fuzz::reaches_outside(m)) {
           rpc.add(m, [](const json&, tgt::RpcServer::Reply reply) {
             reply(pollux::make_error(EPERM, "not in the fuzzer: it reaches outside the process"));
           });
           continue;
         }
+        if (!pollux::fuzz::has_bounds(m)) continue;
         tgt::RpcServer::Handler h = rpc.handler(m);
         rpc.add(m, [m, h](const json& params, tgt::RpcServer::Reply reply) {
           h(pollux::fuzz::bounded_params(m, params), std::move(reply));
@@ -112,8 +116,8 @@ struct Rig {
   }
 };
 
-// Every line a JSON-RPC 2.0 response; returns how many.
-std::size_t check_responses(const std::string& out) {
+// Every line a JSON-RPC 2.0 response; returns how many (and the last, parsed, in *last).
+std::size_t check_responses(const std::string& out, json* last = nullptr) {
   std::size_t n = 0, at = 0;
   while (at < out.size()) {
     const std::size_t end = out.find('\n', at);
@@ -137,6 +141,7 @@ std::size_t check_responses(const std::string& out) {
       std::fprintf(stderr, "result: %.300s\n", r["result"].dump().c_str());
     }
     ++n;
+    if (last != nullptr) *last = r;
   }
   return n;
 }
@@ -175,16 +180,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   std::erase(sent, '\0');
   check(answers <= count_requests(sent), "more responses than requests");
   rig.on_app([&] { rpc.disconnect_local(client); });
-  // The server still serves.
+  // The server still serves: a method with a short answer (rpc_get_methods' list of ~100
+  // names, written and parsed again, was a fifth of an input's time).
   const uint64_t next = rig.on_app([&] { return rpc.connect_local(); });
   rig.on_app([&] {
-    rpc.deliver_local(next, R"({"jsonrpc":"2.0","id":"last","method":"rpc_get_methods"})");
+    rpc.deliver_local(next, R"({"jsonrpc":"2.0","id":"last","method":"keyring_get_keys"})");
   });
   rig.run();
   const std::string last = rig.on_app([&] { return rpc.take_local_output(next); });
-  check(check_responses(last) == 1, "the server stopped answering");
-  const json r = json::parse(last);
-  check(r.contains("result") && r["id"] == "last", "rpc_get_methods after the input");
+  json r;
+  check(check_responses(last, &r) == 1, "the server stopped answering");
+  check(r.contains("result") && r["result"].is_array() && r["id"] == "last",
+        "keyring_get_keys after the input");
   rig.on_app([&] { rpc.disconnect_local(next); });
   return 0;
 }

@@ -58,10 +58,15 @@ class NullNetwork final : public fabric::net::Network {
 
 inline constexpr uint64_t kMaxBuiltBytes = 1 << 20;  // per malloc bdev, per transport pool
 
+// The methods whose parameters bounded_params changes (the others pass through as given).
+inline bool has_bounds(const std::string& method) {
+  return method == "bdev_malloc_create" || method == "nvmf_create_transport";
+}
+
 // A copy of the parameters with the sizes of what they build bounded (types left as given:
 // a wrong type still reaches the real parser).
 inline nlohmann::json bounded_params(const std::string& method, nlohmann::json p) {
-  if (!p.is_object()) return p;
+  if (!has_bounds(method) || !p.is_object()) return p;
   auto u64 = [&](const char* f, uint64_t dflt) {
     return p.contains(f) && p[f].is_number_unsigned() ? p[f].get<uint64_t>() : dflt;
   };
@@ -95,10 +100,12 @@ inline bdev::ConfigMethods bounded(const bdev::ConfigMethods& in) {
   return out;
 }
 
-// Methods that reach outside the process (files, devices, other hosts).
+// Methods that reach outside the process (files, devices, other hosts). keyring_file_add_key
+// reads any file the input names into the process-wide keyring, which would also carry a key
+// from one input to the next.
 inline bool reaches_outside(const std::string& method) {
   return method.rfind("bdev_nvme_", 0) == 0 || method.rfind("bdev_uring_", 0) == 0 ||
-         method.rfind("bdev_aio_", 0) == 0;
+         method.rfind("bdev_aio_", 0) == 0 || method == "keyring_file_add_key";
 }
 
 }  // namespace pollux::fuzz

@@ -7,7 +7,8 @@
 # tsan: ThreadSanitizer over the packages whose code runs on several threads at once: the
 #       environment (DMA registry, pools), the event framework (reactors, messages), the NVMe
 #       driver (queue pairs, the admin path), metrics, and the driver against the emulator.
-# Each stage has its own output tree (--config=asan/tsan set a platform suffix) and its own
+# Each stage builds the tests and what they run only (--build_tests_only: no benchmarks or
+# programs no test uses). Each stage has its own output tree (--config=asan/tsan set a platform suffix) and its own
 # convenience links (bazel-asan-*, bazel-tsan-*), so bazel-bin keeps pointing at the plain
 # build. Writes LOGDIR/{asan,tsan}.log and prints each stage's wall time.
 set -uo pipefail
@@ -34,7 +35,7 @@ stage() {
   shift
   local start=$(date +%s)
   echo "sanitize: $name: bazel test --config=$name ${*}"
-  bazel test --config="$name" --keep_going "$@" 2>&1 | tee "$logdir/$name.log"
+  bazel test --config="$name" --keep_going --build_tests_only "$@" 2>&1 | tee "$logdir/$name.log"
   local r=${PIPESTATUS[0]}
   echo "sanitize: $name finished with rc=$r after $(( $(date +%s) - start )) s"
   [ "$r" -eq 0 ] || rc=1

@@ -22,7 +22,13 @@ def get(url, path, **params):
         with urllib.request.urlopen(f"{url}{path}?{q}", timeout=10) as r:
             body = json.load(r)
     except urllib.error.HTTPError as e:  # a bad query: Prometheus says why in the body
-        body = json.load(e)
+        raw = e.read()
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            # Not the API's answer: until its storage is open Prometheus serves every API path
+            # a plain-text "503 Service Unavailable". An OSError, as when it does not listen yet.
+            raise OSError(f"{path}: HTTP {e.code}, not JSON: {raw[:200]!r}") from None
     if body.get("status") != "success":
         raise RuntimeError(f"{path} {params}: {body}")
     return body["data"]
@@ -39,7 +45,7 @@ def wait_for_samples(url, deadline_s=90):
                     and float(every["result"][0]["value"][1]) >= 2):
                 return
         except OSError:
-            pass  # Prometheus still starting
+            pass  # Prometheus still starting: not listening, or not ready (503)
         time.sleep(0.5)
     targets = get(url, "/api/v1/targets")
     sys.exit(f"FAIL: no two scrapes of the program within {deadline_s} s; targets: {targets}")

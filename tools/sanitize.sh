@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The sanitizer stages of CI (.ci/run runs them after README's test command):
 #   tools/sanitize.sh [asan|tsan|all] [LOGDIR]
-# asan: ASan + UBSan + LeakSanitizer over the unit, system and scenario tests (every package
-#       but the HIL guest tests, whose binaries run inside QEMU, and the chaos seed sweep,
-#       which the plain build already runs; tag a test `noasan` to leave it out).
+# asan: ASan + UBSan (but its null and alignment checks: .bazelrc says why) + LeakSanitizer
+#       over the unit, system and scenario tests (every package but the HIL guest tests, whose
+#       binaries run inside QEMU, and the chaos seed sweep, which the plain build already runs;
+#       tag a test `noasan` to leave it out).
 # tsan: ThreadSanitizer over the packages whose code runs on several threads at once: the
 #       environment (DMA registry, pools), the event framework (reactors, messages), the NVMe
 #       driver (queue pairs, the admin path), metrics, and the driver against the emulator.

@@ -9,9 +9,9 @@
 #       environment (DMA registry, pools), the event framework (reactors, messages), the NVMe
 #       driver (queue pairs, the admin path), metrics, and the driver against the emulator.
 # Each stage builds the tests and what they run only (--build_tests_only: no benchmarks or
-# programs no test uses). Each stage has its own output tree (--config=asan/tsan set a platform suffix) and its own
-# convenience links (bazel-asan-*, bazel-tsan-*), so bazel-bin keeps pointing at the plain
-# build. Writes LOGDIR/{asan,tsan}.log and prints each stage's wall time.
+# programs no test uses). Each stage has its own output tree (--config=asan/tsan set a platform
+# suffix) and its own convenience links (bazel-asan-*, bazel-tsan-*), so bazel-bin keeps
+# pointing at the plain build. Writes LOGDIR/{asan,tsan}.log and prints each stage's wall time.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 

@@ -57,6 +57,7 @@ class CheckDashboardsTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.server.shutdown()
+        cls.server.server_close()
 
     def test_waits_out_the_start_up_503(self):
         StartingPrometheus.not_ready_answers, StartingPrometheus.served_503 = 3, 0
